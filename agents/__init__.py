@@ -1,0 +1,1 @@
+"""Reusable agents built on aun_runtime, and the demo application."""

@@ -1,0 +1,86 @@
+"""aun-runtime: an actor-model multi-agent runtime on autogen-core with AUN semantics.
+
+A message is delivered; the receiver decides, on its own, whether, when and how many times to answer.
+Handlers are ``@event`` only, each agent takes its messages one at a time, replies are explicit sends,
+and every message is archived, including those an agent's channel kept from it.
+
+The public API is what ``__all__`` lists; every other module is private.
+"""
+
+from autogen_core import MessageContext, event
+
+from protocols.aun import (
+    AUNMessage,
+    DispatchMode,
+    JsonPayload,
+    TextPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+    UnknownPayload,
+)
+from protocols.contract import AUNContract
+from protocols.errors import (
+    AUNError,
+    InvalidAIDError,
+    InvalidGroupIdError,
+    InvalidMessageError,
+    PayloadTooLargeError,
+)
+
+from ._agent import AUNAgent
+from ._archive import Archive, ArchiveRecord, RecordKind
+from ._core import AUNSingleThreadedRuntime
+from ._errors import (
+    AgentRegistrationError,
+    HandlerDefinitionError,
+    HopLimitExceeded,
+    MailboxFullError,
+    NoRouteError,
+    NotAGroupMemberError,
+    RPCForbiddenError,
+    UndeliverableError,
+    UnknownAIDError,
+    UnknownGroupError,
+)
+from ._inbox import Inbox
+from ._mailbox import Mailbox, OverflowPolicy
+from ._runtime import AUNRuntime, GroupInfo, RuntimeStats
+
+__all__ = [
+    "AUNAgent",
+    "AUNContract",
+    "AUNError",
+    "AUNMessage",
+    "AUNRuntime",
+    "AUNSingleThreadedRuntime",
+    "AgentRegistrationError",
+    "Archive",
+    "ArchiveRecord",
+    "DispatchMode",
+    "GroupInfo",
+    "HandlerDefinitionError",
+    "HopLimitExceeded",
+    "Inbox",
+    "InvalidAIDError",
+    "InvalidGroupIdError",
+    "InvalidMessageError",
+    "JsonPayload",
+    "Mailbox",
+    "MailboxFullError",
+    "MessageContext",
+    "NoRouteError",
+    "NotAGroupMemberError",
+    "OverflowPolicy",
+    "PayloadTooLargeError",
+    "RPCForbiddenError",
+    "RecordKind",
+    "RuntimeStats",
+    "TextPayload",
+    "ToolCallPayload",
+    "ToolResultPayload",
+    "UndeliverableError",
+    "UnknownAIDError",
+    "UnknownGroupError",
+    "UnknownPayload",
+    "event",
+]

@@ -1,0 +1,282 @@
+"""``AUNAgent``: an autogen-core ``RoutedAgent`` that behaves as AUN says an agent behaves.
+
+The actor rules, as the code enforces them:
+
+* **Events only.** A handler is an ``@event``; a class that declares an ``@rpc`` or
+  ``@message_handler`` handler is refused when it is defined. Nobody can ask an AUN agent for a
+  return value, because a receiver has no obligation to respond.
+* **One message at a time.** Each agent has a mailbox: messages are handled one by one, in arrival
+  order, and at most ``capacity`` of them may wait (see :mod:`aun_runtime._mailbox`).
+* **Replies are acts.** An agent answers by calling its send tool: :meth:`AUNAgent.send`,
+  :meth:`AUNAgent.group_send` or :meth:`AUNAgent.reply`, zero, one or many times, while handling a
+  message or later, and it may speak first (:meth:`AUNAgent.on_start`, :meth:`AUNAgent.schedule`).
+* **Thinking stays inside.** :meth:`AUNAgent.think` records reasoning in the archive; it is never sent.
+* **Tool annotations oblige nothing.** A ``tool_call`` or ``tool_result`` payload describes the
+  sender's own tool use; receiving one runs nothing here (a handler may look at it, like any payload).
+
+Handlers receive either the envelope or the typed contract inside it: declare
+``message: AUNMessage`` to get every message, or ``message: SomeContract`` to get json payloads
+of that contract decoded. The envelope of the message being handled is always :attr:`AUNAgent.inbound`.
+
+Example:
+    .. code-block:: python
+
+        class Echo(AUNAgent):
+            @event
+            async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+                if message.text:
+                    await self.reply(f"you said: {message.text}")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+
+from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
+
+from protocols.aun import AIDMention, AUNMessage, Mention, ScopeMention
+from protocols.contract import decode_contract
+
+from ._archive import ArchiveRecord, RecordKind
+from ._errors import HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
+
+if TYPE_CHECKING:
+    from ._runtime import AUNRuntime, PayloadLike, _Endpoint
+
+__all__ = ["AUNAgent"]
+
+logger = logging.getLogger("aun_runtime")
+
+#: The message whose handler is running in this task (None in proactive tasks). Sends read it to
+#: carry the thread and count hops, which is how the loop guard sees a storm.
+INBOUND: contextvars.ContextVar[AUNMessage | None] = contextvars.ContextVar("aun_inbound", default=None)
+
+
+def _is_event_handler(handler: Any) -> bool:
+    # autogen-core marks @event, @rpc and @message_handler alike; only the router tells them apart.
+    # @event's router is the lambda defined inside autogen_core's ``event`` decorator (pinned 0.7.5;
+    # tests/test_agent.py guards this against a version that changes it).
+    router = getattr(handler, "router", None)
+    return getattr(router, "__qualname__", "").startswith("event.")
+
+
+class AUNAgent(RoutedAgent):
+    """Base class of AUN agents. Subclass it, add ``@event`` handlers, register it with a runtime.
+
+    Args:
+        description: one line saying what the agent does (shown in metadata and consoles).
+    """
+
+    #: Every AUN agent is autonomous: it decides whether, when and how often to answer. Even one that
+    #: always answers is autonomous as far as the protocol is concerned.
+    mode: ClassVar[str] = "autonomous"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in dir(cls):
+            handler = getattr(cls, name, None)
+            if hasattr(handler, "is_message_handler") and not _is_event_handler(handler):
+                raise HandlerDefinitionError(
+                    f"{cls.__name__}.{name}: only @event handlers are allowed on an AUN agent; a receiver "
+                    "has no obligation to respond, so use @event and answer through self.send/self.reply"
+                )
+
+    def __init__(self, description: str = "") -> None:
+        super().__init__(description)
+        self._aun: AUNRuntime | None = None
+        self._endpoint: _Endpoint | None = None
+
+    def _attach(self, runtime: AUNRuntime, endpoint: _Endpoint) -> None:
+        self._aun = runtime
+        self._endpoint = endpoint
+
+    # -- identity ----------------------------------------------------------------------------------
+
+    @property
+    def aid(self) -> str:
+        """This agent's AID (its autogen-core agent type)."""
+        return self.id.type
+
+    @property
+    def aun(self) -> AUNRuntime:
+        """The AUN runtime this agent lives in."""
+        if self._aun is None:
+            raise RuntimeError(f"{type(self).__name__} is not registered with an AUNRuntime")
+        return self._aun
+
+    @property
+    def aun_metadata(self) -> dict[str, str]:
+        """AUN metadata: AID, behaviour mode (always ``autonomous``) and description."""
+        return {"aid": self.aid, "mode": self.mode, "description": self._description}
+
+    @property
+    def inbound(self) -> AUNMessage | None:
+        """The message being handled right now, or None outside a handler."""
+        return INBOUND.get()
+
+    # -- delivery ----------------------------------------------------------------------------------
+
+    async def on_message_impl(self, message: Any, ctx: MessageContext) -> None:
+        """Deliver through mailbox and channel. Not to be overridden: write ``@event`` handlers."""
+        endpoint = self._endpoint
+        if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
+            await super().on_message_impl(message, ctx)
+            return
+        await endpoint.deliver(self, message, ctx)
+
+    async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
+        """Run the matching handler for one admitted message; failures become dead letters."""
+        token = INBOUND.set(message if isinstance(message, AUNMessage) else None)
+        try:
+            target = message
+            if isinstance(message, AUNMessage):
+                contract = decode_contract(message.payload)
+                if contract is not None and type(contract) in self._handlers:
+                    target = contract
+            await RoutedAgent.on_message_impl(self, target, ctx)
+        except HopLimitExceeded:
+            pass  # recorded as a loop stop by the send that refused to go out
+        except Exception as exc:
+            self.aun._dead_letter(self.aid, message if isinstance(message, AUNMessage) else None, exc)
+        finally:
+            INBOUND.reset(token)
+
+    async def on_unhandled_message(self, message: Any, ctx: MessageContext) -> None:
+        """A message no handler takes. It is archived already; silence is a legal answer."""
+        logger.debug("%s has no handler for %s; archived, no action", self.id.type, type(message).__name__)
+
+    async def send_message(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> NoReturn:
+        """Refused: AUN has no request/response. Use :meth:`send`."""
+        raise RPCForbiddenError()
+
+    # -- the send tools ----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        to: str,
+        payload: PayloadLike,
+        *,
+        in_reply_to: AUNMessage | str | None = None,
+        message_id: str | None = None,
+    ) -> AUNMessage:
+        """Send a direct message to ``to``. Returns once it is queued; no answer is awaited.
+
+        Args:
+            to: the recipient's AID (local, or remote through a gateway).
+            payload: a payload model, a contract instance, a dict, or a string (becomes ``text``).
+            in_reply_to: the message (or its id) this one answers, if any.
+            message_id: a caller-chosen id (for idempotent retries); default: a fresh one.
+        """
+        return await self.aun._send(self.aid, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
+
+    async def group_send(
+        self,
+        group_id: str,
+        payload: PayloadLike,
+        *,
+        mentions: Sequence[str | Mention] | None = None,
+        in_reply_to: AUNMessage | str | None = None,
+        message_id: str | None = None,
+    ) -> AUNMessage:
+        """Post to a group this agent belongs to.
+
+        Args:
+            group_id: the group.
+            payload: as for :meth:`send`.
+            mentions: AIDs (or ``"all"``) to mention; they decide who sees it in a ``mention`` group.
+            in_reply_to: the message answered, if any.
+            message_id: a caller-chosen id; default: a fresh one.
+        """
+        return await self.aun._send(
+            self.aid,
+            payload,
+            group_id=group_id,
+            mentions=mentions,
+            in_reply_to=in_reply_to,
+            message_id=message_id,
+        )
+
+    async def reply(
+        self, payload: PayloadLike, *, mentions: Sequence[str | Mention] | None = None
+    ) -> AUNMessage:
+        """Answer the message being handled: to its group if it came through one, else to its sender."""
+        inbound = self.inbound
+        if inbound is None:
+            raise RuntimeError("reply() needs a message being handled; use send() to start a conversation")
+        if inbound.group_id is not None:
+            return await self.group_send(inbound.group_id, payload, mentions=mentions, in_reply_to=inbound)
+        return await self.send(inbound.from_aid, payload, in_reply_to=inbound)
+
+    def think(self, text: str) -> None:
+        """Record internal reasoning. It goes to the archive and nowhere else."""
+        inbound = self.inbound
+        self.aun.archive.record_thought(self.aid, text, about=inbound.message_id if inbound else None)
+
+    def schedule(
+        self, action: Callable[[], Awaitable[None]], *, delay: float = 0.0, every: float | None = None
+    ) -> asyncio.Task[None]:
+        """Run ``action`` later, with no inbound message: the way an agent speaks first.
+
+        Args:
+            action: a coroutine function taking no arguments.
+            delay: seconds to wait before the first run.
+            every: if set, run again every ``every`` seconds until the runtime stops.
+
+        Returns:
+            The task; cancel it to stop a repeating action. The runtime cancels it on stop.
+        """
+        return self.aun._schedule(self.aid, action, delay=delay, every=every)
+
+    async def on_start(self) -> None:
+        """Called once the runtime has started this agent. Override to speak first.
+
+        An agent class that overrides it is created when the runtime starts, instead of on its first
+        message, so that it can act with nobody having written to it. The runtime awaits it (in
+        registration order, so runs are reproducible): keep it short, and :meth:`schedule` anything
+        that goes on.
+        """
+
+    def history(
+        self,
+        *,
+        group_id: str | None = None,
+        peer: str | None = None,
+        kinds: Sequence[RecordKind | str] | None = None,
+        after_id: int = 0,
+        limit: int = 50,
+    ) -> list[ArchiveRecord]:
+        """This agent's archive, oldest first, including the messages its channel filtered."""
+        return self.aun.archive.history(
+            self.aid, group_id=group_id, peer=peer, kinds=kinds, after_id=after_id, limit=limit
+        )
+
+    async def save_state(self) -> Mapping[str, Any]:
+        """An agent's own state, for ``save_state``. Default: stateless."""
+        return {}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`save_state` returned. Default: nothing to restore."""
+
+
+def coerce_mentions(mentions: Sequence[str | Mention]) -> tuple[AIDMention | ScopeMention, ...]:
+    """``["bob.local", "all"]`` -> structured mentions."""
+    out: list[AIDMention | ScopeMention] = []
+    for item in mentions:
+        if isinstance(item, AIDMention | ScopeMention):
+            out.append(item)
+        elif item == "all":
+            out.append(ScopeMention())
+        else:
+            out.append(AIDMention(aid=item))
+    return tuple(out)

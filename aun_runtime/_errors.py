@@ -1,0 +1,61 @@
+"""Errors raised by the runtime. All derive from :class:`protocols.errors.AUNError`."""
+
+from __future__ import annotations
+
+from protocols.errors import AUNError
+
+
+class RPCForbiddenError(AUNError):
+    """``send_message`` was called: AUN has no request/response, so nothing was queued."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "send_message is forbidden on an AUN runtime: a receiver has no obligation to respond. "
+            "Publish with the send tool (agent.send / agent.group_send / runtime.send) and handle any "
+            "answers as messages of their own, whenever and however many arrive"
+        )
+
+
+class UndeliverableError(AUNError):
+    """A message could not be delivered; it was recorded as a dead letter."""
+
+
+class UnknownAIDError(UndeliverableError):
+    """No agent with this AID is registered in the runtime's local domain."""
+
+
+class NoRouteError(UndeliverableError):
+    """The AID is outside the local domain and no gateway carries messages there."""
+
+
+class UnknownGroupError(UndeliverableError):
+    """No group with this id exists."""
+
+
+class NotAGroupMemberError(AUNError):
+    """The sender is not a member of the group it tried to post to."""
+
+
+class MailboxFullError(UndeliverableError):
+    """The receiver's mailbox stayed full; the message was recorded as a dead letter."""
+
+
+class HopLimitExceeded(AUNError):
+    """A conversation thread went past the hop limit: the loop guard stopped it and recorded the stop."""
+
+    def __init__(self, thread: str, hops: int, limit: int) -> None:
+        super().__init__(
+            f"thread {thread} reached {hops} hops, over the limit of {limit}: the loop guard stopped it "
+            "(raise AUNRuntime(max_hops=...) if long chains are intended)"
+        )
+        self.thread = thread
+        self.hops = hops
+        self.limit = limit
+
+
+class AgentRegistrationError(AUNError):
+    """An agent or group could not be registered (duplicate AID, wrong class, runtime state)."""
+
+
+class HandlerDefinitionError(AUNError, TypeError):
+    """An AUN agent class declares a handler AUN does not allow (``@rpc`` or ``@message_handler``)."""

@@ -1,0 +1,732 @@
+"""``AUNRuntime``: registration of AIDs and groups, the send path, the loop guard and dead letters.
+
+The runtime is a facade over an autogen-core ``AgentRuntime`` (the *core*, by default
+:class:`~aun_runtime._core.AUNSingleThreadedRuntime`). Every AUN message is a publish on a topic of
+the core; nothing is ever sent as an RPC. On top of the core the runtime adds what AUN needs:
+
+* **Routing.** A direct message to ``x.local`` is published on ``aun.inbox.x.local``; a group message
+  on ``aun.group.<gid>``, where each member holds a subscription (membership *is* the subscriptions,
+  so it can change while the runtime runs).
+* **Dead letters.** A message that cannot be delivered (unknown AID, no route, unknown group, a sender
+  outside the group, a full mailbox) or whose handler raises is archived as a dead letter with the
+  reason and logged. The sender of an undeliverable message also gets a specific error.
+* **The loop guard.** Every message sent while a handler runs belongs to the handled message's
+  thread and counts one hop more. A send that would pass ``max_hops`` is refused, recorded as a
+  loop stop and logged, which ends A->B->A and A->B->C->A storms.
+* **Liveness** is asked for explicitly with :meth:`AUNRuntime.ping`; silence is never failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NoReturn, TypeAlias, TypeVar
+
+from autogen_core import AgentRuntime, MessageContext, TypeSubscription
+from pydantic import BaseModel
+
+from protocols.aun import (
+    AUNMessage,
+    DispatchMode,
+    Mention,
+    Payload,
+    TextPayload,
+    aid_domain,
+    new_message_id,
+    parse_dispatch_mode,
+    payload_from_json,
+    validate_aid,
+    validate_group_id,
+)
+from protocols.contract import AUNContract
+from protocols.errors import AUNError, InvalidMessageError
+
+from ._agent import INBOUND, AUNAgent, coerce_mentions
+from ._archive import Archive, RecordKind
+from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
+from ._core import (
+    AUNSingleThreadedRuntime,
+    agent_id,
+    group_topic,
+    group_topic_type,
+    inbox_topic,
+    inbox_topic_type,
+    register_wire_serializers,
+)
+from ._errors import (
+    AgentRegistrationError,
+    HopLimitExceeded,
+    MailboxFullError,
+    NoRouteError,
+    NotAGroupMemberError,
+    RPCForbiddenError,
+    UndeliverableError,
+    UnknownAIDError,
+    UnknownGroupError,
+)
+from ._inbox import Inbox
+from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._transcript import render_transcript
+
+__all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
+
+logger = logging.getLogger("aun_runtime")
+
+#: Hops a thread may take before the loop guard stops it. Real collaborations (a reflection loop of
+#: a few rounds, a debate of a few rounds among a few agents) stay well under it; storms pass it fast.
+DEFAULT_MAX_HOPS = 32
+#: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
+APP_NAME = "app"
+
+PayloadLike: TypeAlias = Payload | AUNContract | str | dict[str, Any]
+AgentT = TypeVar("AgentT", bound=AUNAgent)
+AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
+
+
+@dataclass
+class RuntimeStats:
+    """Counters of what happened to messages. Nothing here is ever silent."""
+
+    sent: int = 0
+    delivered: int = 0
+    filtered: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    loop_stops: int = 0
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A group as it stands now."""
+
+    group_id: str
+    members: frozenset[str]
+    dispatch_mode: DispatchMode
+
+
+@dataclass
+class _Group:
+    """A group's state. Membership is measured in group seqs: a member sees exactly the messages
+    posted while it was a member, even when a change races with messages still in flight."""
+
+    group_id: str
+    dispatch_mode: DispatchMode
+    members: set[str] = field(default_factory=set)
+    subscriptions: dict[str, str] = field(default_factory=dict)  # aid -> core subscription id
+    spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
+    last_seq: int = 0
+
+    def next_seq(self) -> int:
+        self.last_seq += 1
+        return self.last_seq
+
+    def was_member(self, aid: str, seq: int) -> bool:
+        return any(after < seq <= through for after, through in self.spans.get(aid, ()))
+
+
+_STILL_MEMBER = sys.maxsize
+
+
+class _Endpoint:
+    """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
+
+    __slots__ = ("_channel", "aid", "description", "eager", "mailbox", "runtime", "seq")
+
+    def __init__(
+        self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
+    ) -> None:
+        self.runtime = runtime
+        self.aid = aid
+        self.mailbox = mailbox
+        self.description = description
+        self.eager = eager
+        self.seq = itertools.count(1)
+        self._channel: Channel | None = None
+
+    @property
+    def channel(self) -> Channel:
+        # Created on first use: it reads the archive to recognise redeliveries across restarts.
+        if self._channel is None:
+            self._channel = Channel(self.aid, self.runtime.archive, self.runtime.dedup_window)
+        return self._channel
+
+    async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+        runtime = self.runtime
+        is_envelope = isinstance(message, AUNMessage)
+        message_id = message.message_id if is_envelope else (ctx.message_id or "")
+        mailbox = self.mailbox
+        if not mailbox.arrive(message_id):
+            runtime._dead_letter(self.aid, message if is_envelope else None, MailboxFullError("mailbox full"))
+            return
+        try:
+            async with mailbox.turn():
+                if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
+                    await agent._dispatch(message, ctx)
+                    return
+                if message.group_id is not None and not runtime._was_member(message, self.aid):
+                    return  # posted while this agent was not in the group: never its message
+                verdict = self.channel.admit(message)
+                stats = runtime.stats
+                if verdict is Admission.DELIVER:
+                    stats.delivered += 1
+                    await agent._dispatch(message, ctx)
+                elif verdict is Admission.FILTERED:
+                    stats.filtered += 1
+                else:
+                    stats.duplicates += 1
+        finally:
+            mailbox.release()
+
+
+class AUNRuntime:
+    """An AUN runtime: agents addressed by AID, groups, publish-only delivery and a full archive.
+
+    Args:
+        archive: an :class:`Archive`, or a path for its SQLite file (default: in memory).
+        domain: the local domain: AIDs ``<name>.<domain>`` are local, any other goes out through a
+            gateway route (or is a dead letter if there is none).
+        max_hops: the loop guard's hop limit per thread.
+        mailbox_capacity: each agent's mailbox bound.
+        overflow: what happens when a mailbox is full.
+        block_timeout: how long a sender waits for room under ``block``.
+        dedup_window: how many recent message keys each agent remembers.
+        core: the autogen-core runtime that carries the messages (default: a fresh
+            :class:`AUNSingleThreadedRuntime`).
+
+    Example:
+        .. code-block:: python
+
+            async with AUNRuntime() as runtime:
+                await runtime.register_agent("echo.local", Echo)
+                inbox = await runtime.open_inbox("app.local")
+                await inbox.send("echo.local", "hello")
+                print(await inbox.next(timeout=5))
+    """
+
+    def __init__(
+        self,
+        *,
+        archive: Archive | str | Path | None = None,
+        domain: str = "local",
+        max_hops: int = DEFAULT_MAX_HOPS,
+        mailbox_capacity: int = DEFAULT_MAILBOX_CAPACITY,
+        overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
+        block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        dedup_window: int = DEFAULT_DEDUP_WINDOW,
+        core: AgentRuntime | None = None,
+    ) -> None:
+        if max_hops < 1:
+            raise ValueError("max_hops must be at least 1")
+        self.archive = archive if isinstance(archive, Archive) else Archive(archive or ":memory:")
+        self.domain = domain
+        self.max_hops = max_hops
+        self.mailbox_capacity = mailbox_capacity
+        self.overflow = OverflowPolicy(overflow)
+        self.block_timeout = block_timeout
+        self.dedup_window = dedup_window
+        self.core: AgentRuntime = core if core is not None else AUNSingleThreadedRuntime()
+        self.stats = RuntimeStats()
+        self._endpoints: dict[str, _Endpoint] = {}
+        self._groups: dict[str, _Group] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._inboxes: set[str] = set()
+        self._running = False
+        register_wire_serializers(self.core)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AUNRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.stop_when_idle()
+        else:
+            await self.stop()
+
+    async def start(self) -> None:
+        """Start delivering; agents that speak first (``on_start``) are created and started now."""
+        if self._running:
+            return
+        start = getattr(self.core, "start", None)
+        if start is not None:
+            start()
+        self._running = True
+        for endpoint in list(self._endpoints.values()):
+            if endpoint.eager:
+                await self._start_agent(endpoint)
+
+    async def settle(self) -> None:
+        """Wait until every message sent so far, and everything it caused, has been handled.
+
+        Scheduled (proactive) actions are not waited for: they may run forever by design.
+        """
+        idle = getattr(self.core, "idle", None)
+        if idle is None:
+            raise NotImplementedError(f"{type(self.core).__name__} cannot tell when it is idle")
+        await idle()
+        self.archive.flush()
+
+    async def stop_when_idle(self) -> None:
+        """Wait until everything sent has been handled, then stop."""
+        await self._cancel_tasks()
+        if self._running:
+            stop_when_idle = getattr(self.core, "stop_when_idle", None)
+            if stop_when_idle is not None:
+                await stop_when_idle()
+        self._running = False
+        self.archive.flush()
+
+    async def stop(self) -> None:
+        """Stop now. Messages still queued in the core are not handled."""
+        await self._cancel_tasks()
+        if self._running:
+            stop = getattr(self.core, "stop", None)
+            if stop is not None:
+                with contextlib.suppress(RuntimeError):  # the core was not running after all
+                    await stop()
+        self._running = False
+        self.archive.flush()
+
+    async def close(self) -> None:
+        """Stop and close the archive."""
+        await self.stop()
+        self.archive.close()
+
+    async def _cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- registration ------------------------------------------------------------------------------
+
+    async def register_agent(
+        self,
+        aid: str,
+        factory: type[AUNAgent] | AgentFactory,
+        *,
+        description: str = "",
+        eager: bool | None = None,
+    ) -> None:
+        """Make ``aid`` a local agent, created by ``factory`` on its first message.
+
+        Args:
+            aid: the agent's AID.
+            factory: an :class:`AUNAgent` subclass, or a callable returning an instance.
+            description: one line for metadata (default: the class docstring's first line).
+            eager: create the agent when the runtime starts rather than on its first message. Default:
+                true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
+
+        Raises:
+            InvalidAIDError: ``aid`` is not a valid AID.
+            AgentRegistrationError: ``aid`` is already registered.
+        """
+        validate_aid(aid)
+        if aid in self._endpoints:
+            raise AgentRegistrationError(f"{aid} is already registered in this runtime")
+        if isinstance(factory, type):
+            if not issubclass(factory, AUNAgent):
+                raise AgentRegistrationError(f"{factory.__name__} is not an AUNAgent subclass")
+            if eager is None:
+                eager = factory.on_start is not AUNAgent.on_start
+            if not description and factory.__doc__:
+                description = factory.__doc__.strip().splitlines()[0]
+        mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
+        endpoint = _Endpoint(self, aid, mailbox, description, bool(eager))
+        self._endpoints[aid] = endpoint
+
+        async def make() -> AUNAgent:
+            created = factory()
+            agent = await created if asyncio.iscoroutine(created) else created
+            if not isinstance(agent, AUNAgent):
+                raise AgentRegistrationError(
+                    f"the factory for {aid} returned {type(agent).__name__}, not an AUNAgent"
+                )
+            agent._attach(self, endpoint)
+            return agent
+
+        register_wire_serializers(self.core)  # contract classes imported since the last registration
+        await self.core.register_factory(aid, make)
+        await self.core.add_subscription(TypeSubscription(inbox_topic_type(aid), aid))
+        if self._running and endpoint.eager:
+            await self._start_agent(endpoint)
+
+    async def open_inbox(self, aid: str | None = None) -> Inbox:
+        """Register an :class:`Inbox` for code outside any agent, and return it.
+
+        An inbox is an agent that keeps what it receives, so that an application (or a test) can send
+        as ``aid`` and read whatever comes back: nothing, one message or many.
+        """
+        aid = aid or f"{APP_NAME}.{self.domain}"
+        await self.register_agent(aid, Inbox, description="application inbox", eager=True)
+        self._inboxes.add(aid)
+        if not self._running:
+            await self._instantiate(aid)
+        return await self.agent_instance(aid, Inbox)
+
+    async def agent_instance(self, aid: str, cls: type[AgentT]) -> AgentT:
+        """The local instance of ``aid`` (created if it was not yet), checked to be a ``cls``.
+
+        For inspection and tests; agents talk to each other with messages, never through instances.
+        """
+        if aid not in self._endpoints:
+            raise UnknownAIDError(f"{aid} is not registered in this runtime")
+        return await self.core.try_get_underlying_agent_instance(agent_id(aid), cls)
+
+    async def _instantiate(self, aid: str) -> AUNAgent:
+        return await self.agent_instance(aid, AUNAgent)
+
+    async def _start_agent(self, endpoint: _Endpoint) -> None:
+        agent = await self._instantiate(endpoint.aid)
+        # Awaited, not spawned: what agents say first happens in registration order, every run alike.
+        await self._run_proactive(endpoint.aid, agent.on_start)
+
+    def is_local(self, aid: str) -> bool:
+        """True if ``aid`` is registered in this runtime."""
+        return aid in self._endpoints
+
+    def is_agent(self, aid: str) -> bool:
+        """True if ``aid`` is a local agent (not an application's :class:`Inbox`)."""
+        return aid in self._endpoints and aid not in self._inboxes
+
+    def transcript(self, limit: int = 10_000) -> str:
+        """The archive as readable text: replies under what they answer, silence as delivered."""
+        return render_transcript(self.archive.records(limit=limit), is_agent=self.is_agent)
+
+    def agent_info(self, aid: str) -> dict[str, str]:
+        """AUN metadata of a local agent: AID, behaviour mode (``autonomous``) and description."""
+        endpoint = self._endpoints.get(aid)
+        if endpoint is None:
+            raise UnknownAIDError(f"{aid} is not registered in this runtime")
+        return {"aid": aid, "mode": AUNAgent.mode, "description": endpoint.description}
+
+    def mailbox(self, aid: str) -> Mailbox:
+        """The mailbox of a local agent (for inspection: occupancy, high water, overflow count)."""
+        endpoint = self._endpoints.get(aid)
+        if endpoint is None:
+            raise UnknownAIDError(f"{aid} is not registered in this runtime")
+        return endpoint.mailbox
+
+    async def ping(self, aid: str) -> bool:
+        """Ask explicitly whether ``aid`` is reachable. Never inferred from silence.
+
+        True for a registered local agent, False for an unknown AID of the local domain.
+
+        Raises:
+            NoRouteError: ``aid`` is outside the local domain and no gateway carries it.
+        """
+        validate_aid(aid)
+        if aid in self._endpoints:
+            return True
+        if aid_domain(aid) == self.domain:
+            return False
+        raise NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
+
+    # -- groups ------------------------------------------------------------------------------------
+
+    async def create_group(
+        self,
+        group_id: str,
+        members: Iterable[str] = (),
+        dispatch_mode: DispatchMode | str = DispatchMode.BROADCAST,
+    ) -> GroupInfo:
+        """Create a group. ``dispatch_mode`` also accepts ``disabled`` and ``mention-only``."""
+        validate_group_id(group_id)
+        if group_id in self._groups:
+            raise AgentRegistrationError(f"group {group_id} already exists")
+        group = _Group(group_id, parse_dispatch_mode(dispatch_mode))
+        self._groups[group_id] = group
+        for aid in members:
+            await self.add_member(group_id, aid)
+        return self.group(group_id)
+
+    async def add_member(self, group_id: str, aid: str) -> None:
+        """Add ``aid`` to a group; it sees the group's messages posted from now on."""
+        group = self._group(group_id)
+        validate_aid(aid)
+        if aid in group.members:
+            return
+        group.members.add(aid)
+        group.spans.setdefault(aid, []).append([group.last_seq, _STILL_MEMBER])
+        if aid not in group.subscriptions:
+            subscription = TypeSubscription(group_topic_type(group_id), aid)
+            await self.core.add_subscription(subscription)
+            group.subscriptions[aid] = subscription.id
+
+    async def remove_member(self, group_id: str, aid: str) -> None:
+        """Remove ``aid`` from a group; it sees nothing posted after this, and still gets what was
+        posted before (those messages were sent to it)."""
+        group = self._group(group_id)
+        if aid not in group.members:
+            return
+        group.members.discard(aid)
+        group.spans[aid][-1][1] = group.last_seq
+        # The subscription stays until what is in flight has arrived, so that nothing the member was
+        # sent is lost on the way; the seq spans keep it from seeing anything newer meanwhile.
+        idle = getattr(self.core, "idle", None)
+
+        async def unsubscribe() -> None:
+            if idle is not None:
+                await idle()
+            subscription_id = group.subscriptions.get(aid)
+            if aid not in group.members and subscription_id is not None:
+                del group.subscriptions[aid]
+                await self.core.remove_subscription(subscription_id)
+
+        if idle is None or not self._running:
+            await unsubscribe()
+        else:
+            task = asyncio.get_running_loop().create_task(unsubscribe(), name=f"aun:leave:{group_id}:{aid}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def set_dispatch_mode(self, group_id: str, mode: DispatchMode | str) -> None:
+        """Change a group's mode. Messages already sent keep the mode they were sent with."""
+        self._group(group_id).dispatch_mode = parse_dispatch_mode(mode)
+
+    def group(self, group_id: str) -> GroupInfo:
+        """The group as it stands now."""
+        group = self._group(group_id)
+        return GroupInfo(group.group_id, frozenset(group.members), group.dispatch_mode)
+
+    def _was_member(self, message: AUNMessage, aid: str) -> bool:
+        group = self._groups.get(message.group_id or "")
+        if group is None or message.seq is None:
+            return True  # a group of another runtime: its own members list decided
+        return group.was_member(aid, message.seq)
+
+    def _group(self, group_id: str) -> _Group:
+        group = self._groups.get(group_id)
+        if group is None:
+            raise UnknownGroupError(f"no group {group_id!r} in this runtime; create it with create_group()")
+        return group
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        to: str,
+        payload: PayloadLike,
+        *,
+        sender: str | None = None,
+        in_reply_to: AUNMessage | str | None = None,
+        message_id: str | None = None,
+    ) -> AUNMessage:
+        """Send a direct message from code outside any agent (as ``sender``, default ``app.<domain>``)."""
+        return await self._send(
+            sender or f"{APP_NAME}.{self.domain}",
+            payload,
+            to=to,
+            in_reply_to=in_reply_to,
+            message_id=message_id,
+        )
+
+    async def group_send(
+        self,
+        group_id: str,
+        payload: PayloadLike,
+        *,
+        sender: str,
+        mentions: Sequence[str | Mention] | None = None,
+        message_id: str | None = None,
+    ) -> AUNMessage:
+        """Post to a group from code outside any agent, as ``sender`` (who must be a member)."""
+        return await self._send(sender, payload, group_id=group_id, mentions=mentions, message_id=message_id)
+
+    async def send_message(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused: AUN has no request/response. Nothing is queued."""
+        raise RPCForbiddenError()
+
+    async def _send(
+        self,
+        sender: str,
+        payload: PayloadLike,
+        *,
+        to: str | None = None,
+        group_id: str | None = None,
+        mentions: Sequence[str | Mention] | None = None,
+        in_reply_to: AUNMessage | str | None = None,
+        message_id: str | None = None,
+    ) -> AUNMessage:
+        body = _coerce_payload(payload, mentions)
+        inbound = INBOUND.get()
+        reply_to_id = in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to
+        cause = (
+            inbound if inbound is not None else in_reply_to if isinstance(in_reply_to, AUNMessage) else None
+        )
+        message_id = message_id or new_message_id()
+        if cause is None:
+            thread, hops = message_id, 0
+        else:
+            thread, hops = cause.thread or cause.message_id, cause.hops + 1
+        group = self._groups.get(group_id) if group_id is not None else None
+        message = AUNMessage(
+            message_id=message_id,
+            from_aid=sender,
+            to=to,
+            group_id=group_id,
+            payload=body,
+            in_reply_to=reply_to_id,
+            thread=thread,
+            hops=hops,
+            dispatch_mode=group.dispatch_mode if group is not None else None,
+        )
+        if hops > self.max_hops:
+            self.stats.loop_stops += 1
+            error = HopLimitExceeded(thread, hops, self.max_hops)
+            self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), message)
+            logger.warning("loop guard: %s", error)
+            raise error
+        if group_id is not None:
+            message = await self._publish_to_group(message)
+        else:
+            message = await self._publish_direct(message)
+        self.stats.sent += 1
+        return message
+
+    async def _publish_direct(self, message: AUNMessage) -> AUNMessage:
+        to = message.to
+        assert to is not None
+        target = self._endpoints.get(to)
+        if target is None:
+            if aid_domain(to) == self.domain:
+                raise self._undeliverable(
+                    message, UnknownAIDError(f"no agent {to} is registered in this runtime")
+                )
+            raise self._undeliverable(
+                message,
+                NoRouteError(f"no gateway route to {to}: it is outside the local domain {self.domain!r}"),
+            )
+        try:
+            await target.mailbox.reserve(message.message_id)
+        except MailboxFullError as exc:
+            raise self._undeliverable(message, MailboxFullError(f"{to}: {exc}")) from None
+        # The inbox position is taken only now, after any wait for room, so seq follows arrival order.
+        message = message.model_copy(update={"seq": next(target.seq)})
+        self.archive.record(message.from_aid, RecordKind.SENT, message)
+        try:
+            # The sender is left out on purpose: the core never delivers a publish back to its sender,
+            # and an agent may well write to itself.
+            await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
+        except BaseException:
+            target.mailbox.cancel_reservation(message.message_id)
+            raise
+        return message
+
+    async def _publish_to_group(self, message: AUNMessage) -> AUNMessage:
+        group_id = message.group_id
+        assert group_id is not None
+        group = self._groups.get(group_id)
+        if group is None:
+            raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r} in this runtime"))
+        if message.from_aid not in group.members:
+            error = NotAGroupMemberError(f"{message.from_aid} is not a member of group {group_id}")
+            self._dead_letter(message.from_aid, message, error)
+            raise error
+        reserved: list[Mailbox] = []
+        for aid in group.members:
+            endpoint = self._endpoints.get(aid)
+            if aid == message.from_aid or endpoint is None:
+                continue
+            # A group message reaches every member alike, so a full mailbox cannot refuse its copy
+            # here: under ``block`` the sender waits for room; otherwise arrival decides.
+            if endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
+                with contextlib.suppress(MailboxFullError):
+                    await endpoint.mailbox.reserve(message.message_id)
+                    reserved.append(endpoint.mailbox)
+        # Its place in the group is taken only now: seq follows publish order, and membership
+        # spans are measured in it.
+        message = message.model_copy(update={"seq": group.next_seq()})
+        self.archive.record(message.from_aid, RecordKind.SENT, message)
+        sender = agent_id(message.from_aid) if message.from_aid in self._endpoints else None
+        try:
+            await self.core.publish_message(
+                message, group_topic(group_id), sender=sender, message_id=message.message_id
+            )
+        except BaseException:
+            for mailbox in reserved:
+                mailbox.cancel_reservation(message.message_id)
+            raise
+        return message
+
+    # -- failures ----------------------------------------------------------------------------------
+
+    def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
+        self._dead_letter(message.from_aid, message, error)
+        return error
+
+    def _dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
+        """Record a message that could not be delivered or handled. Logged, counted, never silent."""
+        self.stats.dead_letters += 1
+        reason = f"{type(error).__name__}: {error}"
+        self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
+        if isinstance(error, AUNError):
+            logger.warning("dead letter for %s: %s", owner, reason)
+        else:
+            logger.error("dead letter for %s: handler raised %s", owner, reason, exc_info=error)
+
+    # -- proactive tasks ---------------------------------------------------------------------------
+
+    def _schedule(
+        self, aid: str, action: Callable[[], Awaitable[None]], *, delay: float, every: float | None
+    ) -> asyncio.Task[None]:
+        async def run() -> None:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while True:
+                await action()
+                if every is None:
+                    return
+                await asyncio.sleep(every)
+
+        return self._spawn(aid, run)
+
+    async def _run_proactive(self, aid: str, action: Callable[[], Awaitable[None]]) -> None:
+        token = INBOUND.set(None)  # a proactive action answers nothing: it starts its own thread
+        try:
+            await action()
+        except HopLimitExceeded:
+            pass  # already recorded as a loop stop
+        except Exception as exc:
+            self._dead_letter(aid, None, exc)
+        finally:
+            INBOUND.reset(token)
+
+    def _spawn(self, aid: str, action: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._run_proactive(aid, action), name=f"aun:{aid}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _coerce_payload(payload: PayloadLike, mentions: Sequence[str | Mention] | None) -> Payload:
+    body: Payload
+    if isinstance(payload, str):
+        body = TextPayload(text=payload)
+    elif isinstance(payload, AUNContract):
+        body = payload.to_payload()
+    elif isinstance(payload, dict):
+        body = payload_from_json(payload)
+    elif isinstance(payload, BaseModel):
+        body = payload
+    else:
+        raise InvalidMessageError(
+            f"cannot send a {type(payload).__name__}: pass a payload, a contract instance, a dict or a string",
+            field="payload",
+        )
+    if mentions:
+        if not isinstance(body, TextPayload):
+            raise InvalidMessageError("mentions ride on text payloads only", field="payload.mentions")
+        body = body.model_copy(update={"mentions": body.mentions + coerce_mentions(mentions)})
+    return body

@@ -1,0 +1,102 @@
+"""A readable transcript of an archive, written the way AUN asks clients to show traffic.
+
+* A message nobody answered is *delivered*, never an error: silence is a legal answer.
+* Replies are listed under the message they answer, however many there are.
+* A message that answers nothing is marked as starting a conversation (``proactive`` when an agent,
+  not the application, started it).
+* What a channel kept from an agent is shown as filtered and archived, not as lost.
+* Dead letters and loop-guard stops stand out, because those are the real failures.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from protocols.aun import AIDMention, AUNMessage
+
+from ._archive import ArchiveRecord, RecordKind
+
+__all__ = ["render_transcript"]
+
+_SNIPPET = 80
+_INDENT = "    "
+
+
+def render_transcript(
+    records: Sequence[ArchiveRecord], *, is_agent: Callable[[str], bool] = lambda _: True
+) -> str:
+    """Render archive records (oldest first) as text, replies nested under what they answer.
+
+    Args:
+        records: the archive's records, e.g. ``runtime.archive.records()``.
+        is_agent: tells agents from application inboxes, to mark agents' own openings as proactive.
+    """
+    sent: dict[str, AUNMessage] = {}
+    children: dict[str | None, list[str]] = defaultdict(list)
+    delivered: dict[str, list[str]] = defaultdict(list)
+    filtered: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    notes: dict[str | None, list[str]] = defaultdict(list)
+    for record in records:
+        message = record.message
+        if record.kind is RecordKind.SENT and message is not None:
+            sent[message.message_id] = message
+            children[message.in_reply_to].append(message.message_id)
+        elif record.kind is RecordKind.RECEIVED and message is not None:
+            delivered[message.message_id].append(record.owner)
+        elif record.kind is RecordKind.FILTERED and message is not None:
+            filtered[message.message_id][record.reason or "filtered"].append(record.owner)
+        elif record.kind is RecordKind.THOUGHT:
+            notes[record.about].append(f"({record.owner} thinks: {_snip(record.text)})")
+        elif record.kind is RecordKind.DEAD_LETTER:
+            where = message.message_id if message is not None else None
+            notes[where].append(f"!! DEAD LETTER at {record.owner}: {record.reason}")
+        elif record.kind is RecordKind.LOOP_STOP:
+            where = message.in_reply_to if message is not None else None
+            notes[where].append(f"!! LOOP GUARD stopped {record.owner}: {record.reason}")
+    number = {message_id: n for n, message_id in enumerate(sent, start=1)}
+    lines: list[str] = []
+
+    def render(message_id: str, depth: int) -> None:
+        message = sent[message_id]
+        pad = _INDENT * depth
+        target = f"#{message.group_id}" if message.group_id else message.to
+        tags = []
+        if message.in_reply_to is None:
+            tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
+        elif message.in_reply_to in number:
+            tags.append(f"re #{number[message.in_reply_to]}")
+        mentioned = [m.aid if isinstance(m, AIDMention) else "all" for m in message.mentions]
+        if mentioned:
+            tags.append("@" + ", @".join(mentioned))
+        lines.append(
+            f"{pad}#{number[message_id]} {message.from_aid} -> {target} [{'; '.join(tags)}]: {_content(message)}"
+        )
+        fate = []
+        if delivered.get(message_id):
+            fate.append("delivered to " + ", ".join(delivered[message_id]))
+        for reason, owners in filtered.get(message_id, {}).items():
+            fate.append(f"filtered for {', '.join(owners)} ({reason}; archived)")
+        replies = children.get(message_id, [])
+        fate.append(f"{len(replies)} repl{'y' if len(replies) == 1 else 'ies'}" if replies else "no reply")
+        lines.append(f"{pad}{_INDENT}{' · '.join(fate)}")
+        for note in notes.get(message_id, []):
+            lines.append(f"{pad}{_INDENT}{note}")
+        for child in replies:
+            render(child, depth + 1)
+
+    for note in notes.get(None, []):
+        lines.append(note)
+    roots = [m for m in sent if sent[m].in_reply_to is None or sent[m].in_reply_to not in sent]
+    for root in roots:
+        render(root, 0)
+    return "\n".join(lines)
+
+
+def _content(message: AUNMessage) -> str:
+    return _snip(message.text) if message.text is not None else f"<{message.payload.type}>"
+
+
+def _snip(text: str | None) -> str:
+    flat = " ".join((text or "").split())
+    return repr(flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…")

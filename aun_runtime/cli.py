@@ -1,0 +1,87 @@
+"""The ``aun-runtime`` command.
+
+``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript;
+``aun-runtime run module:function`` does the same for any application: an ``async def app(runtime)``
+that registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`. Applications are
+loaded by import string, so the runtime never imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import cast
+
+from ._runtime import AUNRuntime
+
+App = Callable[[AUNRuntime], Awaitable[None]]
+
+DEMO_APP = "agents.demo:app"
+
+
+def load_app(spec: str) -> App:
+    """Import ``module:attribute`` and return the application function."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise SystemExit(f"error: an app is given as module:function, e.g. {DEMO_APP} (got {spec!r})")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"error: cannot import {module_name!r}: {exc}") from None
+    app = getattr(module, attribute, None)
+    if not callable(app):
+        raise SystemExit(f"error: {module_name} has no callable {attribute!r}")
+    return cast(App, app)
+
+
+async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
+    """Run ``app`` on a fresh runtime until everything it set off has settled."""
+    runtime = AUNRuntime(archive=archive)
+    await runtime.start()
+    try:
+        await app(runtime)
+        await runtime.stop_when_idle()
+    finally:
+        await runtime.stop()
+    if show_transcript:
+        print(runtime.transcript())
+        stats = runtime.stats
+        print(
+            f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
+            f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops"
+        )
+        if archive != ":memory:":
+            print(f"archive: {archive}")
+    runtime.archive.close()
+    return runtime
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="aun-runtime", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")
+    demo.add_argument(
+        "--archive", default=":memory:", help="SQLite file for the archive (default: in memory)"
+    )
+    run = commands.add_parser("run", help="run an application given as module:function")
+    run.add_argument("app", help="e.g. agents.demo:app")
+    run.add_argument("--archive", default=":memory:", help="SQLite file for the archive (default: in memory)")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    spec = DEMO_APP if args.command == "demo" else args.app
+    asyncio.run(run_app(load_app(spec), archive=args.archive))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

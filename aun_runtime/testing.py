@@ -1,0 +1,160 @@
+"""Testing helpers, shipped with the runtime: scripted agents whose behaviour a test can count on.
+
+Each agent is a plain :class:`~aun_runtime.AUNAgent` configured by its constructor arguments, so a
+test registers it with ``runtime.register_agent(aid, lambda: Replier(times=3))``. They live in an
+importable module so that the same agents can run in worker processes.
+
+Example:
+    .. code-block:: python
+
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent("twice.local", lambda: Replier(times=2))
+            inbox = await runtime.open_inbox()
+            question = await inbox.send("twice.local", "hello?")
+            await runtime.settle()
+            assert len(inbox.replies_to(question)) == 2
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from autogen_core import MessageContext, event
+
+from protocols.aun import AUNMessage
+
+from ._agent import AUNAgent
+
+__all__ = ["Bouncer", "Forwarder", "Gate", "Raiser", "Recorder", "Replier", "Silent", "Speaker"]
+
+
+class Recorder(AUNAgent):
+    """Keeps every message handed to it, and how many handlers ran at once (an actor: never above 1).
+
+    Args:
+        delay: seconds each handler awaits, to give concurrency a chance to show.
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__("records what it receives")
+        self.delay = delay
+        self.received: list[AUNMessage] = []
+        self.running = 0
+        self.max_running = 0
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            else:
+                await asyncio.sleep(0)
+            self.received.append(message)
+        finally:
+            self.running -= 1
+
+
+class Replier(AUNAgent):
+    """Answers each message ``times`` times (0 is a legal number of answers)."""
+
+    def __init__(self, times: int = 1) -> None:
+        super().__init__(f"answers each message {times} times")
+        self.times = times
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        for n in range(1, self.times + 1):
+            await self.reply(f"answer {n} of {self.times} to: {message.text}")
+
+
+class Silent(AUNAgent):
+    """Reads, thinks, and says nothing. A legal answer to anything."""
+
+    def __init__(self) -> None:
+        super().__init__("listens and never answers")
+        self.seen = 0
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        self.seen += 1
+        self.think(f"read {message.message_id} from {message.from_aid}; nothing to add")
+
+
+class Speaker(AUNAgent):
+    """Speaks first: on start it sends ``text`` to ``to`` (an AID) or posts it to ``group``."""
+
+    def __init__(
+        self, text: str, *, to: str | None = None, group: str | None = None, mentions: Sequence[str] = ()
+    ) -> None:
+        super().__init__("speaks without being spoken to")
+        self.text = text
+        self.to = to
+        self.group = group
+        self.mentions = list(mentions)
+
+    async def on_start(self) -> None:
+        if self.group is not None:
+            await self.group_send(self.group, self.text, mentions=self.mentions or None)
+        elif self.to is not None:
+            await self.send(self.to, self.text)
+
+
+class Bouncer(AUNAgent):
+    """Answers every message, to the sender or in the group: two of them make a storm."""
+
+    def __init__(self) -> None:
+        super().__init__("answers everything, forever")
+        self.handled = 0
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        self.handled += 1
+        await self.reply(f"re: {message.text}")
+
+
+class Forwarder(AUNAgent):
+    """Forwards every message it gets to ``to``: a chain of them makes A->B->C->A."""
+
+    def __init__(self, to: str) -> None:
+        super().__init__(f"forwards everything to {to}")
+        self.to = to
+        self.handled = 0
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        self.handled += 1
+        await self.send(self.to, f"fwd: {message.text}", in_reply_to=message)
+
+
+class Raiser(AUNAgent):
+    """Raises on messages whose text contains ``trigger``; records the others."""
+
+    def __init__(self, trigger: str = "boom") -> None:
+        super().__init__("fails on purpose")
+        self.trigger = trigger
+        self.handled: list[str] = []
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if self.trigger in (message.text or ""):
+            raise RuntimeError(f"{self.trigger}: handler failed on purpose")
+        self.handled.append(message.text or "")
+
+
+class Gate(AUNAgent):
+    """Holds each message until the test opens the gate: a receiver that is busy on demand."""
+
+    def __init__(self) -> None:
+        super().__init__("waits for a signal before each message")
+        self.opened = asyncio.Event()
+        self.started = asyncio.Event()
+        self.received: list[AUNMessage] = []
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        self.started.set()
+        await self.opened.wait()
+        self.received.append(message)

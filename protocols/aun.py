@@ -1,0 +1,427 @@
+"""The AUN message contract: identifiers, payloads, mentions, group modes and the message envelope.
+
+An :class:`AUNMessage` is what one agent delivers to another, directly (``to``) or to a group
+(``group_id``). Delivery carries no promise of an answer: the receiver may answer zero, one or many
+times, later or never, and may start conversations of its own.
+
+Payloads follow the AUN payload reference: ``text``, ``json``, ``tool_call`` and ``tool_result``
+are typed here; any other ``type`` (``image``, ``file``, ``voice``, a vendor's own...) is kept whole
+as an :class:`UnknownPayload`, never dropped and never rejected. ``tool_call`` and ``tool_result``
+annotate the *sender's own* tool use for display; receiving one obliges and runs nothing.
+
+Mentions are structured (``{"aid": ...}`` or ``{"scope": "all"}``) and live inside a text payload.
+A group in ``mention`` dispatch mode lets through, before any model sees it, only the messages whose
+structured mentions name the receiver or everyone; text such as ``@name`` is never scanned.
+
+Everything here is pure data: no I/O, no runtime, nothing of ours imported but the errors.
+
+Example:
+    >>> msg = AUNMessage(from_aid="alice.local", to="bob.local", payload=TextPayload(text="hi"))
+    >>> msg.text
+    'hi'
+    >>> AUNMessage.from_json(msg.to_json()) == msg
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    ValidationError,
+    model_validator,
+)
+
+from .errors import InvalidAIDError, InvalidGroupIdError, InvalidMessageError, PayloadTooLargeError
+
+__all__ = [
+    "AID_PATTERN",
+    "MAX_AID_LENGTH",
+    "MAX_PAYLOAD_BYTES",
+    "AIDMention",
+    "AUNMessage",
+    "DispatchMode",
+    "JsonPayload",
+    "Mention",
+    "Payload",
+    "ScopeMention",
+    "TextPayload",
+    "ToolCallPayload",
+    "ToolResultPayload",
+    "UnknownPayload",
+    "aid_domain",
+    "new_message_id",
+    "parse_dispatch_mode",
+    "validate_aid",
+    "validate_group_id",
+]
+
+#: The AUN client refuses to send a frame over 1,000,000 bytes, so no payload may be larger.
+MAX_PAYLOAD_BYTES = 1_000_000
+#: A DNS name is at most 253 characters; an AID is a DNS-shaped name.
+MAX_AID_LENGTH = 253
+#: ``name.domain``: lowercase labels of letters, digits, ``-`` and ``_`` (the name may use ``_``).
+AID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$")
+_GROUP_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+_MAX_GROUP_ID_LENGTH = 128
+
+
+def validate_aid(aid: str) -> str:
+    """Return ``aid`` if it is a valid AID, else raise :class:`InvalidAIDError` saying why.
+
+    Example:
+        >>> validate_aid("coder.local")
+        'coder.local'
+    """
+    if not isinstance(aid, str):
+        raise InvalidAIDError(f"an AID is a string like 'coder.local', not {type(aid).__name__}")
+    if len(aid) > MAX_AID_LENGTH:
+        raise InvalidAIDError(f"AID is {len(aid)} characters long; the limit is {MAX_AID_LENGTH}")
+    if AID_PATTERN.match(aid):
+        return aid
+    if aid.lower() != aid and AID_PATTERN.match(aid.lower()):
+        raise InvalidAIDError(f"AIDs are lowercase: use {aid.lower()!r} instead of {aid!r}")
+    if "." not in aid:
+        raise InvalidAIDError(f"AID {aid!r} has no domain: write it as 'name.domain', e.g. '{aid}.local'")
+    raise InvalidAIDError(
+        f"AID {aid!r} is not of the form 'name.domain' (lowercase letters, digits, '-' and '_', "
+        "labels separated by dots)"
+    )
+
+
+def aid_domain(aid: str) -> str:
+    """The domain of an AID: everything after its first dot (``coder.local`` -> ``local``)."""
+    return aid.split(".", 1)[1]
+
+
+def validate_group_id(group_id: str) -> str:
+    """Return ``group_id`` if it can name a group (and a topic), else raise :class:`InvalidGroupIdError`."""
+    if not isinstance(group_id, str) or not _GROUP_ID_PATTERN.match(group_id):
+        raise InvalidGroupIdError(
+            f"group id {group_id!r} must be 1-{_MAX_GROUP_ID_LENGTH} lowercase letters, digits, '.', '-' "
+            "or '_', starting with a letter or digit"
+        )
+    return group_id
+
+
+def new_message_id() -> str:
+    """A fresh, globally unique message id."""
+    return uuid.uuid4().hex
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+AID = Annotated[str, AfterValidator(validate_aid)]
+GroupId = Annotated[str, AfterValidator(validate_group_id)]
+
+
+class DispatchMode(StrEnum):
+    """What a group's members see, decided by each receiver's channel before any model.
+
+    ``broadcast``: every group message reaches every member.
+    ``mention``: only messages whose structured mentions name the member, or everyone, reach it;
+    the rest are archived with the reason, never dropped.
+    """
+
+    BROADCAST = "broadcast"
+    MENTION = "mention"
+
+
+_DISPATCH_SPELLINGS = {
+    "broadcast": DispatchMode.BROADCAST,
+    "disabled": DispatchMode.BROADCAST,  # newer wire spelling: mention_mode "disabled"
+    "mention": DispatchMode.MENTION,
+    "mention-only": DispatchMode.MENTION,  # newer wire spelling: mention_mode "mention-only"
+    "mention_only": DispatchMode.MENTION,
+}
+
+
+def parse_dispatch_mode(value: str | DispatchMode) -> DispatchMode:
+    """Accept both spellings: ``dispatch_mode`` (``broadcast``/``mention``) and the newer
+    ``mention_mode`` (``disabled``/``mention-only``).
+
+    Example:
+        >>> parse_dispatch_mode("mention-only")
+        <DispatchMode.MENTION: 'mention'>
+    """
+    if isinstance(value, DispatchMode):
+        return value
+    mode = _DISPATCH_SPELLINGS.get(str(value).strip().lower())
+    if mode is None:
+        raise InvalidMessageError(
+            f"unknown dispatch mode {value!r}: use 'broadcast' or 'mention' "
+            "(or the mention_mode spellings 'disabled' and 'mention-only')",
+            field="dispatch_mode",
+        )
+    return mode
+
+
+def _dispatch_mode(value: Any) -> DispatchMode | None:
+    return None if value is None else parse_dispatch_mode(value)
+
+
+class _Frozen(BaseModel):
+    # One published object reaches every subscriber in-process: nobody may change it under the others.
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+
+class AIDMention(_Frozen):
+    """A mention of one agent, optionally with where it sits in the text."""
+
+    aid: AID
+    display: str | None = None
+    offset: int | None = Field(default=None, ge=0)
+    length: int | None = Field(default=None, ge=0)
+
+
+class ScopeMention(_Frozen):
+    """A mention of everyone in the group."""
+
+    scope: Literal["all"] = "all"
+
+
+def _mention_tag(value: Any) -> str:
+    if isinstance(value, dict):
+        return "scope" if "scope" in value else "aid"
+    return "scope" if isinstance(value, ScopeMention) else "aid"
+
+
+Mention = Annotated[
+    Annotated[AIDMention, Tag("aid")] | Annotated[ScopeMention, Tag("scope")],
+    Discriminator(_mention_tag),
+]
+
+
+class TextPayload(_Frozen):
+    """Plain or formatted text, with structured mentions."""
+
+    type: Literal["text"] = "text"
+    text: str
+    format: str = "plain"
+    mentions: tuple[Mention, ...] = ()
+
+
+class JsonPayload(_Frozen):
+    """Structured data. ``kind`` names what it is; typed contract classes travel as this payload."""
+
+    type: Literal["json"] = "json"
+    kind: str = Field(min_length=1)
+    data: Any = None
+    schema_: str | None = Field(default=None, alias="schema")
+    fallback_text: str | None = None
+
+
+class ToolCallPayload(_Frozen):
+    """The sender announces a call of its *own* tool, for display. The receiver runs nothing."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    timeout_ms: int | None = Field(default=None, ge=0)
+
+
+class ToolResultPayload(_Frozen):
+    """The sender reports the outcome of its own tool call (``result`` if ``ok``, else ``error``)."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str = Field(min_length=1)
+    ok: bool
+    result: Any = None
+    error: Any = None
+
+    @model_validator(mode="after")
+    def _result_or_error(self) -> ToolResultPayload:
+        if not self.ok and self.error is None:
+            raise ValueError("a tool_result with ok=false needs an 'error'")
+        return self
+
+
+class UnknownPayload(_Frozen):
+    """Any payload type this contract does not model, kept whole: every field survives a round trip."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str = Field(min_length=1)
+
+
+_KNOWN_PAYLOAD_TYPES = frozenset({"text", "json", "tool_call", "tool_result"})
+
+
+def _payload_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in _KNOWN_PAYLOAD_TYPES else "unknown"
+
+
+Payload = Annotated[
+    Annotated[TextPayload, Tag("text")]
+    | Annotated[JsonPayload, Tag("json")]
+    | Annotated[ToolCallPayload, Tag("tool_call")]
+    | Annotated[ToolResultPayload, Tag("tool_result")]
+    | Annotated[UnknownPayload, Tag("unknown")],
+    Discriminator(_payload_tag),
+]
+
+# JSON escapes a character in at most 6 bytes (\uXXXX) and a mention takes well under 512, so a text
+# payload under this estimate cannot reach the limit: the common case is checked without encoding.
+_FAST_PATH_BYTES = MAX_PAYLOAD_BYTES - 4096
+
+
+class AUNMessage(_Frozen):
+    """One AUN message: an envelope around a payload.
+
+    Exactly one of ``to`` (a direct message) or ``group_id`` (a group message) is set.
+
+    Attributes:
+        message_id: unique per sender; the receiver's channel drops a second delivery of the same
+            ``(from_aid, message_id)``.
+        from_aid: the sender. A runtime sets it from the sending agent, never from user input.
+        seq: the position in the receiver's inbox (direct) or in the group (group), set on delivery.
+        created_at: milliseconds since the epoch.
+        in_reply_to: the message this one answers, if any (an answer is a new message, not a return).
+        thread: the conversation this message belongs to (the first message's id).
+        hops: how many messages led to this one within its thread; the loop guard caps it.
+        dispatch_mode: for group messages, the group's mode snapshotted at send time, so a later
+            change is never retroactive and every receiver decides alike.
+    """
+
+    wire_name: ClassVar[str] = "aun.Message"
+
+    message_id: str = Field(default_factory=new_message_id, min_length=1, max_length=128)
+    from_aid: AID
+    to: AID | None = None
+    group_id: GroupId | None = None
+    seq: int | None = Field(default=None, ge=0)
+    payload: Payload
+    created_at: int = Field(default_factory=_now_ms)
+    in_reply_to: str | None = None
+    thread: str | None = None
+    hops: int = Field(default=0, ge=0)
+    dispatch_mode: Annotated[DispatchMode | None, BeforeValidator(_dispatch_mode)] = None
+
+    _json: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_wire_spellings(cls, data: Any) -> Any:
+        # The newer wire names the field mention_mode; both spellings mean the same thing.
+        if isinstance(data, dict) and "mention_mode" in data:
+            data = dict(data)
+            mode = data.pop("mention_mode")
+            data.setdefault("dispatch_mode", mode)
+        return data
+
+    @model_validator(mode="after")
+    def _check_envelope(self) -> AUNMessage:
+        if (self.to is None) == (self.group_id is None):
+            raise InvalidMessageError(
+                "a message goes either to one agent ('to') or to one group ('group_id'), exactly one of them",
+                field="to",
+            )
+        _check_payload_size(self.payload)
+        return self
+
+    @property
+    def is_group(self) -> bool:
+        """True for a group message."""
+        return self.group_id is not None
+
+    @property
+    def text(self) -> str | None:
+        """The text a human would read: the text payload, or a json payload's ``fallback_text``."""
+        payload = self.payload
+        if isinstance(payload, TextPayload):
+            return payload.text
+        if isinstance(payload, JsonPayload):
+            return payload.fallback_text
+        return None
+
+    @property
+    def mentions(self) -> tuple[AIDMention | ScopeMention, ...]:
+        """The structured mentions of a text payload (empty for other payloads)."""
+        payload = self.payload
+        return payload.mentions if isinstance(payload, TextPayload) else ()
+
+    def mentions_aid(self, aid: str) -> bool:
+        """True if the structured mentions name ``aid`` or everyone. Text is never scanned for ``@``."""
+        return any(isinstance(mention, ScopeMention) or mention.aid == aid for mention in self.mentions)
+
+    def __eq__(self, other: object) -> bool:
+        # Compare the fields only: the cached JSON is not part of a message's identity.
+        return isinstance(other, AUNMessage) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((self.from_aid, self.message_id))
+
+    def to_json(self) -> str:
+        """The message as JSON, computed once and kept (the message is immutable)."""
+        if self._json is None:
+            # Unset envelope fields are left out; nothing inside the payload is (a payload is kept whole).
+            unset = {name for name in _OPTIONAL_ENVELOPE_FIELDS if getattr(self, name) is None}
+            self._json = self.model_dump_json(by_alias=True, exclude=unset)
+        return self._json
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> AUNMessage:
+        """Parse a message, raising :class:`InvalidMessageError` naming the first bad field."""
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AUNMessage:
+        """Validate a message given as a dict, raising :class:`InvalidMessageError` on bad input."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+
+
+_OPTIONAL_ENVELOPE_FIELDS = ("to", "group_id", "seq", "in_reply_to", "thread", "dispatch_mode")
+
+
+def _check_payload_size(payload: BaseModel) -> None:
+    if (
+        isinstance(payload, TextPayload)
+        and 6 * len(payload.text) + 512 * len(payload.mentions) < _FAST_PATH_BYTES
+    ):
+        return
+    size = len(payload.model_dump_json(by_alias=True).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise PayloadTooLargeError(size, MAX_PAYLOAD_BYTES)
+
+
+def _invalid(exc: ValidationError) -> InvalidMessageError:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return InvalidMessageError(
+        f"invalid message: {where or 'message'}: {first.get('msg')}", field=where or None
+    )
+
+
+def payload_from_json(data: str | bytes | dict[str, Any]) -> Payload:
+    """Validate a payload on its own (used by transports that carry payload and envelope separately)."""
+    raw = json.loads(data) if isinstance(data, str | bytes) else data
+    try:
+        return _PayloadHolder.model_validate({"payload": raw}).payload
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+class _PayloadHolder(BaseModel):
+    payload: Payload

@@ -1,0 +1,77 @@
+"""Handler failures and undeliverable messages become dead letters: archived, logged, counted."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from aun_runtime import NoRouteError, NotAGroupMemberError, RecordKind, UnknownAIDError, UnknownGroupError
+from aun_runtime.testing import Raiser, Recorder
+
+from .conftest import RuntimeFactory
+
+
+async def test_a_handler_that_raises_leaves_a_dead_letter_and_the_agent_goes_on(
+    make_runtime: RuntimeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = await make_runtime()
+    await runtime.register_agent("fragile.local", Raiser)
+    await runtime.open_inbox()
+    await runtime.start()
+
+    with caplog.at_level(logging.ERROR, logger="aun_runtime"):
+        await runtime.send("fragile.local", "fine")
+        bad = await runtime.send("fragile.local", "boom now")
+        await runtime.send("fragile.local", "fine again")
+        await runtime.settle()
+
+    fragile = await runtime.agent_instance("fragile.local", Raiser)
+    assert fragile.handled == ["fine", "fine again"]
+    [dead] = runtime.archive.dead_letters()
+    assert dead.owner == "fragile.local"
+    assert dead.message == bad
+    assert "RuntimeError: boom: handler failed on purpose" in (dead.reason or "")
+    assert any(r.levelno == logging.ERROR and "fragile.local" in r.getMessage() for r in caplog.records)
+    # the failed message was still received and archived: it was not lost, its handling failed
+    assert runtime.archive.count(owner="fragile.local", kind=RecordKind.RECEIVED) == 3
+
+
+async def test_unknown_local_aid_is_an_error_and_a_dead_letter(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime()
+    await runtime.start()
+
+    with pytest.raises(UnknownAIDError, match=r"nobody\.local"):
+        await runtime.send("nobody.local", "hello?")
+
+    [dead] = runtime.archive.dead_letters()
+    assert dead.message is not None and dead.message.to == "nobody.local"
+    assert await runtime.ping("nobody.local") is False
+
+
+async def test_foreign_domain_without_a_gateway_is_no_route(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime()
+    await runtime.start()
+
+    with pytest.raises(NoRouteError):
+        await runtime.send("alice.agentid.pub", "hello out there")
+    with pytest.raises(NoRouteError):
+        await runtime.ping("alice.agentid.pub")
+    assert runtime.stats.dead_letters == 1
+
+
+async def test_group_errors_unknown_group_and_outsider(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime()
+    await runtime.register_agent("in.local", Recorder)
+    await runtime.create_group("club", ["in.local"])
+    await runtime.start()
+
+    with pytest.raises(UnknownGroupError):
+        await runtime.group_send("no-such-group", "hi", sender="in.local")
+    with pytest.raises(NotAGroupMemberError, match=r"out\.local"):
+        await runtime.group_send("club", "let me in", sender="out.local")
+    await runtime.settle()
+
+    member = await runtime.agent_instance("in.local", Recorder)
+    assert member.received == []
+    assert [r.owner for r in runtime.archive.dead_letters()] == ["in.local", "out.local"]

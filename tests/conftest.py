@@ -1,0 +1,1 @@
+"""Shared fixtures. Runtime kinds are listed in tests/conformance/conftest.py."""
