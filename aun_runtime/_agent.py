@@ -74,6 +74,8 @@ class AUNAgent(RoutedAgent):
     #: Every AUN agent is autonomous: it decides whether, when and how often to answer. Even one that
     #: always answers is autonomous as far as the protocol is concerned.
     mode: ClassVar[str] = "autonomous"
+    #: The agent's agent.md card (YAML front matter + Markdown), checked when the agent is registered.
+    agent_md: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -20,13 +20,15 @@ Schema (one table, ``archive``)::
     created_at   INTEGER NOT NULL      -- ms since the epoch: the message's creation (or the record's)
     recorded_at  INTEGER NOT NULL      -- ms since the epoch: when the record was made
 
-    UNIQUE (owner, kind, from_aid, message_id) for kinds sent / received / filtered:
-    a message is archived exactly once per agent, even if it is delivered twice.
-
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
-comes first, and always before any read and on :meth:`Archive.close`. The file uses WAL mode so
-another process (a console) can read while the runtime writes.
+comes first, and always before any read and on :meth:`Archive.close`. The inserts run in a writer
+thread (:mod:`aun_runtime._archive_writer`), so the event loop only appends to a list. The file
+uses WAL mode so another process (a console) can read while the runtime writes.
+
+A message is archived once per agent: the channel drops redeliveries before they reach the archive
+(and reloads recent keys from it after a restart), so the table needs no unique index, which would
+double the cost of every insert.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from protocols.aun import AUNMessage
+
+from ._archive_writer import ArchiveWriter
 
 __all__ = ["Archive", "ArchiveRecord", "RecordKind"]
 
@@ -72,15 +76,10 @@ CREATE TABLE IF NOT EXISTS archive (
     recorded_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS archive_owner ON archive(owner, id);
-CREATE INDEX IF NOT EXISTS archive_group ON archive(group_id, id);
-CREATE INDEX IF NOT EXISTS archive_thread ON archive(thread, id);
-CREATE INDEX IF NOT EXISTS archive_kind ON archive(kind, id);
-CREATE UNIQUE INDEX IF NOT EXISTS archive_once ON archive(owner, kind, from_aid, message_id)
-    WHERE kind IN ('sent', 'received', 'filtered');
 """
 
 _INSERT = (
-    "INSERT OR IGNORE INTO archive (owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,"
+    "INSERT INTO archive (owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,"
     " in_reply_to, body, created_at, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _COLUMNS = "id, owner, kind, reason, body, recorded_at, message_id IS NOT NULL, in_reply_to"
@@ -137,10 +136,11 @@ class Archive:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+        self._writer = ArchiveWriter(db, _INSERT, _row)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._pending: list[_Pending] = []
@@ -166,39 +166,39 @@ class Archive:
             raise RuntimeError("the archive is closed")
         self._pending.append(item)
         if len(self._pending) >= self._batch_size:
-            self.flush()
+            self._hand_over()
         elif self._timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return  # no loop: the next read or close writes it
-            self._timer = loop.call_later(self._flush_interval, self.flush)
+            self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
-    def flush(self) -> None:
-        """Write every waiting record now, in one transaction."""
+    def _hand_over(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        now = _now_ms()
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany(_INSERT, (_row(item, now) for item in pending))
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            self._pending[:0] = pending
-            raise
-        self._db.execute("COMMIT")
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._writer.submit(pending)
+
+    def flush(self) -> None:
+        """Write every waiting record now and wait until it is committed."""
+        self._hand_over()
+        self._writer.wait()
+
+    @property
+    def transactions(self) -> int:
+        """Write transactions committed so far (one per batch)."""
+        return self._writer.transactions
 
     def close(self) -> None:
         """Write what is waiting and close the file. Idempotent."""
         if self._closed:
             return
-        self.flush()
+        self._hand_over()
         self._closed = True
-        self._db.close()
+        self._writer.close()
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class Archive:
 
     def count(self, *, owner: str | None = None, kind: RecordKind | str | None = None) -> int:
         """How many records match."""
-        self.flush()
+        self._hand_over()
         where, args = ["1 = 1"], []
         if owner is not None:
             where.append("owner = ?")
@@ -260,8 +260,8 @@ class Archive:
         if kind is not None:
             where.append("kind = ?")
             args.append(str(kind))
-        row = self._db.execute(f"SELECT COUNT(*) FROM archive WHERE {' AND '.join(where)}", args).fetchone()
-        return int(row[0])
+        sql = f"SELECT COUNT(*) FROM archive WHERE {' AND '.join(where)}"
+        return int(self._writer.read(lambda db: db.execute(sql, args).fetchone()[0]))
 
     def seen_keys(self, owner: str, limit: int) -> list[tuple[str, str]]:
         """The newest ``limit`` (sender, message_id) pairs delivered or filtered for ``owner``.
@@ -269,18 +269,18 @@ class Archive:
         A channel seeds its duplicate filter with these, so a redelivery after a restart is still
         recognised.
         """
-        self.flush()
-        rows = self._db.execute(
+        self._hand_over()
+        sql = (
             "SELECT from_aid, message_id FROM archive WHERE owner = ? AND kind IN ('received', 'filtered')"
-            " ORDER BY id DESC LIMIT ?",
-            (owner, limit),
-        ).fetchall()
+            " ORDER BY id DESC LIMIT ?"
+        )
+        rows = self._writer.read(lambda db: db.execute(sql, (owner, limit)).fetchall())
         return [(str(a), str(m)) for a, m in reversed(rows)]
 
     def _select(self, where: str, args: Sequence[object], limit: int) -> list[ArchiveRecord]:
-        self.flush()
+        self._hand_over()
         sql = f"SELECT {_COLUMNS} FROM archive WHERE {where} ORDER BY id DESC LIMIT ?"
-        rows = self._db.execute(sql, [*args, limit]).fetchall()
+        rows = self._writer.read(lambda db: db.execute(sql, [*args, limit]).fetchall())
         return [_record(row) for row in reversed(rows)]
 
 
@@ -292,8 +292,9 @@ def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) 
     return f"kind IN ({', '.join('?' * len(names))})"
 
 
-def _row(item: _Pending, now: int) -> tuple[object, ...]:
+def _row(item: _Pending) -> tuple[object, ...]:
     owner, kind, reason, message, text, created = item
+    now = _now_ms()
     if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
         return (owner, str(kind), None, None, None, None, None, None, reason, text or "", created, now)
     if message is None:

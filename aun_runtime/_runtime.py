@@ -74,6 +74,7 @@ from ._errors import (
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
 from ._transcript import render_transcript
+from .agentmd import AgentCard, parse_agent_md
 
 __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
 
@@ -137,7 +138,7 @@ _STILL_MEMBER = sys.maxsize
 class _Endpoint:
     """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
 
-    __slots__ = ("_channel", "aid", "description", "eager", "mailbox", "runtime", "seq")
+    __slots__ = ("_channel", "aid", "card", "description", "eager", "mailbox", "runtime", "seq")
 
     def __init__(
         self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
@@ -147,6 +148,7 @@ class _Endpoint:
         self.mailbox = mailbox
         self.description = description
         self.eager = eager
+        self.card: AgentCard | None = None
         self.seq = itertools.count(1)
         self._channel: Channel | None = None
 
@@ -318,23 +320,33 @@ class AUNRuntime:
         *,
         description: str = "",
         eager: bool | None = None,
+        card: AgentCard | str | None = None,
     ) -> None:
         """Make ``aid`` a local agent, created by ``factory`` on its first message.
 
         Args:
             aid: the agent's AID.
             factory: an :class:`AUNAgent` subclass, or a callable returning an instance.
-            description: one line for metadata (default: the class docstring's first line).
+            description: one line for metadata (default: the card's, or the class docstring's first line).
             eager: create the agent when the runtime starts rather than on its first message. Default:
                 true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
+            card: the agent's agent.md (text or parsed); default: the class's ``agent_md``, if any.
 
         Raises:
             InvalidAIDError: ``aid`` is not a valid AID.
-            AgentRegistrationError: ``aid`` is already registered.
+            AgentRegistrationError: ``aid`` is already registered, or the card is for another AID.
+            AgentMDError: the card is not a valid agent.md.
         """
         validate_aid(aid)
         if aid in self._endpoints:
             raise AgentRegistrationError(f"{aid} is already registered in this runtime")
+        if card is None and isinstance(factory, type):
+            card = getattr(factory, "agent_md", None)
+        parsed = parse_agent_md(card) if isinstance(card, str) else card
+        if parsed is not None and parsed.aid != aid:
+            raise AgentRegistrationError(f"the agent.md given for {aid} describes {parsed.aid}")
+        if parsed is not None and not description:
+            description = parsed.description
         if isinstance(factory, type):
             if not issubclass(factory, AUNAgent):
                 raise AgentRegistrationError(f"{factory.__name__} is not an AUNAgent subclass")
@@ -344,6 +356,7 @@ class AUNRuntime:
                 description = factory.__doc__.strip().splitlines()[0]
         mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
         endpoint = _Endpoint(self, aid, mailbox, description, bool(eager))
+        endpoint.card = parsed
         self._endpoints[aid] = endpoint
 
         async def make() -> AUNAgent:
@@ -410,6 +423,21 @@ class AUNRuntime:
         if endpoint is None:
             raise UnknownAIDError(f"{aid} is not registered in this runtime")
         return {"aid": aid, "mode": AUNAgent.mode, "description": endpoint.description}
+
+    def agent_card(self, aid: str) -> AgentCard | None:
+        """The agent.md card of a local agent, if it has one."""
+        endpoint = self._endpoints.get(aid)
+        if endpoint is None:
+            raise UnknownAIDError(f"{aid} is not registered in this runtime")
+        return endpoint.card
+
+    def aids(self) -> list[str]:
+        """The AIDs registered in this runtime, in registration order."""
+        return list(self._endpoints)
+
+    def groups(self) -> list[GroupInfo]:
+        """Every group of this runtime as it stands now."""
+        return [self.group(group_id) for group_id in self._groups]
 
     def mailbox(self, aid: str) -> Mailbox:
         """The mailbox of a local agent (for inspection: occupancy, high water, overflow count)."""
@@ -559,9 +587,7 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        body = _coerce_payload(payload, mentions)
         inbound = INBOUND.get()
-        reply_to_id = in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to
         cause = (
             inbound if inbound is not None else in_reply_to if isinstance(in_reply_to, AUNMessage) else None
         )
@@ -571,92 +597,93 @@ class AUNRuntime:
         else:
             thread, hops = cause.thread or cause.message_id, cause.hops + 1
         group = self._groups.get(group_id) if group_id is not None else None
-        message = AUNMessage(
-            message_id=message_id,
-            from_aid=sender,
-            to=to,
-            group_id=group_id,
-            payload=body,
-            in_reply_to=reply_to_id,
-            thread=thread,
-            hops=hops,
-            dispatch_mode=group.dispatch_mode if group is not None else None,
-        )
+        # The message is built once, when its seq is known; until then it is these fields.
+        fields: dict[str, Any] = {
+            "message_id": message_id,
+            "from_aid": sender,
+            "to": to,
+            "group_id": group_id,
+            "payload": _coerce_payload(payload, mentions),
+            "in_reply_to": in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to,
+            "thread": thread,
+            "hops": hops,
+            "dispatch_mode": group.dispatch_mode if group is not None else None,
+        }
         if hops > self.max_hops:
             self.stats.loop_stops += 1
             error = HopLimitExceeded(thread, hops, self.max_hops)
-            self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), message)
+            self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), AUNMessage(**fields))
             logger.warning("loop guard: %s", error)
             raise error
         if group_id is not None:
-            message = await self._publish_to_group(message)
+            message = await self._publish_to_group(group_id, fields)
         else:
-            message = await self._publish_direct(message)
+            message = await self._publish_direct(validate_aid(to or ""), fields)
         self.stats.sent += 1
         return message
 
-    async def _publish_direct(self, message: AUNMessage) -> AUNMessage:
-        to = message.to
-        assert to is not None
+    async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
         if target is None:
             if aid_domain(to) == self.domain:
-                raise self._undeliverable(
-                    message, UnknownAIDError(f"no agent {to} is registered in this runtime")
+                error: UndeliverableError = UnknownAIDError(f"no agent {to} is registered in this runtime")
+            else:
+                error = NoRouteError(
+                    f"no gateway route to {to}: it is outside the local domain {self.domain!r}"
                 )
-            raise self._undeliverable(
-                message,
-                NoRouteError(f"no gateway route to {to}: it is outside the local domain {self.domain!r}"),
-            )
+            raise self._undeliverable(AUNMessage(**fields), error)
+        message_id = fields["message_id"]
         try:
-            await target.mailbox.reserve(message.message_id)
+            await target.mailbox.reserve(message_id)
         except MailboxFullError as exc:
-            raise self._undeliverable(message, MailboxFullError(f"{to}: {exc}")) from None
-        # The inbox position is taken only now, after any wait for room, so seq follows arrival order.
-        message = message.model_copy(update={"seq": next(target.seq)})
-        self.archive.record(message.from_aid, RecordKind.SENT, message)
+            raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:
+            # The inbox position is taken only now, after any wait for room: seq follows arrival order.
+            message = AUNMessage(**fields, seq=next(target.seq))
+            self.archive.record(message.from_aid, RecordKind.SENT, message)
             # The sender is left out on purpose: the core never delivers a publish back to its sender,
             # and an agent may well write to itself.
-            await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
+            await self.core.publish_message(message, inbox_topic(to), message_id=message_id)
         except BaseException:
-            target.mailbox.cancel_reservation(message.message_id)
+            target.mailbox.cancel_reservation(message_id)
             raise
         return message
 
-    async def _publish_to_group(self, message: AUNMessage) -> AUNMessage:
-        group_id = message.group_id
-        assert group_id is not None
+    async def _publish_to_group(self, group_id: str, fields: dict[str, Any]) -> AUNMessage:
         group = self._groups.get(group_id)
+        sender = fields["from_aid"]
         if group is None:
-            raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r} in this runtime"))
-        if message.from_aid not in group.members:
-            error = NotAGroupMemberError(f"{message.from_aid} is not a member of group {group_id}")
-            self._dead_letter(message.from_aid, message, error)
+            raise self._undeliverable(
+                AUNMessage(**fields), UnknownGroupError(f"no group {group_id!r} in this runtime")
+            )
+        if sender not in group.members:
+            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
+            self._dead_letter(sender, AUNMessage(**fields), error)
             raise error
+        message_id = fields["message_id"]
         reserved: list[Mailbox] = []
         for aid in group.members:
             endpoint = self._endpoints.get(aid)
-            if aid == message.from_aid or endpoint is None:
+            if aid == sender or endpoint is None:
                 continue
             # A group message reaches every member alike, so a full mailbox cannot refuse its copy
             # here: under ``block`` the sender waits for room; otherwise arrival decides.
             if endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
-                    await endpoint.mailbox.reserve(message.message_id)
+                    await endpoint.mailbox.reserve(message_id)
                     reserved.append(endpoint.mailbox)
-        # Its place in the group is taken only now: seq follows publish order, and membership
-        # spans are measured in it.
-        message = message.model_copy(update={"seq": group.next_seq()})
-        self.archive.record(message.from_aid, RecordKind.SENT, message)
-        sender = agent_id(message.from_aid) if message.from_aid in self._endpoints else None
         try:
+            # Its place in the group is taken only now: seq follows publish order, and membership
+            # spans are measured in it.
+            message = AUNMessage(**fields, seq=group.next_seq())
+            self.archive.record(sender, RecordKind.SENT, message)
+            core_sender = agent_id(sender) if sender in self._endpoints else None
             await self.core.publish_message(
-                message, group_topic(group_id), sender=sender, message_id=message.message_id
+                message, group_topic(group_id), sender=core_sender, message_id=message_id
             )
         except BaseException:
             for mailbox in reserved:
-                mailbox.cancel_reservation(message.message_id)
+                mailbox.cancel_reservation(message_id)
             raise
         return message
 
