@@ -27,7 +27,9 @@ from protocols.errors import (
     PayloadTooLargeError,
 )
 
+from ._actor_runtime import AUNActorRuntime
 from ._agent import AUNAgent
+from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._core import AUNSingleThreadedRuntime
 from ._errors import (
@@ -38,6 +40,7 @@ from ._errors import (
     NoRouteError,
     NotAGroupMemberError,
     RPCForbiddenError,
+    RuntimeStoppedError,
     UndeliverableError,
     UnknownAIDError,
     UnknownGroupError,
@@ -48,6 +51,7 @@ from ._runtime import AUNRuntime, GroupInfo, RuntimeStats
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
+    "AUNActorRuntime",
     "AUNAgent",
     "AUNContract",
     "AUNError",
@@ -57,6 +61,7 @@ __all__ = [
     "AgentCard",
     "AgentMDError",
     "AgentRegistrationError",
+    "AgentStateStore",
     "Archive",
     "ArchiveRecord",
     "DispatchMode",
@@ -70,6 +75,7 @@ __all__ = [
     "JsonPayload",
     "Mailbox",
     "MailboxFullError",
+    "MemoryStateStore",
     "MessageContext",
     "NoRouteError",
     "NotAGroupMemberError",
@@ -77,6 +83,7 @@ __all__ = [
     "PayloadTooLargeError",
     "RPCForbiddenError",
     "RecordKind",
+    "RuntimeStoppedError",
     "RuntimeStats",
     "TextPayload",
     "ToolCallPayload",

@@ -76,6 +76,11 @@ class AUNAgent(RoutedAgent):
     mode: ClassVar[str] = "autonomous"
     #: The agent's agent.md card (YAML front matter + Markdown), checked when the agent is registered.
     agent_md: ClassVar[str | None] = None
+    #: Keep every instance in memory for the runtime's whole life. By default an instance that has
+    #: been idle for the runtime's ``idle_timeout`` may be evicted: :meth:`save_state` is called, the
+    #: instance is dropped, and a new one gets :meth:`load_state` before its next message. A class
+    #: that keeps state it does not save (or that code outside holds on to) sets this to True.
+    stay_resident: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -91,6 +96,7 @@ class AUNAgent(RoutedAgent):
         super().__init__(description)
         self._aun: AUNRuntime | None = None
         self._endpoint: _Endpoint | None = None
+        self._scheduled: set[asyncio.Task[None]] | None = None
 
     def _attach(self, runtime: AUNRuntime, endpoint: _Endpoint) -> None:
         self._aun = runtime
@@ -114,6 +120,12 @@ class AUNAgent(RoutedAgent):
     def aun_metadata(self) -> dict[str, str]:
         """AUN metadata: AID, behaviour mode (always ``autonomous``) and description."""
         return {"aid": self.aid, "mode": self.mode, "description": self._description}
+
+    @property
+    def evictable(self) -> bool:
+        """May the runtime evict this instance when idle? Not if its class stays resident, and not
+        while it has scheduled actions (they would go on running on a dropped instance)."""
+        return not self.stay_resident and not self._scheduled
 
     @property
     def inbound(self) -> AUNMessage | None:
@@ -238,7 +250,12 @@ class AUNAgent(RoutedAgent):
         Returns:
             The task; cancel it to stop a repeating action. The runtime cancels it on stop.
         """
-        return self.aun._schedule(self.aid, action, delay=delay, every=every)
+        task = self.aun._schedule(self.aid, action, delay=delay, every=every)
+        if self._scheduled is None:
+            self._scheduled = set()
+        self._scheduled.add(task)
+        task.add_done_callback(self._scheduled.discard)
+        return task
 
     async def on_start(self) -> None:
         """Called once the runtime has started this agent. Override to speak first.
@@ -262,6 +279,12 @@ class AUNAgent(RoutedAgent):
         return self.aun.archive.history(
             self.aid, group_id=group_id, peer=peer, kinds=kinds, after_id=after_id, limit=limit
         )
+
+    async def close(self) -> None:
+        """Called when the runtime drops this instance (eviction or close). Override to release
+        resources, and call ``super().close()``."""
+        if self._endpoint is not None:
+            self._endpoint.forget_channel()  # the archive rebuilds the dedup window on next use
 
     async def save_state(self) -> Mapping[str, Any]:
         """An agent's own state, for ``save_state``. Default: stateless."""

@@ -40,6 +40,11 @@ class MailboxFullError(UndeliverableError):
     """The receiver's mailbox stayed full; the message was recorded as a dead letter."""
 
 
+class RuntimeStoppedError(UndeliverableError):
+    """The runtime stopped before this message was handled (it was queued, or its handler was
+    interrupted); it was recorded as a dead letter, so it can be found and sent again."""
+
+
 class HopLimitExceeded(AUNError):
     """A conversation thread went past the hop limit: the loop guard stopped it and recorded the stop."""
 

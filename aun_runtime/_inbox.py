@@ -24,6 +24,8 @@ class Inbox(AUNAgent):
     #: Messages kept for reading. An application that reads them keeps up; one that does not loses
     #: the oldest from this list (never from the archive, which keeps everything).
     capacity = 10_000
+    #: The application holds this instance: it must never be evicted and re-created.
+    stay_resident = True
 
     def __init__(self) -> None:
         super().__init__("application inbox")

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
-from autogen_core import AgentRuntime, MessageContext, TypeSubscription
+from autogen_core import AgentId, AgentRuntime, MessageContext, TypeSubscription
 from pydantic import BaseModel
 
 from protocols.aun import (
@@ -51,8 +51,9 @@ from protocols.errors import AUNError, InvalidMessageError
 from ._agent import INBOUND, AUNAgent, coerce_mentions
 from ._archive import Archive, RecordKind
 from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
+from ._actor_runtime import AUNActorRuntime
 from ._core import (
-    AUNSingleThreadedRuntime,
+    TOPIC_SOURCE,
     agent_id,
     group_topic,
     group_topic_type,
@@ -159,32 +160,46 @@ class _Endpoint:
             self._channel = Channel(self.aid, self.runtime.archive, self.runtime.dedup_window)
         return self._channel
 
+    def forget_channel(self) -> None:
+        """Drop the dedup window from memory (the agent was evicted); the archive rebuilds it."""
+        self._channel = None
+
     async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        runtime = self.runtime
+        """Hand one arriving message to ``agent``: mailbox, membership, channel, handler."""
+        if self.runtime._core_drains:
+            # The core admitted it to this endpoint's mailbox and runs one message at a time.
+            await self._handle(agent, message, ctx)
+            return
         is_envelope = isinstance(message, AUNMessage)
         message_id = message.message_id if is_envelope else (ctx.message_id or "")
         mailbox = self.mailbox
         if not mailbox.arrive(message_id):
-            runtime._dead_letter(self.aid, message if is_envelope else None, MailboxFullError("mailbox full"))
+            self.runtime._dead_letter(
+                self.aid, message if is_envelope else None, MailboxFullError("mailbox full")
+            )
             return
         try:
             async with mailbox.turn():
-                if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
-                    await agent._dispatch(message, ctx)
-                    return
-                if message.group_id is not None and not runtime._was_member(message, self.aid):
-                    return  # posted while this agent was not in the group: never its message
-                verdict = self.channel.admit(message)
-                stats = runtime.stats
-                if verdict is Admission.DELIVER:
-                    stats.delivered += 1
-                    await agent._dispatch(message, ctx)
-                elif verdict is Admission.FILTERED:
-                    stats.filtered += 1
-                else:
-                    stats.duplicates += 1
+                await self._handle(agent, message, ctx)
         finally:
             mailbox.release()
+
+    async def _handle(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+        if not isinstance(message, AUNMessage):  # a raw autogen-core publish: no envelope, so no channel
+            await agent._dispatch(message, ctx)
+            return
+        runtime = self.runtime
+        if message.group_id is not None and not runtime._was_member(message, self.aid):
+            return  # posted while this agent was not in the group: never its message
+        verdict = self.channel.admit(message)
+        stats = runtime.stats
+        if verdict is Admission.DELIVER:
+            stats.delivered += 1
+            await agent._dispatch(message, ctx)
+        elif verdict is Admission.FILTERED:
+            stats.filtered += 1
+        else:
+            stats.duplicates += 1
 
 
 class AUNRuntime:
@@ -200,7 +215,7 @@ class AUNRuntime:
         block_timeout: how long a sender waits for room under ``block``.
         dedup_window: how many recent message keys each agent remembers.
         core: the autogen-core runtime that carries the messages (default: a fresh
-            :class:`AUNSingleThreadedRuntime`).
+            :class:`AUNActorRuntime`).
 
     Example:
         .. code-block:: python
@@ -233,8 +248,14 @@ class AUNRuntime:
         self.overflow = OverflowPolicy(overflow)
         self.block_timeout = block_timeout
         self.dedup_window = dedup_window
-        self.core: AgentRuntime = core if core is not None else AUNSingleThreadedRuntime()
+        self.core: AgentRuntime = core if core is not None else AUNActorRuntime()
         self.stats = RuntimeStats()
+        # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
+        # policy are enforced once, in the core; the facade then only reserves places for direct sends.
+        attach = getattr(self.core, "attach", None)
+        self._core_drains = callable(attach)
+        if attach is not None:
+            attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, _Endpoint] = {}
         self._groups: dict[str, _Group] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -667,8 +688,9 @@ class AUNRuntime:
             if aid == sender or endpoint is None:
                 continue
             # A group message reaches every member alike, so a full mailbox cannot refuse its copy
-            # here: under ``block`` the sender waits for room; otherwise arrival decides.
-            if endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
+            # here: under ``block`` the sender waits for room; otherwise arrival decides. A core that
+            # drains mailboxes makes the publish itself wait, in the same first-come order.
+            if not self._core_drains and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
                     await endpoint.mailbox.reserve(message_id)
                     reserved.append(endpoint.mailbox)
@@ -692,6 +714,13 @@ class AUNRuntime:
     def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
         self._dead_letter(message.from_aid, message, error)
         return error
+
+    def _mailbox_of(self, agent: AgentId) -> Mailbox | None:
+        endpoint = self._endpoints.get(agent.type) if agent.key == TOPIC_SOURCE else None
+        return endpoint.mailbox if endpoint is not None else None
+
+    def _core_undeliverable(self, agent: AgentId, message: Any, error: BaseException) -> None:
+        self._dead_letter(agent.type, message if isinstance(message, AUNMessage) else None, error)
 
     def _dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record a message that could not be delivered or handled. Logged, counted, never silent."""

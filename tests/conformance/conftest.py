@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aun_runtime import AUNRuntime, AUNSingleThreadedRuntime
+from aun_runtime import AUNActorRuntime, AUNRuntime, AUNSingleThreadedRuntime
 
 RuntimeFactory = Callable[..., Awaitable[AUNRuntime]]
 
@@ -23,6 +23,7 @@ def _single_threaded(**options: Any) -> AUNRuntime:
 
 RUNTIME_KINDS: dict[str, Callable[..., AUNRuntime]] = {
     "single-threaded": _single_threaded,
+    "actor": lambda **options: AUNRuntime(core=AUNActorRuntime(), **options),
 }
 
 

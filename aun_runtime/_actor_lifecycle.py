@@ -1,0 +1,326 @@
+"""The actor runtime's lifecycle: start, idle, stop, idle eviction, and agents' state.
+
+* ``start()`` starts a drain for every agent with queued messages (publishing before ``start`` only
+  queues).
+* ``idle()`` waits until every queued message, and everything its handling caused, has been handled.
+* ``stop_when_idle()`` is ``idle()`` then ``stop()``.
+* ``stop()`` never hangs and never raises for messages in flight (autogen-core 0.7.5 raises
+  ``task_done() called too many times`` there, upstream #7007): handlers still running are cancelled
+  (their ``CancellationToken`` too) and given :data:`STOP_GRACE` seconds to finish; the message each
+  was handling and every message still queued are reported as undeliverable with
+  :class:`~aun_runtime.RuntimeStoppedError` (the AUN facade archives them as dead letters, so they can
+  be found and sent again). The runtime can be started again afterwards.
+* ``save_state()`` returns the agents' own state, ``{str(agent_id): state}``, for the instances in
+  memory and for evicted agents (their saved state). Messages still queued are **not** part of it
+  (they are not agents' state, as on autogen-core, upstream #4108): call ``stop_when_idle()`` first
+  to have none. ``load_state()`` loads into instances in memory and keeps the rest until each agent
+  is next created, so loading 100,000 agents' state creates no instance.
+* Idle eviction (see :mod:`aun_runtime._eviction`): an instance is evicted only when nothing is
+  queued for it, nothing is running in it, nothing is promised to its mailbox, and it allows it
+  (``agent.evictable`` is not False; instances registered with ``register_agent_instance`` are never
+  evicted, since nothing could re-create them). A message that arrives while the instance is being
+  saved keeps it. An agent class that does not implement ``save_state`` is evicted without calling
+  it (autogen-core's default only warns and returns nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from autogen_core import Agent, AgentId, BaseAgent
+
+from ._actor_cell import Cell
+from ._agent_state import AgentStateStore
+from ._errors import RuntimeStoppedError
+from ._eviction import EVICTION_BATCH, IdleList
+
+if TYPE_CHECKING:
+    from ._actor_runtime import _Factory
+
+__all__ = ["STOP_GRACE", "ActorLifecycle"]
+
+logger = logging.getLogger("aun_runtime")
+
+#: Seconds ``stop()`` waits for cancelled handlers to finish. A handler that swallows cancellation
+#: is left running after that (and logged) rather than hanging the stop.
+STOP_GRACE = 5.0
+
+
+def _declares_state(agent: Agent) -> bool:
+    return not isinstance(agent, BaseAgent) or type(agent).save_state is not BaseAgent.save_state
+
+
+class ActorLifecycle:
+    """Start/stop, idleness, eviction and state for :class:`~aun_runtime.AUNActorRuntime`."""
+
+    if TYPE_CHECKING:
+        _cells: dict[AgentId, Cell]
+        _factories: dict[str, _Factory]
+        _background_exception: BaseException | None
+
+        def _start_drain(self, cell: Cell) -> None: ...
+        def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None: ...
+        async def _get_agent(self, agent_id: AgentId) -> Agent: ...
+
+    def __init__(self, idle_timeout: float | None, store: AgentStateStore) -> None:
+        self._running = False
+        self._epoch = 0  # bumped by start and stop: a drain of an older epoch leaves its cell alone
+        self._unfinished = 0
+        self._idle_event = asyncio.Event()
+        self._idle_event.set()
+        self._store = store
+        self._idle_list = IdleList(idle_timeout, self._evict_due) if idle_timeout is not None else None
+        self._evictions: set[asyncio.Task[None]] = set()
+        #: Agent instances evicted so far.
+        self.evicted = 0
+
+    # -- counting ----------------------------------------------------------------------------------
+
+    def _message_arrived(self) -> None:
+        if not self._unfinished:
+            self._idle_event.clear()
+        self._unfinished += 1
+
+    def _message_finished(self) -> None:
+        self._unfinished -= 1
+        if not self._unfinished:
+            self._idle_event.set()
+
+    @property
+    def unprocessed_messages_count(self) -> int:
+        """Messages queued or being handled."""
+        return self._unfinished
+
+    @property
+    def instances(self) -> int:
+        """Agent instances in memory."""
+        return sum(1 for cell in self._cells.values() if cell.agent is not None)
+
+    @property
+    def saved_states(self) -> int:
+        """Agents out of memory whose saved state waits for their next message."""
+        return len(self._store)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start delivering. Raises RuntimeError if already started."""
+        if self._running:
+            raise RuntimeError("Runtime is already started")
+        self._running = True
+        self._epoch += 1
+        for cell in list(self._cells.values()):
+            if cell.queue and cell.task is None and not cell.evicting:
+                self._start_drain(cell)
+        if self._idle_list is not None:
+            self._idle_list.start()
+
+    async def idle(self) -> None:
+        """Wait until every queued message, and everything it caused, has been handled.
+
+        Raises:
+            RuntimeError: messages are queued but the runtime is not started (they would wait forever).
+        """
+        while self._unfinished:
+            if not self._running:
+                raise RuntimeError("the runtime is not started: queued messages wait for start()")
+            await self._idle_event.wait()
+
+    async def stop(self) -> None:
+        """Stop now: cancel running handlers and report what was not handled (see the module doc)."""
+        if not self._running:
+            raise RuntimeError("Runtime is not started")
+        await self._halt()
+        self._raise_background_exception()
+
+    async def stop_when_idle(self) -> None:
+        """Wait until everything queued has been handled, then stop."""
+        if not self._running:
+            raise RuntimeError("Runtime is not started")
+        await self.idle()
+        await self._halt()
+        self._raise_background_exception()
+
+    async def stop_when(self, condition: Callable[[], bool], check_period: float = 1.0) -> None:
+        """Stop once ``condition()`` is true, checking every ``check_period`` seconds (as autogen-core)."""
+        while not condition():
+            await asyncio.sleep(check_period)
+        await self.stop()
+
+    async def close(self) -> None:
+        """Stop if running, then close every agent instance in memory."""
+        if self._running:
+            await self.stop()
+        for cell in list(self._cells.values()):
+            if cell.agent is not None:
+                await cell.agent.close()
+
+    def _raise_background_exception(self) -> None:
+        error, self._background_exception = self._background_exception, None
+        if error is not None:
+            raise error
+
+    async def _halt(self) -> None:
+        self._running = False
+        self._epoch += 1
+        if self._idle_list is not None:
+            self._idle_list.stop()
+        cells = list(self._cells.values())
+        for cell in cells:
+            if cell.current is not None:
+                cell.current.ctx.cancellation_token.cancel()
+        tasks = [cell.task for cell in cells if cell.task is not None]
+        tasks += self._evictions
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE)
+            if pending:
+                logger.error("%d handlers ignored cancellation at stop; left running", len(pending))
+        for cell in cells:
+            cell.task = None
+            cell.evicting = False
+            interrupted, cell.current = cell.current, None
+            if interrupted is not None:
+                cell.mailbox.release()
+                self._undeliverable(
+                    cell.agent_id,
+                    interrupted.message,
+                    RuntimeStoppedError("the runtime stopped while this message was being handled"),
+                )
+            while cell.queue:
+                delivery = cell.queue.popleft()
+                cell.mailbox.release()
+                self._undeliverable(
+                    cell.agent_id,
+                    delivery.message,
+                    RuntimeStoppedError("the runtime stopped before this message was handled"),
+                )
+            cell.queue = None
+        self._unfinished = 0
+        self._idle_event.set()
+
+    # -- eviction ----------------------------------------------------------------------------------
+
+    def _went_idle(self, cell: Cell) -> None:
+        if self._idle_list is not None and cell.agent is not None and not cell.resident:
+            self._idle_list.add(cell)
+
+    def _idle_list_discard(self, cell: Cell) -> None:
+        if self._idle_list is not None:
+            self._idle_list.discard(cell)
+
+    def _evict_due(self, cells: list[Cell]) -> None:
+        task = asyncio.get_running_loop().create_task(self._evict_all(cells))
+        self._evictions.add(task)
+        task.add_done_callback(self._evictions.discard)
+
+    async def _evict_all(self, cells: list[Cell]) -> int:
+        evicted = 0
+        for n, cell in enumerate(cells, 1):
+            evicted += await self._evict(cell)
+            if n % EVICTION_BATCH == 0:
+                await asyncio.sleep(0)
+        return evicted
+
+    async def evict_idle(self, older_than: float = 0.0) -> int:
+        """Evict now every instance idle for at least ``older_than`` seconds; returns how many.
+
+        The timer does this by itself after ``idle_timeout``; call it to shed memory at once.
+        """
+        if self._idle_list is not None:
+            cells = self._idle_list.due(asyncio.get_running_loop().time(), older_than)
+        else:
+            cells = [cell for cell in self._cells.values() if cell.agent is not None and cell.quiet()]
+        return await self._evict_all(cells)
+
+    async def _evict(self, cell: Cell) -> bool:
+        agent = cell.agent
+        if (
+            agent is None
+            or cell.resident
+            or cell.evicting
+            or not cell.quiet()
+            or self._cells.get(cell.agent_id) is not cell
+            or getattr(agent, "evictable", True) is False
+        ):
+            return False
+        touched = cell.touched
+        cell.evicting = True
+        try:
+            state = await agent.save_state() if _declares_state(agent) else None
+            if cell.touched != touched or not cell.quiet():
+                return False  # a message or a caller came meanwhile: it stays
+            await agent.close()
+            # From here on the instance is gone, whatever arrives: a new one gets the state.
+            if state is not None:
+                self._store.put(str(cell.agent_id), state)
+            cell.agent = None
+            self.evicted += 1
+            if cell.quiet():
+                del self._cells[cell.agent_id]
+            return True
+        except Exception:
+            logger.warning("could not evict %s; it stays in memory", cell.agent_id, exc_info=True)
+            return False
+        finally:
+            cell.evicting = False
+            if cell.queue and cell.task is None and self._running:
+                self._start_drain(cell)
+            elif cell.agent is not None and cell.quiet():
+                self._went_idle(cell)
+
+    # -- state -------------------------------------------------------------------------------------
+
+    async def _restore(self, agent_id: AgentId, agent: Agent) -> None:
+        key = str(agent_id)
+        state = self._store.take(key)
+        if state is not None:
+            try:
+                await agent.load_state(state)
+            except BaseException:
+                self._store.put(key, state)  # not lost: the next attempt gets it again
+                raise
+
+    async def save_state(self) -> Mapping[str, Any]:
+        """The agents' own state (instances in memory and evicted ones); queued messages are not in it."""
+        state: dict[str, Any] = {}
+        for agent_id, cell in list(self._cells.items()):
+            if cell.agent is not None:
+                state[str(agent_id)] = dict(await cell.agent.save_state())
+        for key, saved in self._store.items():
+            state.setdefault(key, dict(saved))
+        return state
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        """Load agents' state: into instances in memory now, into the others when they are created."""
+        for key, agent_state in state.items():
+            agent_id = AgentId.from_str(key)
+            if agent_id.type not in self._factories:
+                continue  # as autogen-core: state of unknown agent types is skipped
+            cell = self._cells.get(agent_id)
+            if cell is not None and cell.agent is not None:
+                await cell.agent.load_state(agent_state)
+            else:
+                self._store.put(key, agent_state)
+
+    async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
+        cell = self._cells.get(agent)
+        if cell is not None and cell.agent is not None:
+            return await cell.agent.save_state()
+        saved = self._store.peek(str(agent))
+        if saved is not None:
+            return saved
+        return await (await self._get_agent(agent)).save_state()
+
+    async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
+        if agent.type not in self._factories:
+            raise LookupError(f"Agent with name {agent.type} not found.")
+        cell = self._cells.get(agent)
+        if cell is not None and cell.agent is not None:
+            await cell.agent.load_state(state)
+        else:
+            self._store.put(str(agent), state)

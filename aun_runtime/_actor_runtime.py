@@ -1,0 +1,482 @@
+"""``AUNActorRuntime``: autogen-core's ``AgentRuntime`` protocol, implemented the actor way.
+
+autogen-core's single-threaded runtime puts every message through one queue, starts a task per
+delivery, serialises each message up to three times for its event log and opens about six tracing
+spans per delivery, whether anyone listens or not; one agent may run twenty handlers at once. This
+runtime keeps the protocol (agents, ``RoutedAgent`` handlers, ``TypeSubscription`` and
+``TypePrefixSubscription``, serializers, ``AgentId``/``TopicId``, save/load state) and changes how
+messages travel:
+
+* **A mailbox per agent, drained by one task.** A publish routes the message (an indexed lookup),
+  admits it to each recipient's :class:`~aun_runtime.Mailbox` and appends it to the recipient's queue.
+  An agent with messages has exactly one drain task, which hands them to the agent one at a time, in
+  arrival order; the task ends when the queue is empty. So an idle agent costs no task.
+* **Backpressure.** Each mailbox has a bound and an overflow policy. Under ``block`` a publisher that
+  meets a full mailbox waits for room (first come, first served), which keeps memory flat however
+  fast it publishes; under ``dead_letter`` the message is refused and reported.
+* **Nothing per delivery that is not needed.** The message is not copied or serialised, one
+  ``MessageContext`` serves every recipient, and there are no spans unless tracing is on
+  (:mod:`aun_runtime._actor_tracing`; then they carry autogen-core's names).
+* **Idle eviction.** An instance idle for ``idle_timeout`` seconds is saved (``save_state``), closed
+  and dropped; its next message creates a new one and loads that state (:mod:`aun_runtime._eviction`).
+* **Failures are reported.** A message that is refused, cannot reach its agent (unknown type, a factory
+  that raises), whose handler raises, or that is still queued when the runtime stops is passed to the
+  ``on_undeliverable`` hook (the AUN facade archives it as a dead letter) or logged. The drain task
+  survives a handler that raises and goes on with the next message.
+* **No RPC.** ``send_message`` raises :class:`~aun_runtime.RPCForbiddenError` before anything is queued.
+
+Lifecycle and state details are in :mod:`aun_runtime._actor_lifecycle`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NoReturn, TypeVar, cast
+
+from autogen_core import (
+    Agent,
+    AgentId,
+    AgentInstantiationContext,
+    AgentRuntime,
+    AgentType,
+    CancellationToken,
+    MessageContext,
+    MessageHandlerContext,
+    MessageSerializer,
+    Subscription,
+    TopicId,
+)
+from autogen_core._serialization import SerializationRegistry
+from autogen_core._telemetry import get_telemetry_envelope_metadata
+from opentelemetry.trace import TracerProvider
+
+from ._actor_cell import Cell, Delivery
+from ._actor_lifecycle import ActorLifecycle
+from ._actor_tracing import RuntimeTracer, tracing_provider
+from ._agent_state import AgentStateStore, MemoryStateStore
+from ._errors import MailboxFullError, RPCForbiddenError, UndeliverableError
+from ._eviction import DEFAULT_IDLE_TIMEOUT
+from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._routing import SubscriptionIndex
+
+__all__ = ["DRAIN_BATCH", "AUNActorRuntime", "MailboxProvider", "UndeliverableHook"]
+
+logger = logging.getLogger("aun_runtime")
+
+T = TypeVar("T", bound=Agent)
+_type_of = type  # the protocol's methods take a parameter named ``type``
+#: Gives the mailbox an agent should use (None: the runtime makes one with its defaults).
+MailboxProvider = Callable[[AgentId], Mailbox | None]
+#: Told about every message that could not be delivered or handled: (recipient, message, why).
+UndeliverableHook = Callable[[AgentId, Any, BaseException], None]
+
+#: Messages a drain task hands to its agent before it lets other tasks run. Handlers that never await
+#: would otherwise let one busy agent hold the event loop until its whole mailbox is empty.
+DRAIN_BATCH = 64
+
+
+class _Factory:
+    __slots__ = ("expected", "make", "takes_runtime")
+
+    def __init__(self, make: Callable[..., Any], expected: type[Agent] | None) -> None:
+        self.make = make
+        self.expected = expected
+        arity = len(inspect.signature(make).parameters)
+        if arity not in (0, 2):
+            raise ValueError("Agent factory must take 0 or 2 arguments.")
+        self.takes_runtime = arity == 2
+
+
+class AUNActorRuntime(ActorLifecycle, AgentRuntime):
+    """An in-process autogen-core runtime with actor semantics: one mailbox and one drain per agent.
+
+    Args:
+        mailbox_capacity: the bound of each agent's mailbox (unless a mailbox provider gives one).
+        overflow: what happens when a message meets a full mailbox.
+        block_timeout: how long a publisher waits for room under ``block``; after that the message
+            is queued over the bound and counted in the mailbox's ``overflowed``.
+        idle_timeout: seconds an agent instance may stay idle before it is saved and dropped; None
+            never evicts.
+        state_store: where evicted agents' state waits (default: in memory).
+        tracer_provider: an OpenTelemetry tracer provider; see :mod:`aun_runtime._actor_tracing`.
+        ignore_unhandled_exceptions: as on autogen-core's runtime: if False, the first exception a
+            handler raises is raised again by ``stop``/``stop_when_idle``.
+
+    Example:
+        .. code-block:: python
+
+            runtime = AUNActorRuntime()
+            await MyAgent.register(runtime, "my_agent", lambda: MyAgent("My agent"))
+            runtime.start()
+            await runtime.publish_message(MyMessage("hi"), DefaultTopicId())
+            await runtime.stop_when_idle()
+    """
+
+    def __init__(
+        self,
+        *,
+        mailbox_capacity: int = DEFAULT_MAILBOX_CAPACITY,
+        overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
+        block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        state_store: AgentStateStore | None = None,
+        tracer_provider: TracerProvider | None = None,
+        ignore_unhandled_exceptions: bool = True,
+    ) -> None:
+        Mailbox(mailbox_capacity, overflow, block_timeout)  # check the options once, here
+        self.mailbox_capacity = mailbox_capacity
+        self.overflow = OverflowPolicy(overflow)
+        self.block_timeout = block_timeout
+        self._factories: dict[str, _Factory] = {}
+        self._instance_types: dict[str, type[Agent]] = {}
+        self._cells: dict[AgentId, Cell] = {}
+        self._routes = SubscriptionIndex()
+        self._serializers = SerializationRegistry()
+        self._mailbox_provider: MailboxProvider | None = None
+        self._on_undeliverable: UndeliverableHook | None = None
+        provider = tracing_provider(tracer_provider)
+        self._tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
+        self._ignore_unhandled = ignore_unhandled_exceptions
+        self._background_exception: BaseException | None = None
+        ActorLifecycle.__init__(self, idle_timeout, state_store or MemoryStateStore())
+
+    # -- the hooks an AUN runtime facade plugs in ----------------------------------------------------
+
+    def attach(
+        self,
+        *,
+        mailbox_provider: MailboxProvider | None = None,
+        on_undeliverable: UndeliverableHook | None = None,
+    ) -> None:
+        """Let a facade supply agents' mailboxes (so their bound and policy live in one place) and
+        hear about undeliverable messages (to record them as dead letters)."""
+        self._mailbox_provider = mailbox_provider
+        self._on_undeliverable = on_undeliverable
+
+    def mailbox(self, agent_id: AgentId) -> Mailbox | None:
+        """The mailbox of an agent that has a cell (an instance or pending messages), else None."""
+        cell = self._cells.get(agent_id)
+        return cell.mailbox if cell is not None else None
+
+    # -- messages ----------------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> NoReturn:
+        """Refused: a receiver has no obligation to respond. Nothing is queued."""
+        raise RPCForbiddenError()
+
+    async def publish_message(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        """Deliver ``message`` to every agent subscribed to ``topic_id`` except its sender.
+
+        Returns once the message is in every recipient's mailbox. Under the ``block`` policy that may
+        mean waiting for room; that wait is the backpressure that keeps a fast publisher from
+        piling messages up. A recipient whose mailbox refuses it (``dead_letter``) or that cannot
+        be created is reported to ``on_undeliverable``; the others still get it.
+        """
+        ctx = MessageContext(
+            sender=sender,
+            topic_id=topic_id,
+            is_rpc=False,
+            cancellation_token=cancellation_token or CancellationToken(),
+            message_id=message_id or str(uuid.uuid4()),
+        )
+        tracer = self._tracer
+        if tracer is None:
+            await self._route(Delivery(message, ctx), topic_id, sender)
+            return
+        helper = tracer.helper
+        with helper.trace_block(
+            "create", topic_id, parent=None, extraAttributes={"message_type": type(message).__name__}
+        ):
+            delivery = Delivery(message, ctx, get_telemetry_envelope_metadata())
+            with helper.trace_block("publish", topic_id, parent=delivery.trace):
+                await self._route(delivery, topic_id, sender)
+
+    async def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> None:
+        message_id = delivery.ctx.message_id
+        for agent_id in self._routes.recipients(topic_id):
+            if sender is not None and agent_id == sender:
+                continue  # a publish is never delivered back to its sender (as in autogen-core)
+            cell = self._cells.get(agent_id)
+            if cell is None:
+                cell = self._new_cell(agent_id, delivery.message)
+                if cell is None:
+                    continue
+            if not cell.mailbox.take_if_room(message_id):
+                # The wait is on the mailbox, which outlives its cell: the cell may be replaced
+                # meanwhile (a place promised to us keeps it from being dropped once we have it).
+                if not await cell.mailbox.enter(message_id):
+                    self._undeliverable(
+                        agent_id,
+                        delivery.message,
+                        MailboxFullError(f"{agent_id}: mailbox full ({cell.mailbox.capacity} messages)"),
+                    )
+                    continue
+                cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
+                if cell is None:
+                    continue
+            self._enqueue(cell, delivery)
+
+    def _new_cell(self, agent_id: AgentId, message: Any = None) -> Cell | None:
+        if agent_id.type not in self._factories:
+            self._undeliverable(
+                agent_id, message, UndeliverableError(f"no agent type {agent_id.type!r} is registered")
+            )
+            return None
+        mailbox = self._mailbox_provider(agent_id) if self._mailbox_provider is not None else None
+        cell = Cell(agent_id, mailbox or Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout))
+        self._cells[agent_id] = cell
+        return cell
+
+    def _enqueue(self, cell: Cell, delivery: Delivery) -> None:
+        cell.push(delivery)
+        self._message_arrived()
+        if cell.idle_listed:
+            self._idle_list_discard(cell)
+        if cell.task is None and self._running and not cell.evicting:
+            self._start_drain(cell)
+
+    def _start_drain(self, cell: Cell) -> None:
+        # A fresh context: the drain must not inherit the publisher's context variables (the
+        # handler context of the agent that happened to publish first, for one).
+        cell.task = asyncio.get_running_loop().create_task(self._drain(cell), context=contextvars.Context())
+
+    async def _drain(self, cell: Cell) -> None:
+        """Hand the cell's messages to its agent, one at a time, until the queue is empty."""
+        epoch = self._epoch
+        try:
+            agent = cell.agent
+            if agent is None:
+                try:
+                    agent = await self._get_agent_of(cell)
+                except Exception as exc:  # the factory or load_state failed: nothing can be handled
+                    if self._epoch == epoch:
+                        self._fail_queued(cell, exc)
+                    return
+            queue = cell.queue
+            mailbox = cell.mailbox
+            tracer = self._tracer
+            handled = 0
+            with MessageHandlerContext.populate_context(cell.agent_id):
+                while queue and self._epoch == epoch:
+                    delivery = queue.popleft()
+                    cell.current = delivery
+                    try:
+                        if tracer is None:
+                            await agent.on_message(delivery.message, ctx=delivery.ctx)
+                        else:
+                            await self._handle_traced(agent, delivery)
+                    except Exception as exc:
+                        self._handler_failed(cell.agent_id, delivery.message, exc)
+                    if self._epoch != epoch:
+                        break  # stopped meanwhile: stop() accounts for this message and the rest
+                    cell.current = None
+                    mailbox.release()
+                    self._message_finished()
+                    handled += 1
+                    if handled == DRAIN_BATCH:
+                        handled = 0
+                        await asyncio.sleep(0)  # let other agents (and publishers) run
+        finally:
+            if self._epoch == epoch:
+                cell.task = None
+                if not cell.queue:
+                    cell.queue = None  # an idle cell keeps no deque
+                    if cell.current is None:
+                        self._went_idle(cell)
+
+    async def _handle_traced(self, agent: Agent, delivery: Delivery) -> None:
+        assert self._tracer is not None
+        ctx = delivery.ctx
+        sender = self._cells.get(ctx.sender) if ctx.sender is not None else None
+        attributes = self._tracer.process_attributes(
+            self._serializers,
+            ctx.sender,
+            type(sender.agent).__name__ if sender is not None and sender.agent is not None else None,
+            agent.id,
+            type(agent).__name__,
+            ctx,
+            delivery.message,
+        )
+        with self._tracer.helper.trace_block("process", agent.id, parent=delivery.trace, attributes=attributes):
+            await agent.on_message(delivery.message, ctx=ctx)
+
+    # -- failures ----------------------------------------------------------------------------------
+
+    def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
+        hook = self._on_undeliverable
+        if hook is not None:
+            hook(agent_id, message, error)
+        else:
+            logger.warning("undeliverable %s for %s: %s", type(message).__name__, agent_id, error)
+
+    def _handler_failed(self, agent_id: AgentId, message: Any, error: Exception) -> None:
+        if self._on_undeliverable is None:
+            logger.error("handler of %s raised on a %s", agent_id, type(message).__name__, exc_info=error)
+        else:
+            self._on_undeliverable(agent_id, message, error)
+        if not self._ignore_unhandled and self._background_exception is None:
+            self._background_exception = error
+
+    def _fail_queued(self, cell: Cell, error: BaseException) -> None:
+        while cell.queue:
+            delivery = cell.queue.popleft()
+            cell.mailbox.release()
+            self._message_finished()
+            self._undeliverable(cell.agent_id, delivery.message, error)
+        cell.queue = None
+
+    # -- agents ------------------------------------------------------------------------------------
+
+    async def register_factory(
+        self,
+        type: str | AgentType,
+        agent_factory: Callable[[], T | Awaitable[T]],
+        *,
+        expected_class: type[T] | None = None,
+    ) -> AgentType:
+        agent_type = AgentType(type) if isinstance(type, str) else type
+        if agent_type.type in self._factories:
+            raise ValueError(f"Agent with type {agent_type} already exists.")
+        self._factories[agent_type.type] = _Factory(agent_factory, expected_class)
+        return agent_type
+
+    async def register_agent_instance(self, agent_instance: Agent, agent_id: AgentId) -> AgentId:
+        cell = self._cells.get(agent_id)
+        if cell is not None and cell.agent is not None:
+            raise ValueError(f"Agent with id {agent_id} already exists.")
+        known = self._instance_types.get(agent_id.type)
+        if known is None:
+            if agent_id.type in self._factories:
+                raise ValueError("Agent factories and agent instances cannot be registered to the same type.")
+            self._factories[agent_id.type] = _Factory(_no_factory, None)
+            self._instance_types[agent_id.type] = _type_of(agent_instance)
+        elif known is not _type_of(agent_instance):
+            raise ValueError("Agent instances must be the same object type.")
+        await agent_instance.bind_id_and_runtime(id=agent_id, runtime=self)
+        cell = cell or self._new_cell(agent_id)
+        assert cell is not None
+        cell.agent = agent_instance
+        cell.resident = True  # its factory cannot re-create it: never evicted
+        return agent_id
+
+    async def try_get_underlying_agent_instance(self, id: AgentId, type: type[T] = Agent) -> T:  # type: ignore[assignment]
+        if id.type not in self._factories:
+            raise LookupError(f"Agent with name {id.type} not found.")
+        agent = await self._get_agent(id)
+        if not isinstance(agent, type):
+            raise TypeError(
+                f"Agent with name {id.type} is not of type {type.__name__}. "
+                f"It is of type {_type_of(agent).__name__}"
+            )
+        return agent
+
+    async def get(
+        self, id_or_type: AgentId | AgentType | str, /, key: str = "default", *, lazy: bool = True
+    ) -> AgentId:
+        if isinstance(id_or_type, AgentId):
+            agent_id = id_or_type
+        else:
+            agent_id = AgentId(id_or_type if isinstance(id_or_type, str) else id_or_type.type, key)
+        if not lazy:
+            await self._get_agent(agent_id)
+        return agent_id
+
+    async def agent_metadata(self, agent: AgentId) -> Any:
+        return (await self._get_agent(agent)).metadata
+
+    async def _get_agent(self, agent_id: AgentId) -> Agent:
+        cell = self._cells.get(agent_id)
+        if cell is None:
+            if agent_id.type not in self._factories:
+                raise LookupError(f"Agent with name {agent_id.type} not found.")
+            cell = self._new_cell(agent_id)
+            assert cell is not None
+        agent = await self._get_agent_of(cell)
+        if cell.task is None and not cell.queue and not cell.idle_listed:
+            self._went_idle(cell)
+        return agent
+
+    async def _get_agent_of(self, cell: Cell) -> Agent:
+        cell.touched += 1  # an eviction in progress keeps the instance: someone is using it
+        if cell.agent is not None:
+            return cell.agent
+        if cell.activation is not None:
+            return await asyncio.shield(cell.activation)
+        activation: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
+        cell.activation = activation
+        try:
+            agent = await self._instantiate(cell.agent_id)
+        except asyncio.CancelledError:
+            activation.cancel()
+            raise
+        except BaseException as exc:
+            activation.set_exception(exc)
+            activation.exception()  # retrieved: only concurrent callers need it
+            raise
+        finally:
+            cell.activation = None
+        cell.agent = agent
+        activation.set_result(agent)
+        return agent
+
+    async def _instantiate(self, agent_id: AgentId) -> Agent:
+        factory = self._factories[agent_id.type]
+        with AgentInstantiationContext.populate_context((self, agent_id)):
+            try:
+                made = factory.make(self, agent_id) if factory.takes_runtime else factory.make()
+                agent = cast(Agent, await made if inspect.isawaitable(made) else made)
+            except BaseException:
+                logger.error("error constructing agent %s", agent_id, exc_info=True)
+                raise
+        if factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
+            raise ValueError(
+                f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
+                f"got {_type_of(agent).__name__}"
+            )
+        await self._restore(agent_id, agent)
+        return agent
+
+    # -- subscriptions and serializers -------------------------------------------------------------
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        self._routes.add(subscription)
+
+    async def remove_subscription(self, id: str) -> None:
+        self._routes.remove(id)
+
+    @property
+    def subscriptions(self) -> Sequence[Subscription]:
+        """Every subscription, in the order it was added."""
+        return self._routes.subscriptions
+
+    def add_message_serializer(self, serializer: MessageSerializer[Any] | Sequence[MessageSerializer[Any]]) -> None:
+        self._serializers.add_serializer(serializer)
+
+
+def _no_factory() -> NoReturn:
+    raise RuntimeError(
+        "an agent registered as an instance cannot be created by the runtime: register the instance "
+        "under this AgentId before publishing to it"
+    )
+
