@@ -139,8 +139,10 @@ class AUNAgent(RoutedAgent):
         endpoint = self._endpoint
         if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
             await super().on_message_impl(message, ctx)
-            return
-        await endpoint.deliver(self, message, ctx)
+        elif endpoint.runtime._core_drains:  # the core took care of the mailbox: one frame less
+            await endpoint.handle(self, message, ctx)
+        else:
+            await endpoint.deliver(self, message, ctx)
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message; failures become dead letters."""
@@ -151,7 +153,13 @@ class AUNAgent(RoutedAgent):
                 contract = decode_contract(message.payload)
                 if contract is not None and type(contract) in self._handlers:
                     target = contract
-            await RoutedAgent.on_message_impl(self, target, ctx)
+            # RoutedAgent.on_message_impl, inlined: this runs for every delivery.
+            for handler in self._handlers.get(type(target), ()):
+                if handler.router(target, ctx):
+                    await handler(self, target, ctx)
+                    break
+            else:
+                await self.on_unhandled_message(target, ctx)
         except HopLimitExceeded:
             pass  # recorded as a loop stop by the send that refused to go out
         except Exception as exc:

@@ -140,7 +140,7 @@ class Archive:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
-        self._writer = ArchiveWriter(db, _INSERT, _row)
+        self._writer = ArchiveWriter(db, _INSERT, _rows)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._pending: list[_Pending] = []
@@ -292,27 +292,35 @@ def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) 
     return f"kind IN ({', '.join('?' * len(names))})"
 
 
-def _row(item: _Pending) -> tuple[object, ...]:
-    owner, kind, reason, message, text, created = item
+def _rows(batch: Sequence[_Pending]) -> list[tuple[object, ...]]:
+    """The table rows for a batch. A message recorded for several owners (a group post reaches every
+    member) has its columns and JSON built once per batch; records of a batch share one write time."""
     now = _now_ms()
-    if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
-        return (owner, str(kind), None, None, None, None, None, None, reason, text or "", created, now)
-    if message is None:
-        return (owner, str(kind), reason, None, None, None, None, None, None, text or "", created or now, now)
-    return (
-        owner,
-        str(kind),
-        reason,
-        message.message_id,
-        message.from_aid,
-        message.to,
-        message.group_id,
-        message.thread,
-        message.in_reply_to,
-        message.to_json(),
-        message.created_at,
-        now,
-    )
+    shared: dict[int, tuple[object, ...]] = {}  # id(message) -> its columns; the batch keeps it alive
+    rows: list[tuple[object, ...]] = []
+    for owner, kind, reason, message, text, created in batch:
+        if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
+            rows.append((owner, kind.value, None, None, None, None, None, None, reason, text or "", created, now))
+        elif message is None:
+            rows.append(
+                (owner, kind.value, reason, None, None, None, None, None, None, text or "", created or now, now)
+            )
+        else:
+            columns = shared.get(id(message))
+            if columns is None:
+                columns = (
+                    message.message_id,
+                    message.from_aid,
+                    message.to,
+                    message.group_id,
+                    message.thread,
+                    message.in_reply_to,
+                    message.to_json(),
+                    message.created_at,
+                )
+                shared[id(message)] = columns
+            rows.append((owner, kind.value, reason, *columns, now))
+    return rows
 
 
 def _record(row: tuple[object, ...]) -> ArchiveRecord:

@@ -4,6 +4,11 @@ The sqlite3 module releases the GIL while SQLite works, so a dedicated thread le
 I/O for one batch run on another core while the event loop goes on delivering the next messages.
 The loop thread only hands over a list; rows are built and inserted here.
 
+A batch goes in as one multi-row ``INSERT`` (one statement, its own transaction), not with
+``executemany``: executemany releases and re-takes the GIL around every row, and while the event
+loop is busy each re-take waits for Python's switch interval (5 ms), so the writer crawled and the
+loop ended up waiting for it. One statement is bound in one go and then runs entirely outside the GIL.
+
 Batches wait in a bounded queue. If the disk cannot keep up, the loop thread blocks when it hands
 over the next batch: memory stays bounded, and a slow disk slows the runtime down rather than
 silently losing records. A write error is kept and raised to the loop thread at its next flush,
@@ -12,6 +17,7 @@ with the failed batch put back so that nothing recorded is dropped.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import sqlite3
@@ -26,10 +32,13 @@ logger = logging.getLogger("aun_runtime")
 #: Batches that may wait for the writer. With 512-record batches that is 32k records: a long burst,
 #: after which the event loop waits for the disk instead of growing memory without bound.
 MAX_QUEUED_BATCHES = 64
+#: Rows per INSERT statement at most (bounded further by SQLite's limit on bound variables).
+#: A 512-record batch is one statement, so its SQL text is prepared once and then reused.
+MAX_ROWS_PER_STATEMENT = 512
 
 T = TypeVar("T")
 Batch = Sequence[Any]
-RowBuilder = Callable[[Any], tuple[object, ...]]
+RowBuilder = Callable[[Batch], list[tuple[object, ...]]]
 
 
 class ArchiveWriteError(RuntimeError):
@@ -39,10 +48,17 @@ class ArchiveWriteError(RuntimeError):
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
-    def __init__(self, db: sqlite3.Connection, insert_sql: str, build_row: RowBuilder) -> None:
+    def __init__(self, db: sqlite3.Connection, insert_sql: str, build_rows: RowBuilder) -> None:
         self._db = db
-        self._insert = insert_sql
-        self._build_row = build_row
+        head, _, values = insert_sql.partition(" VALUES ")
+        self._insert_head = head + " VALUES "
+        self._insert_values = values
+        self._columns = values.count("?")
+        self._rows_per_statement = max(
+            1, min(MAX_ROWS_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // self._columns)
+        )
+        self._statements: dict[int, str] = {}
+        self._build_rows = build_rows
         self._lock = threading.Lock()  # one statement at a time on the shared connection
         self._queue: queue.Queue[Batch | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
@@ -82,18 +98,36 @@ class ArchiveWriter:
         self._thread.join()
         self._db.close()
 
+    def _insert_rows(self, rows: list[tuple[object, ...]]) -> None:
+        step = self._rows_per_statement
+        if len(rows) <= step:  # one statement: atomic on its own, no BEGIN/COMMIT round trips
+            self._db.execute(self._statement(len(rows)), list(itertools.chain.from_iterable(rows)))
+            return
+        self._db.execute("BEGIN")
+        try:
+            for start in range(0, len(rows), step):
+                chunk = rows[start : start + step]
+                self._db.execute(self._statement(len(chunk)), list(itertools.chain.from_iterable(chunk)))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _statement(self, count: int) -> str:
+        sql = self._statements.get(count)
+        if sql is None:
+            if len(self._statements) > 64:  # partial batches come in many sizes: keep only a few
+                self._statements.clear()
+            sql = self._insert_head + ",".join([self._insert_values] * count)
+            self._statements[count] = sql
+        return sql
+
     def _run(self) -> None:
         while (batch := self._queue.get()) is not None:
             try:
-                rows = [self._build_row(item) for item in batch]
+                rows = self._build_rows(batch)
                 with self._lock:
-                    self._db.execute("BEGIN")
-                    try:
-                        self._db.executemany(self._insert, rows)
-                    except BaseException:
-                        self._db.execute("ROLLBACK")
-                        raise
-                    self._db.execute("COMMIT")
+                    self._insert_rows(rows)
                 self.transactions += 1
             except Exception as exc:
                 logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)

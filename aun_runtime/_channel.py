@@ -14,6 +14,7 @@ For each arriving message the channel of the receiving agent decides, before any
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from enum import Enum
 
 from protocols.aun import AUNMessage, DispatchMode
@@ -53,8 +54,12 @@ class Channel:
         self.aid = aid
         self.dedup_window = dedup_window
         self._archive = archive
-        # A dict is an insertion-ordered set: the oldest key is evicted first.
-        self._seen: dict[tuple[str, str], None] = dict.fromkeys(archive.seen_keys(aid, dedup_window))
+        # An insertion-ordered set whose oldest key is evicted first. An OrderedDict, not a dict:
+        # deleting a dict's first key over and over leaves a trail of dummies that every later
+        # ``next(iter(d))`` walks through, which made a long-lived channel slower with every message.
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict.fromkeys(
+            archive.seen_keys(aid, dedup_window)
+        )
 
     def admit(self, message: AUNMessage) -> Admission:
         """Decide what happens to ``message`` and archive it (once)."""
@@ -64,7 +69,7 @@ class Channel:
             return Admission.DUPLICATE
         seen[key] = None
         if len(seen) > self.dedup_window:
-            del seen[next(iter(seen))]
+            seen.popitem(last=False)
         if (
             message.dispatch_mode is DispatchMode.MENTION
             and message.group_id is not None

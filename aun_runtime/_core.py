@@ -16,6 +16,7 @@ An :class:`~aun_runtime.AUNRuntime` carries messages over any autogen-core ``Age
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable
@@ -68,14 +69,22 @@ def group_topic_type(group_id: str) -> str:
     return GROUP_PREFIX + group_id
 
 
+#: TopicIds and AgentIds kept for the most recently addressed AIDs and groups. Building one runs a
+#: regular expression (autogen-core validates every id), which costs as much as routing the message.
+ID_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=ID_CACHE_SIZE)
 def inbox_topic(aid: str) -> TopicId:
     return TopicId(INBOX_PREFIX + aid, TOPIC_SOURCE)
 
 
+@functools.lru_cache(maxsize=ID_CACHE_SIZE)
 def group_topic(group_id: str) -> TopicId:
     return TopicId(GROUP_PREFIX + group_id, TOPIC_SOURCE)
 
 
+@functools.lru_cache(maxsize=ID_CACHE_SIZE)
 def agent_id(aid: str) -> AgentId:
     return AgentId(aid, TOPIC_SOURCE)
 

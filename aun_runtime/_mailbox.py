@@ -111,6 +111,14 @@ class Mailbox:
 
     # -- before publishing -------------------------------------------------------------------------
 
+    def try_reserve(self, message_id: str) -> bool:
+        """Reserve a place if one is free right now (the common case, without a coroutine)."""
+        if not self._has_room():
+            return False
+        self._take()
+        self._note_reservation(message_id)
+        return True
+
     async def reserve(self, message_id: str) -> None:
         """Promise a place to a message about to be published.
 
@@ -124,6 +132,9 @@ class Mailbox:
             await self._wait_for_room()  # the place is ours when this returns
         else:
             self._take()
+        self._note_reservation(message_id)
+
+    def _note_reservation(self, message_id: str) -> None:
         reserved = self._reserved
         if reserved is None:
             self._reserved = {message_id: 1}

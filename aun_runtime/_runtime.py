@@ -130,7 +130,10 @@ class _Group:
         return self.last_seq
 
     def was_member(self, aid: str, seq: int) -> bool:
-        return any(after < seq <= through for after, through in self.spans.get(aid, ()))
+        for after, through in self.spans.get(aid, ()):  # a loop, not any(): this runs per delivery
+            if after < seq <= through:
+                return True
+        return False
 
 
 _STILL_MEMBER = sys.maxsize
@@ -165,10 +168,13 @@ class _Endpoint:
         self._channel = None
 
     async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        """Hand one arriving message to ``agent``: mailbox, membership, channel, handler."""
+        """Hand one arriving message to ``agent``: mailbox, membership, channel, handler.
+
+        On a core that drains mailboxes, the core has already admitted the message to this
+        endpoint's mailbox and runs one message at a time; on any other core it happens here.
+        """
         if self.runtime._core_drains:
-            # The core admitted it to this endpoint's mailbox and runs one message at a time.
-            await self._handle(agent, message, ctx)
+            await self.handle(agent, message, ctx)
             return
         is_envelope = isinstance(message, AUNMessage)
         message_id = message.message_id if is_envelope else (ctx.message_id or "")
@@ -180,18 +186,19 @@ class _Endpoint:
             return
         try:
             async with mailbox.turn():
-                await self._handle(agent, message, ctx)
+                await self.handle(agent, message, ctx)
         finally:
             mailbox.release()
 
-    async def _handle(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+    async def handle(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+        """Membership, channel and handler for a message whose turn it is."""
         if not isinstance(message, AUNMessage):  # a raw autogen-core publish: no envelope, so no channel
             await agent._dispatch(message, ctx)
             return
         runtime = self.runtime
         if message.group_id is not None and not runtime._was_member(message, self.aid):
             return  # posted while this agent was not in the group: never its message
-        verdict = self.channel.admit(message)
+        verdict = (self._channel or self.channel).admit(message)
         stats = runtime.stats
         if verdict is Admission.DELIVER:
             stats.delivered += 1
@@ -655,7 +662,8 @@ class AUNRuntime:
             raise self._undeliverable(AUNMessage(**fields), error)
         message_id = fields["message_id"]
         try:
-            await target.mailbox.reserve(message_id)
+            if not target.mailbox.try_reserve(message_id):
+                await target.mailbox.reserve(message_id)
         except MailboxFullError as exc:
             raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:

@@ -1,13 +1,16 @@
-"""Delivery throughput: raw autogen-core, our AUNRuntime, and the asyncio.Queue floor, in one run.
+"""Delivery throughput: raw autogen-core, AUNRuntime on both cores, and the asyncio.Queue floor, in one run.
 
 Each system delivers N small text messages to 1 subscriber and to 10 subscribers:
 
 * ``raw_autogen``: autogen-core's ``SingleThreadedAgentRuntime``, ``publish_message`` of prebuilt
   pydantic messages to ``@event`` sink agents (one ``TypeSubscription`` each); no mailbox, no dedup,
   no archive.
-* ``aun_single_threaded``: ``AUNRuntime`` on its default core, ``send`` (1 subscriber) or
-  ``group_send`` to a broadcast group (10 subscribers), with mailbox, channel and an SQLite archive
-  file all on; each message is built and validated by the send call.
+* ``aun_single_threaded``: ``AUNRuntime`` on ``AUNSingleThreadedRuntime`` (autogen-core's runtime with
+  the lean publish path), ``send`` (1 subscriber) or ``group_send`` to a broadcast group
+  (10 subscribers), with mailbox, channel and an SQLite archive file all on; each message is built
+  and validated by the send call.
+* ``aun_actor``: the same workload on ``AUNActorRuntime`` (the default core): one drain task per
+  active agent, the mailbox bound enforced by the core.
 * ``asyncio_queue``: one bounded ``asyncio.Queue`` per consumer task; the floor for any in-process
   hand-off.
 
@@ -39,7 +42,7 @@ from autogen_core import (
 )
 from pydantic import BaseModel
 
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime
+from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, AUNSingleThreadedRuntime
 
 FANOUTS = (1, 10)
 Workload = Callable[[int, int], Awaitable[float]]
@@ -110,7 +113,14 @@ async def aun_on(runtime: AUNRuntime, n: int, fanout: int) -> float:
 
 async def aun_single_threaded(n: int, fanout: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        return await aun_on(AUNRuntime(archive=Path(tmp) / "archive.sqlite"), n, fanout)
+        runtime = AUNRuntime(archive=Path(tmp) / "archive.sqlite", core=AUNSingleThreadedRuntime())
+        return await aun_on(runtime, n, fanout)
+
+
+async def aun_actor(n: int, fanout: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        runtime = AUNRuntime(archive=Path(tmp) / "archive.sqlite", core=AUNActorRuntime())
+        return await aun_on(runtime, n, fanout)
 
 
 async def asyncio_queue(n: int, fanout: int) -> float:
@@ -138,6 +148,7 @@ async def asyncio_queue(n: int, fanout: int) -> float:
 WORKLOADS: dict[str, Workload] = {
     "raw_autogen": raw_autogen,
     "aun_single_threaded": aun_single_threaded,
+    "aun_actor": aun_actor,
     "asyncio_queue": asyncio_queue,
 }
 BASELINE = "raw_autogen"

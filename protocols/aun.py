@@ -40,7 +40,6 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    PrivateAttr,
     Tag,
     ValidationError,
     model_validator,
@@ -323,7 +322,10 @@ class AUNMessage(_Frozen):
     hops: int = Field(default=0, ge=0)
     dispatch_mode: Annotated[DispatchMode | None, BeforeValidator(_dispatch_mode)] = None
 
-    _json: str | None = PrivateAttr(default=None)
+    # The JSON text, computed once (the message is immutable). A slot, not a pydantic private
+    # attribute: those are initialised in Python on every construction and read through
+    # ``__getattr__``, which cost more per message than computing the JSON again.
+    __slots__ = ("_json_text",)
 
     @model_validator(mode="before")
     @classmethod
@@ -379,11 +381,16 @@ class AUNMessage(_Frozen):
 
     def to_json(self) -> str:
         """The message as JSON, computed once and kept (the message is immutable)."""
-        if self._json is None:
-            # Unset envelope fields are left out; nothing inside the payload is (a payload is kept whole).
-            unset = {name for name in _OPTIONAL_ENVELOPE_FIELDS if getattr(self, name) is None}
-            self._json = self.model_dump_json(by_alias=True, exclude=unset)
-        return self._json
+        try:
+            return self._json_text
+        except AttributeError:
+            pass
+        # Unset envelope fields are left out; nothing inside the payload is (a payload is kept whole).
+        fields = self.__dict__
+        unset = {name for name in _OPTIONAL_ENVELOPE_FIELDS if fields[name] is None}
+        text = self.model_dump_json(by_alias=True, exclude=unset)
+        object.__setattr__(self, "_json_text", text)
+        return text
 
     @classmethod
     def from_json(cls, data: str | bytes) -> AUNMessage:
