@@ -44,6 +44,7 @@ from autogen_core import (
     AgentInstantiationContext,
     AgentRuntime,
     AgentType,
+    BaseAgent,
     CancellationToken,
     MessageContext,
     MessageHandlerContext,
@@ -276,6 +277,13 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
             queue = cell.queue
             mailbox = cell.mailbox
             tracer = self._tracer
+            # BaseAgent.on_message only awaits on_message_impl: call that directly (one frame less
+            # per message), unless a class overrides on_message after all.
+            receive = (
+                agent.on_message_impl
+                if isinstance(agent, BaseAgent) and type(agent).on_message is BaseAgent.on_message
+                else agent.on_message
+            )
             handled = 0
             with MessageHandlerContext.populate_context(cell.agent_id):
                 while queue and self._epoch == epoch:
@@ -283,7 +291,7 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
                     cell.current = delivery
                     try:
                         if tracer is None:
-                            await agent.on_message(delivery.message, ctx=delivery.ctx)
+                            await receive(delivery.message, delivery.ctx)
                         else:
                             await self._handle_traced(agent, delivery)
                     except Exception as exc:

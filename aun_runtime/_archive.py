@@ -296,14 +296,15 @@ def _rows(batch: Sequence[_Pending]) -> list[tuple[object, ...]]:
     """The table rows for a batch. A message recorded for several owners (a group post reaches every
     member) has its columns and JSON built once per batch; records of a batch share one write time."""
     now = _now_ms()
+    # A RecordKind is a str: it is bound as its text without looking up ``.value``.
     shared: dict[int, tuple[object, ...]] = {}  # id(message) -> its columns; the batch keeps it alive
     rows: list[tuple[object, ...]] = []
     for owner, kind, reason, message, text, created in batch:
         if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
-            rows.append((owner, kind.value, None, None, None, None, None, None, reason, text or "", created, now))
+            rows.append((owner, kind, None, None, None, None, None, None, reason, text or "", created, now))
         elif message is None:
             rows.append(
-                (owner, kind.value, reason, None, None, None, None, None, None, text or "", created or now, now)
+                (owner, kind, reason, None, None, None, None, None, None, text or "", created or now, now)
             )
         else:
             columns = shared.get(id(message))
@@ -319,7 +320,7 @@ def _rows(batch: Sequence[_Pending]) -> list[tuple[object, ...]]:
                     message.created_at,
                 )
                 shared[id(message)] = columns
-            rows.append((owner, kind.value, reason, *columns, now))
+            rows.append((owner, kind, reason, *columns, now))
     return rows
 
 

@@ -668,7 +668,7 @@ class AUNRuntime:
             raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:
             # The inbox position is taken only now, after any wait for room: seq follows arrival order.
-            message = AUNMessage(**fields, seq=next(target.seq))
+            message = AUNMessage.assemble(**fields, seq=next(target.seq))
             self.archive.record(message.from_aid, RecordKind.SENT, message)
             # The sender is left out on purpose: the core never delivers a publish back to its sender,
             # and an agent may well write to itself.
@@ -705,7 +705,7 @@ class AUNRuntime:
         try:
             # Its place in the group is taken only now: seq follows publish order, and membership
             # spans are measured in it.
-            message = AUNMessage(**fields, seq=group.next_seq())
+            message = AUNMessage.assemble(**fields, seq=group.next_seq())
             self.archive.record(sender, RecordKind.SENT, message)
             core_sender = agent_id(sender) if sender in self._endpoints else None
             await self.core.publish_message(
