@@ -73,7 +73,7 @@ class ActorLifecycle:
         self._idle_event.set()
         self._store = store
         self._idle_list = IdleList(idle_timeout, self._evict_due) if idle_timeout is not None else None
-        self._evictions: set[asyncio.Task[None]] = set()
+        self._evictions: set[asyncio.Task[int]] = set()
         #: Agent instances evicted so far.
         self.evicted = 0
 
@@ -146,7 +146,7 @@ class ActorLifecycle:
 
     async def stop_when(self, condition: Callable[[], bool], check_period: float = 1.0) -> None:
         """Stop once ``condition()`` is true, checking every ``check_period`` seconds (as autogen-core)."""
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - a plain predicate has nothing to wait on (autogen-core's API)
             await asyncio.sleep(check_period)
         await self.stop()
 
@@ -172,7 +172,7 @@ class ActorLifecycle:
         for cell in cells:
             if cell.current is not None:
                 cell.current.ctx.cancellation_token.cancel()
-        tasks = [cell.task for cell in cells if cell.task is not None]
+        tasks: list[asyncio.Task[Any]] = [cell.task for cell in cells if cell.task is not None]
         tasks += self._evictions
         for task in tasks:
             task.cancel()

@@ -32,6 +32,7 @@ recorded as a dead letter. Nothing is dropped silently.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from enum import StrEnum
 
@@ -274,10 +275,8 @@ class Mailbox:
     def _forget(self, waiter: asyncio.Future[None]) -> None:
         waiters = self._waiters
         if waiters is not None:
-            try:
+            with contextlib.suppress(ValueError):  # already handed a place and popped
                 waiters.remove(waiter)
-            except ValueError:
-                pass
             self._hand_out()
 
 

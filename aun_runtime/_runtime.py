@@ -48,10 +48,10 @@ from protocols.aun import (
 from protocols.contract import AUNContract
 from protocols.errors import AUNError, InvalidMessageError
 
+from ._actor_runtime import AUNActorRuntime
 from ._agent import INBOUND, AUNAgent, coerce_mentions
 from ._archive import Archive, RecordKind
 from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
-from ._actor_runtime import AUNActorRuntime
 from ._core import (
     TOPIC_SOURCE,
     agent_id,
@@ -130,7 +130,7 @@ class _Group:
         return self.last_seq
 
     def was_member(self, aid: str, seq: int) -> bool:
-        for after, through in self.spans.get(aid, ()):  # a loop, not any(): this runs per delivery
+        for after, through in self.spans.get(aid, ()):  # noqa: SIM110 - no generator: this runs per delivery
             if after < seq <= through:
                 return True
         return False

@@ -31,7 +31,7 @@ import re
 import secrets
 import time
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -326,6 +326,8 @@ class AUNMessage(_Frozen):
     # attribute: those are initialised in Python on every construction and read through
     # ``__getattr__``, which cost more per message than computing the JSON again.
     __slots__ = ("_json_text",)
+    if TYPE_CHECKING:
+        _json_text: str | None
 
     @model_validator(mode="before")
     @classmethod
@@ -377,7 +379,7 @@ class AUNMessage(_Frozen):
             and (to is None or _is_aid(to))
             and (group_id is None or (type(group_id) is str and _GROUP_ID_PATTERN.match(group_id) is not None))
             and (to is None) != (group_id is None)
-            and _PAYLOAD_CLASSES.get(getattr(payload, "type", None)) is type(payload)  # noqa: B009
+            and _PAYLOAD_CLASSES.get(getattr(payload, "type", None)) is type(payload)
             and (seq is None or (type(seq) is int and seq >= 0))
             and (in_reply_to is None or type(in_reply_to) is str)
             and (thread is None or type(thread) is str)
