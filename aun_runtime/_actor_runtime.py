@@ -36,7 +36,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
 from autogen_core import (
     Agent,
@@ -117,6 +117,9 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
             await runtime.publish_message(MyMessage("hi"), DefaultTopicId())
             await runtime.stop_when_idle()
     """
+
+    #: It runs each agent's messages one at a time itself: the AUN facade hands it the mailboxes.
+    drains_mailboxes: ClassVar[bool] = True
 
     def __init__(
         self,

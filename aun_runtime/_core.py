@@ -19,8 +19,8 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable
-from typing import Any, NoReturn
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, NoReturn
 
 from autogen_core import (
     EVENT_LOGGER_NAME,
@@ -44,7 +44,7 @@ from pydantic import BaseModel
 from protocols.aun import AUNMessage
 from protocols.contract import contract_classes
 
-from ._errors import RPCForbiddenError
+from ._errors import RPCForbiddenError, RuntimeStoppedError
 
 __all__ = [
     "AUNSingleThreadedRuntime",
@@ -134,9 +134,39 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
             same subscriptions, same handler calls, no spans and no eager log formatting.
     """
 
+    #: It runs a task per message: the AUN facade applies each agent's mailbox at delivery time.
+    drains_mailboxes: ClassVar[bool] = False
+
     def __init__(self, *, tracer_provider: TracerProvider | None = None) -> None:
         super().__init__(tracer_provider=tracer_provider)
         self._lean = tracer_provider is None
+        self._on_undeliverable: Callable[[AgentId, Any, BaseException], None] | None = None
+
+    def attach(
+        self,
+        *,
+        mailbox_provider: Callable[[AgentId], Any] | None = None,
+        on_undeliverable: Callable[[AgentId, Any, BaseException], None] | None = None,
+    ) -> None:
+        """Hear about messages still queued at ``stop()`` (mailboxes are applied by the facade)."""
+        self._on_undeliverable = on_undeliverable
+
+    async def stop(self) -> None:
+        """Stop now. autogen-core drops what is still queued without a word; here each queued
+        publish is reported to ``on_undeliverable`` (once per recipient) before it is dropped.
+        Handlers already running finish, as in autogen-core."""
+        hook = self._on_undeliverable
+        while hook is not None:
+            try:
+                envelope = self._message_queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if isinstance(envelope, PublishMessageEnvelope):
+                stopped = RuntimeStoppedError("the runtime stopped before this message was handled")
+                for recipient in await self._subscription_manager.get_subscribed_recipients(envelope.topic_id):
+                    if recipient != envelope.sender:
+                        hook(recipient, envelope.message, stopped)
+        await super().stop()
 
     async def send_message(
         self,
@@ -177,6 +207,10 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
         if not self._lean:
             await super()._process_publish(message_envelope)
             return
+        # The queue this envelope came from: stop() replaces the runtime's queue, and a handler
+        # still running then must not mark a task done on the new one (autogen-core 0.7.5 does,
+        # and raises "task_done() called too many times", upstream #7007).
+        queue = self._message_queue
         try:
             deliveries: list[Awaitable[Any]] = []
             sender = message_envelope.sender
@@ -200,7 +234,7 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
             if not self._ignore_unhandled_handler_exceptions:
                 self._background_exception = exc
         finally:
-            self._message_queue.task_done()
+            queue.task_done()
 
     def _try_serialize(self, message: Any) -> str:
         # autogen-core serialises every message up to three times per delivery for its event log,

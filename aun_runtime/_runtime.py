@@ -259,9 +259,9 @@ class AUNRuntime:
         self.stats = RuntimeStats()
         # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
         # policy are enforced once, in the core; the facade then only reserves places for direct sends.
+        self._core_drains = bool(getattr(self.core, "drains_mailboxes", False))
         attach = getattr(self.core, "attach", None)
-        self._core_drains = callable(attach)
-        if attach is not None:
+        if attach is not None:  # and it reports what it could not deliver, to become dead letters
             attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, _Endpoint] = {}
         self._groups: dict[str, _Group] = {}
@@ -728,7 +728,11 @@ class AUNRuntime:
         return endpoint.mailbox if endpoint is not None else None
 
     def _core_undeliverable(self, agent: AgentId, message: Any, error: BaseException) -> None:
-        self._dead_letter(agent.type, message if isinstance(message, AUNMessage) else None, error)
+        envelope = message if isinstance(message, AUNMessage) else None
+        endpoint = self._endpoints.get(agent.type)
+        if envelope is not None and endpoint is not None and not self._core_drains:
+            endpoint.mailbox.cancel_reservation(envelope.message_id)  # it will never arrive
+        self._dead_letter(agent.type, envelope, error)
 
     def _dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record a message that could not be delivered or handled. Logged, counted, never silent."""
