@@ -58,7 +58,7 @@ class ActorLifecycle:
 
     if TYPE_CHECKING:
         _cells: dict[AgentId, Cell]
-        _factories: dict[str, _Factory]
+        _factories: dict[str, Callable[..., Any] | _Factory]
         _background_exception: BaseException | None
 
         def _start_drain(self, cell: Cell) -> None: ...
@@ -251,21 +251,25 @@ class ActorLifecycle:
         touched = cell.touched
         cell.evicting = True
         try:
-            state = await agent.save_state() if _declares_state(agent) else None
-            if cell.touched != touched or not cell.quiet():
-                return False  # a message or a caller came meanwhile: it stays
-            await agent.close()
+            try:
+                state = await agent.save_state() if _declares_state(agent) else None
+                if cell.touched != touched or not cell.quiet():
+                    return False  # a message or a caller came meanwhile: it stays
+                if state is not None:
+                    self._store.put(cell.agent_id, state)
+            except Exception:
+                logger.warning("could not save %s to evict it; it stays in memory", cell.agent_id, exc_info=True)
+                return False
             # From here on the instance is gone, whatever arrives: a new one gets the state.
-            if state is not None:
-                self._store.put(str(cell.agent_id), state)
             cell.agent = None
             self.evicted += 1
-            if cell.quiet():
+            try:
+                await agent.close()
+            except Exception:
+                logger.warning("closing evicted %s failed", cell.agent_id, exc_info=True)
+            if cell.quiet() and self._cells.get(cell.agent_id) is cell:
                 del self._cells[cell.agent_id]
             return True
-        except Exception:
-            logger.warning("could not evict %s; it stays in memory", cell.agent_id, exc_info=True)
-            return False
         finally:
             cell.evicting = False
             if cell.queue and cell.task is None and self._running:
@@ -276,13 +280,12 @@ class ActorLifecycle:
     # -- state -------------------------------------------------------------------------------------
 
     async def _restore(self, agent_id: AgentId, agent: Agent) -> None:
-        key = str(agent_id)
-        state = self._store.take(key)
+        state = self._store.take(agent_id)
         if state is not None:
             try:
                 await agent.load_state(state)
             except BaseException:
-                self._store.put(key, state)  # not lost: the next attempt gets it again
+                self._store.put(agent_id, state)  # not lost: the next attempt gets it again
                 raise
 
     async def save_state(self) -> Mapping[str, Any]:
@@ -291,8 +294,8 @@ class ActorLifecycle:
         for agent_id, cell in list(self._cells.items()):
             if cell.agent is not None:
                 state[str(agent_id)] = dict(await cell.agent.save_state())
-        for key, saved in self._store.items():
-            state.setdefault(key, dict(saved))
+        for agent_id, saved in self._store.items():
+            state.setdefault(str(agent_id), dict(saved))
         return state
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
@@ -305,13 +308,13 @@ class ActorLifecycle:
             if cell is not None and cell.agent is not None:
                 await cell.agent.load_state(agent_state)
             else:
-                self._store.put(key, agent_state)
+                self._store.put(agent_id, agent_state)
 
     async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
         cell = self._cells.get(agent)
         if cell is not None and cell.agent is not None:
             return await cell.agent.save_state()
-        saved = self._store.peek(str(agent))
+        saved = self._store.peek(agent)
         if saved is not None:
             return saved
         return await (await self._get_agent(agent)).save_state()
@@ -323,4 +326,4 @@ class ActorLifecycle:
         if cell is not None and cell.agent is not None:
             await cell.agent.load_state(state)
         else:
-            self._store.put(str(agent), state)
+            self._store.put(agent, state)

@@ -82,15 +82,24 @@ DRAIN_BATCH = 64
 
 
 class _Factory:
+    """A factory that needs more than a plain call: two arguments (deprecated in autogen-core) or a
+    class to check. A plain zero-argument factory is kept as it is (one object less per type)."""
+
     __slots__ = ("expected", "make", "takes_runtime")
 
-    def __init__(self, make: Callable[..., Any], expected: type[Agent] | None) -> None:
+    def __init__(self, make: Callable[..., Any], expected: type[Agent] | None, takes_runtime: bool) -> None:
         self.make = make
         self.expected = expected
-        arity = len(inspect.signature(make).parameters)
-        if arity not in (0, 2):
-            raise ValueError("Agent factory must take 0 or 2 arguments.")
-        self.takes_runtime = arity == 2
+        self.takes_runtime = takes_runtime
+
+
+def _factory_entry(make: Callable[..., Any], expected: type[Agent] | None) -> Callable[..., Any] | _Factory:
+    arity = len(inspect.signature(make).parameters)
+    if arity not in (0, 2):
+        raise ValueError("Agent factory must take 0 or 2 arguments.")
+    if arity == 0 and expected is None:
+        return make
+    return _Factory(make, expected, arity == 2)
 
 
 class AUNActorRuntime(ActorLifecycle, AgentRuntime):
@@ -136,7 +145,7 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         self.mailbox_capacity = mailbox_capacity
         self.overflow = OverflowPolicy(overflow)
         self.block_timeout = block_timeout
-        self._factories: dict[str, _Factory] = {}
+        self._factories: dict[str, Callable[..., Any] | _Factory] = {}
         self._instance_types: dict[str, type[Agent]] = {}
         self._cells: dict[AgentId, Cell] = {}
         self._routes = SubscriptionIndex()
@@ -369,7 +378,7 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         agent_type = AgentType(type) if isinstance(type, str) else type
         if agent_type.type in self._factories:
             raise ValueError(f"Agent with type {agent_type} already exists.")
-        self._factories[agent_type.type] = _Factory(agent_factory, expected_class)
+        self._factories[agent_type.type] = _factory_entry(agent_factory, expected_class)
         return agent_type
 
     async def register_agent_instance(self, agent_instance: Agent, agent_id: AgentId) -> AgentId:
@@ -380,7 +389,7 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         if known is None:
             if agent_id.type in self._factories:
                 raise ValueError("Agent factories and agent instances cannot be registered to the same type.")
-            self._factories[agent_id.type] = _Factory(_no_factory, None)
+            self._factories[agent_id.type] = _no_factory
             self._instance_types[agent_id.type] = _type_of(agent_instance)
         elif known is not _type_of(agent_instance):
             raise ValueError("Agent instances must be the same object type.")
@@ -452,15 +461,19 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         return agent
 
     async def _instantiate(self, agent_id: AgentId) -> Agent:
-        factory = self._factories[agent_id.type]
+        entry = self._factories[agent_id.type]
+        factory = entry if isinstance(entry, _Factory) else None
         with AgentInstantiationContext.populate_context((self, agent_id)):
             try:
-                made = factory.make(self, agent_id) if factory.takes_runtime else factory.make()
+                if factory is None:
+                    made = cast(Callable[[], Any], entry)()
+                else:
+                    made = factory.make(self, agent_id) if factory.takes_runtime else factory.make()
                 agent = cast(Agent, await made if inspect.isawaitable(made) else made)
             except BaseException:
                 logger.error("error constructing agent %s", agent_id, exc_info=True)
                 raise
-        if factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
+        if factory is not None and factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
             raise ValueError(
                 f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
                 f"got {_type_of(agent).__name__}"

@@ -45,7 +45,8 @@ from ._archive import ArchiveRecord, RecordKind
 from ._errors import HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
 
 if TYPE_CHECKING:
-    from ._runtime import AUNRuntime, PayloadLike, _Endpoint
+    from ._endpoint import Endpoint
+    from ._runtime import AUNRuntime, PayloadLike
 
 __all__ = ["AUNAgent"]
 
@@ -74,6 +75,8 @@ class AUNAgent(RoutedAgent):
     #: Every AUN agent is autonomous: it decides whether, when and how often to answer. Even one that
     #: always answers is autonomous as far as the protocol is concerned.
     mode: ClassVar[str] = "autonomous"
+    _aun_handler_table: ClassVar[Any]
+    _aun_discovered_handlers: ClassVar[tuple[Any, ...]]
     #: The agent's agent.md card (YAML front matter + Markdown), checked when the agent is registered.
     agent_md: ClassVar[str | None] = None
     #: Keep every instance in memory for the runtime's whole life. By default an instance that has
@@ -94,11 +97,28 @@ class AUNAgent(RoutedAgent):
 
     def __init__(self, description: str = "") -> None:
         super().__init__(description)
+        # RoutedAgent builds a handler table per instance; a class's handlers never change, so its
+        # instances share one (a runtime may create and evict many thousands of them).
+        cls = type(self)
+        shared = cls.__dict__.get("_aun_handler_table")
+        if shared is None:
+            shared = self._handlers
+            cls._aun_handler_table = shared
+        self._handlers = shared
         self._aun: AUNRuntime | None = None
-        self._endpoint: _Endpoint | None = None
+        self._endpoint: Endpoint | None = None
         self._scheduled: set[asyncio.Task[None]] | None = None
 
-    def _attach(self, runtime: AUNRuntime, endpoint: _Endpoint) -> None:
+    @classmethod
+    def _discover_handlers(cls) -> Sequence[Any]:
+        # autogen-core looks through dir(cls) for every instance it creates: do it once per class.
+        found = cls.__dict__.get("_aun_discovered_handlers")
+        if found is None:
+            found = tuple(super()._discover_handlers())
+            cls._aun_discovered_handlers = found
+        return found
+
+    def _attach(self, runtime: AUNRuntime, endpoint: Endpoint) -> None:
         self._aun = runtime
         self._endpoint = endpoint
 
@@ -292,7 +312,7 @@ class AUNAgent(RoutedAgent):
         """Called when the runtime drops this instance (eviction or close). Override to release
         resources, and call ``super().close()``."""
         if self._endpoint is not None:
-            self._endpoint.forget_channel()  # the archive rebuilds the dedup window on next use
+            self._endpoint.park_channel()  # keep the dedup window small while nobody is home
 
     async def save_state(self) -> Mapping[str, Any]:
         """An agent's own state, for ``save_state``. Default: stateless."""

@@ -33,7 +33,8 @@ logger = logging.getLogger("aun_runtime")
 #: after which the event loop waits for the disk instead of growing memory without bound.
 MAX_QUEUED_BATCHES = 64
 #: Rows per INSERT statement at most (bounded further by SQLite's limit on bound variables).
-#: A 512-record batch is one statement, so its SQL text is prepared once and then reused.
+#: A 512-record batch is one statement, prepared once and then reused; a smaller batch is written
+#: in power-of-two statements, so that only a handful of statement sizes is ever prepared.
 MAX_ROWS_PER_STATEMENT = 512
 
 T = TypeVar("T")
@@ -99,25 +100,41 @@ class ArchiveWriter:
         self._db.close()
 
     def _insert_rows(self, rows: list[tuple[object, ...]]) -> None:
-        step = self._rows_per_statement
-        if len(rows) <= step:  # one statement: atomic on its own, no BEGIN/COMMIT round trips
+        chunks = self._chunks(len(rows))
+        if len(chunks) == 1:  # one statement: atomic on its own, no BEGIN/COMMIT round trips
             self._db.execute(self._statement(len(rows)), list(itertools.chain.from_iterable(rows)))
             return
         self._db.execute("BEGIN")
         try:
-            for start in range(0, len(rows), step):
-                chunk = rows[start : start + step]
-                self._db.execute(self._statement(len(chunk)), list(itertools.chain.from_iterable(chunk)))
+            start = 0
+            for size in chunks:
+                chunk = rows[start : start + size]
+                self._db.execute(self._statement(size), list(itertools.chain.from_iterable(chunk)))
+                start += size
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
 
+    def _chunks(self, count: int) -> list[int]:
+        """Statement sizes for ``count`` rows: full statements, then powers of two.
+
+        The sqlite3 module keeps every prepared statement it saw (up to 128), and a statement for
+        hundreds of rows is large; batches flushed by the timer come in every size, so without this
+        the cache filled with a hundred different ones and memory grew by tens of megabytes.
+        """
+        step = self._rows_per_statement
+        sizes = [step] * (count // step)
+        rest = count % step
+        while rest:
+            size = 1 << (rest.bit_length() - 1)
+            sizes.append(size)
+            rest -= size
+        return sizes
+
     def _statement(self, count: int) -> str:
         sql = self._statements.get(count)
         if sql is None:
-            if len(self._statements) > 64:  # partial batches come in many sizes: keep only a few
-                self._statements.clear()
             sql = self._insert_head + ",".join([self._insert_values] * count)
             self._statements[count] = sql
         return sql

@@ -15,6 +15,7 @@ For each arriving message the channel of the receiving agent decides, before any
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from enum import Enum
 
 from protocols.aun import AUNMessage, DispatchMode
@@ -46,11 +47,19 @@ class Channel:
         aid: the agent this channel belongs to.
         archive: where every message is recorded.
         dedup_window: how many recent message keys to remember.
+        seed: the keys to start from; default: the newest ones in the archive (a restart).
     """
 
     __slots__ = ("_archive", "_seen", "aid", "dedup_window")
 
-    def __init__(self, aid: str, archive: Archive, dedup_window: int = DEFAULT_DEDUP_WINDOW) -> None:
+    def __init__(
+        self,
+        aid: str,
+        archive: Archive,
+        dedup_window: int = DEFAULT_DEDUP_WINDOW,
+        *,
+        seed: Iterable[tuple[str, str]] | None = None,
+    ) -> None:
         self.aid = aid
         self.dedup_window = dedup_window
         self._archive = archive
@@ -58,8 +67,12 @@ class Channel:
         # deleting a dict's first key over and over leaves a trail of dummies that every later
         # ``next(iter(d))`` walks through, which made a long-lived channel slower with every message.
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict.fromkeys(
-            archive.seen_keys(aid, dedup_window)
+            archive.seen_keys(aid, dedup_window) if seed is None else seed
         )
+
+    def keys(self) -> tuple[tuple[str, str], ...]:
+        """The remembered (sender, message_id) keys, oldest first."""
+        return tuple(self._seen)
 
     def admit(self, message: AUNMessage) -> Admission:
         """Decide what happens to ``message`` and archive it (once)."""

@@ -15,6 +15,7 @@ same order, duplicates kept, the same errors) with a dictionary for the common c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from autogen_core import AgentId, Subscription, TopicId, TypeSubscription
 
@@ -36,24 +37,30 @@ def _is_plain_type_subscription(subscription: Subscription) -> bool:
 
 
 class SubscriptionIndex:
-    """The subscriptions of one runtime, and the agents a topic reaches."""
+    """The subscriptions of one runtime, and the agents a topic reaches.
 
-    __slots__ = ("_by_id", "_by_topic_type", "_cache", "_order", "_others", "_seq")
+    Kept small per subscription (a runtime may hold one per AID for 100,000 AIDs): a topic type or
+    an id with one subscription maps to it directly, and only a second one makes a list.
+    Recipients come in subscription order among plain ``TypeSubscription`` matches, then among the
+    others (autogen-core interleaves the two by age; each agent still gets every match, and its own
+    messages in order).
+    """
+
+    __slots__ = ("_by_id", "_by_topic_type", "_cache", "_others")
 
     def __init__(self) -> None:
-        self._seq = 0
-        self._order: dict[int, int] = {}  # id(subscription) -> the order it was added in
-        self._by_id: dict[str, list[Subscription]] = {}
-        self._by_topic_type: dict[str, list[TypeSubscription]] = {}
+        self._by_id: dict[str, Subscription | list[Subscription]] = {}
+        self._by_topic_type: dict[str, TypeSubscription | list[TypeSubscription]] = {}
         self._others: list[Subscription] = []
         self._cache: dict[TopicId, tuple[AgentId, ...]] = {}
 
     @property
     def subscriptions(self) -> Sequence[Subscription]:
-        """Every subscription, in the order it was added."""
-        everything = [s for subs in self._by_id.values() for s in subs]
-        everything.sort(key=lambda s: self._order[id(s)])
-        return everything
+        """Every subscription."""
+        return [s for entry in self._by_id.values() for s in _as_list(entry)]
+
+    def __len__(self) -> int:
+        return sum(len(_as_list(entry)) for entry in self._by_id.values())
 
     def add(self, subscription: Subscription) -> None:
         """Add a subscription.
@@ -63,12 +70,10 @@ class SubscriptionIndex:
         """
         if self._exists(subscription):
             raise ValueError("Subscription already exists")
-        self._seq += 1
-        self._order[id(subscription)] = self._seq
-        self._by_id.setdefault(subscription.id, []).append(subscription)
+        _put(self._by_id, subscription.id, subscription)
         if _is_plain_type_subscription(subscription):
             assert isinstance(subscription, TypeSubscription)
-            self._by_topic_type.setdefault(subscription.topic_type, []).append(subscription)
+            _put(self._by_topic_type, subscription.topic_type, subscription)
         else:
             self._others.append(subscription)
         self._cache.clear()
@@ -80,30 +85,24 @@ class SubscriptionIndex:
             ValueError: there is none (as autogen-core raises).
         """
         removed = self._by_id.pop(subscription_id, None)
-        if not removed:
+        if removed is None:
             raise ValueError("Subscription does not exist")
-        for subscription in removed:
-            del self._order[id(subscription)]
+        for subscription in _as_list(removed):
             if isinstance(subscription, TypeSubscription) and _is_plain_type_subscription(subscription):
-                same_type = self._by_topic_type[subscription.topic_type]
-                same_type.remove(subscription)
-                if not same_type:
-                    del self._by_topic_type[subscription.topic_type]
+                _drop(self._by_topic_type, subscription.topic_type, subscription)
             else:
                 self._others.remove(subscription)
         self._cache.clear()
 
     def recipients(self, topic: TopicId) -> tuple[AgentId, ...]:
-        """The agents a publish on ``topic`` reaches, in subscription order (duplicates kept)."""
+        """The agents a publish on ``topic`` reaches (duplicates kept, as in autogen-core)."""
         cached = self._cache.get(topic)
         if cached is not None:
             return cached
-        matched: list[Subscription] = list(self._by_topic_type.get(topic.type, ()))
+        exact = self._by_topic_type.get(topic.type)
+        matched: list[Subscription] = [] if exact is None else list(_as_list(exact))
         if self._others:
-            scanned = [s for s in self._others if s.is_match(topic)]
-            if scanned:
-                matched += scanned
-                matched.sort(key=lambda s: self._order[id(s)])
+            matched += [s for s in self._others if s.is_match(topic)]
         found = tuple(s.map_to_agent(topic) for s in matched)
         if len(self._cache) >= ROUTE_CACHE_SIZE:
             self._cache.clear()
@@ -111,11 +110,36 @@ class SubscriptionIndex:
         return found
 
     def _exists(self, subscription: Subscription) -> bool:
-        # autogen-core compares the new subscription with each existing one (``existing == new``);
-        # only the candidates that can compare equal are looked at here.
+        # autogen-core compares the new subscription with each existing one (``existing == new``).
         # A plain TypeSubscription equals only a TypeSubscription with its id or its two types, so
-        # the others need a look only when the new one is a TypeSubscription too.
-        candidates: list[Subscription] = [*self._by_id.get(subscription.id, ()), *self._others]
+        # only these candidates can compare equal.
+        candidates: list[Subscription] = [*_as_list(self._by_id.get(subscription.id)), *self._others]
         if isinstance(subscription, TypeSubscription):
-            candidates += self._by_topic_type.get(subscription.topic_type, ())
+            candidates += _as_list(self._by_topic_type.get(subscription.topic_type))
         return any(existing == subscription for existing in candidates)
+
+
+def _as_list(entry: Any) -> list[Any]:
+    if entry is None:
+        return []
+    return entry if isinstance(entry, list) else [entry]
+
+
+def _put(index: dict[str, Any], key: str, item: Any) -> None:
+    entry = index.get(key)
+    if entry is None:
+        index[key] = item
+    elif isinstance(entry, list):
+        entry.append(item)
+    else:
+        index[key] = [entry, item]
+
+
+def _drop(index: dict[str, Any], key: str, item: Any) -> None:
+    entry = index[key]
+    if isinstance(entry, list):
+        entry.remove(item)
+        if len(entry) == 1:
+            index[key] = entry[0]
+    else:
+        del index[key]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -29,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
-from autogen_core import AgentId, AgentRuntime, MessageContext, TypeSubscription
+from autogen_core import AgentId, AgentRuntime, TypeSubscription
 from pydantic import BaseModel
 
 from protocols.aun import (
@@ -45,13 +44,13 @@ from protocols.aun import (
     validate_aid,
     validate_group_id,
 )
-from protocols.contract import AUNContract
+from protocols.contract import AUNContract, contract_classes
 from protocols.errors import AUNError, InvalidMessageError
 
 from ._actor_runtime import AUNActorRuntime
 from ._agent import INBOUND, AUNAgent, coerce_mentions
 from ._archive import Archive, RecordKind
-from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
+from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
     TOPIC_SOURCE,
     agent_id,
@@ -61,6 +60,7 @@ from ._core import (
     inbox_topic_type,
     register_wire_serializers,
 )
+from ._endpoint import AgentFactory, AgentMaker, Endpoint
 from ._errors import (
     AgentRegistrationError,
     HopLimitExceeded,
@@ -89,7 +89,6 @@ APP_NAME = "app"
 
 PayloadLike: TypeAlias = Payload | AUNContract | str | dict[str, Any]
 AgentT = TypeVar("AgentT", bound=AUNAgent)
-AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
 
 
 @dataclass
@@ -137,76 +136,6 @@ class _Group:
 
 
 _STILL_MEMBER = sys.maxsize
-
-
-class _Endpoint:
-    """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
-
-    __slots__ = ("_channel", "aid", "card", "description", "eager", "mailbox", "runtime", "seq")
-
-    def __init__(
-        self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
-    ) -> None:
-        self.runtime = runtime
-        self.aid = aid
-        self.mailbox = mailbox
-        self.description = description
-        self.eager = eager
-        self.card: AgentCard | None = None
-        self.seq = itertools.count(1)
-        self._channel: Channel | None = None
-
-    @property
-    def channel(self) -> Channel:
-        # Created on first use: it reads the archive to recognise redeliveries across restarts.
-        if self._channel is None:
-            self._channel = Channel(self.aid, self.runtime.archive, self.runtime.dedup_window)
-        return self._channel
-
-    def forget_channel(self) -> None:
-        """Drop the dedup window from memory (the agent was evicted); the archive rebuilds it."""
-        self._channel = None
-
-    async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        """Hand one arriving message to ``agent``: mailbox, membership, channel, handler.
-
-        On a core that drains mailboxes, the core has already admitted the message to this
-        endpoint's mailbox and runs one message at a time; on any other core it happens here.
-        """
-        if self.runtime._core_drains:
-            await self.handle(agent, message, ctx)
-            return
-        is_envelope = isinstance(message, AUNMessage)
-        message_id = message.message_id if is_envelope else (ctx.message_id or "")
-        mailbox = self.mailbox
-        if not mailbox.arrive(message_id):
-            self.runtime._dead_letter(
-                self.aid, message if is_envelope else None, MailboxFullError("mailbox full")
-            )
-            return
-        try:
-            async with mailbox.turn():
-                await self.handle(agent, message, ctx)
-        finally:
-            mailbox.release()
-
-    async def handle(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        """Membership, channel and handler for a message whose turn it is."""
-        if not isinstance(message, AUNMessage):  # a raw autogen-core publish: no envelope, so no channel
-            await agent._dispatch(message, ctx)
-            return
-        runtime = self.runtime
-        if message.group_id is not None and not runtime._was_member(message, self.aid):
-            return  # posted while this agent was not in the group: never its message
-        verdict = (self._channel or self.channel).admit(message)
-        stats = runtime.stats
-        if verdict is Admission.DELIVER:
-            stats.delivered += 1
-            await agent._dispatch(message, ctx)
-        elif verdict is Admission.FILTERED:
-            stats.filtered += 1
-        else:
-            stats.duplicates += 1
 
 
 class AUNRuntime:
@@ -263,12 +192,23 @@ class AUNRuntime:
         attach = getattr(self.core, "attach", None)
         if attach is not None:  # and it reports what it could not deliver, to become dead letters
             attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
-        self._endpoints: dict[str, _Endpoint] = {}
+        self._endpoints: dict[str, Endpoint] = {}
         self._groups: dict[str, _Group] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
-        register_wire_serializers(self.core)
+        # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
+        # channel needs no archive read (see Endpoint).
+        self._archive_started_empty = self.archive.count() == 0
+        self._serializer_count = 0
+        self._register_serializers()
+
+    def _register_serializers(self) -> None:
+        """Register every contract class defined so far, when classes were added since last time."""
+        count = len(contract_classes())
+        if count != self._serializer_count:
+            register_wire_serializers(self.core)
+            self._serializer_count = count
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -383,23 +323,14 @@ class AUNRuntime:
             if not description and factory.__doc__:
                 description = factory.__doc__.strip().splitlines()[0]
         mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
-        endpoint = _Endpoint(self, aid, mailbox, description, bool(eager))
+        endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
-
-        async def make() -> AUNAgent:
-            created = factory()
-            agent = await created if asyncio.iscoroutine(created) else created
-            if not isinstance(agent, AUNAgent):
-                raise AgentRegistrationError(
-                    f"the factory for {aid} returned {type(agent).__name__}, not an AUNAgent"
-                )
-            agent._attach(self, endpoint)
-            return agent
-
-        register_wire_serializers(self.core)  # contract classes imported since the last registration
-        await self.core.register_factory(aid, make)
-        await self.core.add_subscription(TypeSubscription(inbox_topic_type(aid), aid))
+        self._register_serializers()  # contract classes imported since the last registration
+        await self.core.register_factory(aid, AgentMaker(factory, endpoint))
+        topic_type = inbox_topic_type(aid)
+        # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
+        await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
 
@@ -428,7 +359,7 @@ class AUNRuntime:
     async def _instantiate(self, aid: str) -> AUNAgent:
         return await self.agent_instance(aid, AUNAgent)
 
-    async def _start_agent(self, endpoint: _Endpoint) -> None:
+    async def _start_agent(self, endpoint: Endpoint) -> None:
         agent = await self._instantiate(endpoint.aid)
         # Awaited, not spawned: what agents say first happens in registration order, every run alike.
         await self._run_proactive(endpoint.aid, agent.on_start)
@@ -668,7 +599,7 @@ class AUNRuntime:
             raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:
             # The inbox position is taken only now, after any wait for room: seq follows arrival order.
-            message = AUNMessage.assemble(**fields, seq=next(target.seq))
+            message = AUNMessage.assemble(**fields, seq=target.next_seq())
             self.archive.record(message.from_aid, RecordKind.SENT, message)
             # The sender is left out on purpose: the core never delivers a publish back to its sender,
             # and an agent may well write to itself.

@@ -1,0 +1,191 @@
+"""What the AUN runtime keeps for one local AID, kept small enough for 100,000 idle ones.
+
+An :class:`Endpoint` holds the AID's mailbox (its bound and policy, whichever core enforces them),
+its inbox sequence, its description and card, and its channel. The channel's dedup window is the
+only part that grows with traffic, so it follows the agent's life:
+
+* while the agent has an instance, the window lives in its :class:`~aun_runtime._channel.Channel`;
+* when the instance is evicted, a short window (up to :data:`PARKED_WINDOW_KEYS` keys) is parked
+  as a tuple, and a long one is dropped: the archive holds every key, and the channel reads the
+  newest ones back when the agent is next active;
+* an AID that never had a channel in a runtime whose archive started empty needs no archive read:
+  nothing can be there for it.
+
+:class:`AgentMaker` is the factory the core calls to create an AID's agent: one small object per
+AID rather than a closure with cells.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from autogen_core import MessageContext
+
+from protocols.aun import AUNMessage
+
+from ._agent import AUNAgent
+from ._channel import Admission, Channel
+from ._errors import AgentRegistrationError, MailboxFullError
+from ._mailbox import Mailbox
+
+if TYPE_CHECKING:
+    from ._runtime import AUNRuntime
+    from .agentmd import AgentCard
+
+__all__ = ["PARKED_WINDOW_KEYS", "AgentFactory", "AgentMaker", "Endpoint"]
+
+AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
+
+#: Dedup keys an evicted agent keeps in memory (about 150 bytes each). An agent idle after a short
+#: exchange keeps its whole window and needs no archive read to come back; a busy one's long
+#: window is dropped and read back from the archive.
+PARKED_WINDOW_KEYS = 16
+
+_Key: TypeAlias = tuple[str, str]
+# A parked window is one string, "sender<US>id<RS>sender<US>id...": one object instead of a tuple
+# of tuples of strings. AIDs cannot hold these control characters; a message id holding one is
+# not packed (the window is then read back from the archive).
+_UNIT = "\x1f"
+_RECORD = "\x1e"
+
+
+def _pack(keys: tuple[_Key, ...]) -> str | None:
+    parts = []
+    for sender, message_id in keys:
+        if _UNIT in message_id or _RECORD in message_id:
+            return None
+        parts.append(sender + _UNIT + message_id)
+    return _RECORD.join(parts)
+
+
+def _unpack(packed: str) -> list[_Key]:
+    if not packed:
+        return []
+    keys: list[_Key] = []
+    for part in packed.split(_RECORD):
+        sender, _, message_id = part.partition(_UNIT)
+        keys.append((sender, message_id))
+    return keys
+
+
+class Endpoint:
+    """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
+
+    __slots__ = (
+        "_channel",
+        "_parked",
+        "_reload",
+        "aid",
+        "card",
+        "description",
+        "eager",
+        "last_seq",
+        "mailbox",
+        "runtime",
+    )
+
+    def __init__(
+        self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
+    ) -> None:
+        self.runtime = runtime
+        self.aid = aid
+        self.mailbox = mailbox
+        self.description = description
+        self.eager = eager
+        self.card: AgentCard | None = None
+        self.last_seq = 0  # the inbox position of the last direct message
+        self._channel: Channel | None = None
+        self._parked: str | None = None  # the window of an evicted agent, if short, packed
+        self._reload = not runtime._archive_started_empty  # read the window from the archive?
+
+    def next_seq(self) -> int:
+        self.last_seq += 1
+        return self.last_seq
+
+    @property
+    def channel(self) -> Channel:
+        if self._channel is None:
+            runtime = self.runtime
+            if self._parked is not None:
+                seed: list[_Key] | None = _unpack(self._parked)
+            else:
+                seed = None if self._reload else []
+            self._channel = Channel(self.aid, runtime.archive, runtime.dedup_window, seed=seed)
+            self._parked = None
+        return self._channel
+
+    def park_channel(self) -> None:
+        """The agent's instance is going away: keep its dedup window small, or leave it to the archive."""
+        channel, self._channel = self._channel, None
+        if channel is None:
+            return
+        keys = channel.keys()
+        packed = _pack(keys) if len(keys) <= PARKED_WINDOW_KEYS else None
+        if packed is not None:
+            self._parked = packed
+        else:
+            self._reload = True
+
+    async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+        """Hand one arriving message to ``agent``: mailbox, membership, channel, handler.
+
+        On a core that drains mailboxes, the core has already admitted the message to this
+        endpoint's mailbox and runs one message at a time; on any other core it happens here.
+        """
+        if self.runtime._core_drains:
+            await self.handle(agent, message, ctx)
+            return
+        is_envelope = isinstance(message, AUNMessage)
+        message_id = message.message_id if is_envelope else (ctx.message_id or "")
+        mailbox = self.mailbox
+        if not mailbox.arrive(message_id):
+            self.runtime._dead_letter(
+                self.aid, message if is_envelope else None, MailboxFullError("mailbox full")
+            )
+            return
+        try:
+            async with mailbox.turn():
+                await self.handle(agent, message, ctx)
+        finally:
+            mailbox.release()
+
+    async def handle(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+        """Membership, channel and handler for a message whose turn it is."""
+        if not isinstance(message, AUNMessage):  # a raw autogen-core publish: no envelope, so no channel
+            await agent._dispatch(message, ctx)
+            return
+        runtime = self.runtime
+        if message.group_id is not None and not runtime._was_member(message, self.aid):
+            return  # posted while this agent was not in the group: never its message
+        verdict = (self._channel or self.channel).admit(message)
+        stats = runtime.stats
+        if verdict is Admission.DELIVER:
+            stats.delivered += 1
+            await agent._dispatch(message, ctx)
+        elif verdict is Admission.FILTERED:
+            stats.filtered += 1
+        else:
+            stats.duplicates += 1
+
+
+class AgentMaker:
+    """The factory the core calls for one AID: runs the user's factory and attaches the agent."""
+
+    __slots__ = ("endpoint", "factory")
+
+    def __init__(self, factory: type[AUNAgent] | AgentFactory, endpoint: Endpoint) -> None:
+        self.factory = factory
+        self.endpoint = endpoint
+
+    async def __call__(self) -> AUNAgent:
+        created = self.factory()
+        agent = await created if asyncio.iscoroutine(created) else created
+        if not isinstance(agent, AUNAgent):
+            raise AgentRegistrationError(
+                f"the factory for {self.endpoint.aid} returned {type(agent).__name__}, not an AUNAgent"
+            )
+        endpoint = self.endpoint
+        agent._attach(endpoint.runtime, endpoint)
+        return agent

@@ -1,0 +1,212 @@
+"""Idle agents: 100,000 AIDs each sent one message, then idle; peak and settled RSS, in one run.
+
+Each configuration runs in a fresh process (RSS is per process):
+
+* ``aun_actor``: ``AUNRuntime`` on ``AUNActorRuntime`` with an SQLite archive file. N AIDs are
+  registered (one agent type each, as AUN maps an AID), each is sent one message from the
+  application's inbox (in rounds of :data:`ROUND`, each awaited), and the agents keep a count as
+  their state. Instances idle for
+  ``--idle-timeout`` seconds are evicted while the run goes on (virtual-actor style), so at any
+  moment only the recently addressed ones are in memory; *settled* is measured once every instance
+  but the application's inbox has been evicted.
+* ``raw_autogen``: autogen-core's ``SingleThreadedAgentRuntime`` with the same number of agent
+  instances: one agent type with a ``TypeSubscription``, one message published to each of N topic
+  sources (in the same rounds), so N instances, which autogen-core never drops (upstream #4893, #5374). (Registering N
+  agent *types* as AUN does is not measured on it: its subscription manager compares every new
+  subscription with all others, which for 100,000 would take hours.)
+
+Reported per configuration: RSS after setup and before the agents (``base``), the peak RSS, the
+settled RSS (after the idle phase and a garbage collection, without returning freed memory to the
+OS), bytes per idle agent (settled minus base, over N) and the wall time. Ratios compare the two
+settled figures. Prints one JSON line.
+
+Usage: ``python bench/idle_agents.py [--agents 100000] [--idle-timeout 1.0]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autogen_core import (
+    AgentId,
+    MessageContext,
+    RoutedAgent,
+    SingleThreadedAgentRuntime,
+    TopicId,
+    TypeSubscription,
+    event,
+)
+
+from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime
+
+MB = 1024 * 1024
+#: Messages sent before the sender waits for them to be handled, as a server answering requests
+#: would. One burst of 100,000 would measure 100,000 messages in flight, not 100,000 idle agents.
+ROUND = 1000
+
+
+def rss_bytes() -> int:
+    """The process's resident set size now (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+
+
+class Tally(AUNAgent):
+    """Counts the messages it gets; the count is its state."""
+
+    def __init__(self) -> None:
+        super().__init__("counts")
+        self.count = 0
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        self.count += 1
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {"count": self.count}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        self.count = int(state["count"])
+
+
+@dataclass
+class Hello:
+    text: str
+
+
+class RawTally(RoutedAgent):
+    def __init__(self) -> None:
+        super().__init__("counts")
+        self.count = 0
+
+    @event
+    async def on_hello(self, message: Hello, ctx: MessageContext) -> None:
+        self.count += 1
+
+
+async def aun_actor(agents: int, idle_timeout: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        core = AUNActorRuntime(idle_timeout=idle_timeout)
+        runtime = AUNRuntime(core=core, archive=Path(tmp) / "archive.sqlite")
+        inbox = await runtime.open_inbox()
+        await runtime.start()
+        gc.collect()
+        base = rss_bytes()
+        start = time.perf_counter()
+        aids = [f"agent{n}.local" for n in range(agents)]
+        for aid in aids:
+            await runtime.register_agent(aid, Tally)
+        for n, aid in enumerate(aids, 1):
+            await inbox.send(aid, "hello")
+            if n % ROUND == 0:
+                await runtime.settle()
+        await runtime.settle()
+        delivered = runtime.stats.delivered
+        while core.instances > 1:  # noqa: ASYNC110 - the idle timer is what is measured: wait for it
+            await asyncio.sleep(idle_timeout / 4)  # (the inbox stays resident; every agent goes)
+        elapsed = time.perf_counter() - start
+        gc.collect()
+        settled = rss_bytes()
+        sample = await runtime.agent_instance(aids[agents // 2], Tally)  # re-created with its state
+        if delivered != agents or sample.count != 1 or core.saved_states != agents - 1:
+            raise AssertionError(f"delivered {delivered}, count {sample.count}, saved {core.saved_states}")
+        result = _figures(base, settled, agents, elapsed)
+        result["evicted"] = core.evicted
+        await runtime.close()
+        return result
+
+
+async def raw_autogen(agents: int, idle_timeout: float) -> dict[str, Any]:
+    runtime = SingleThreadedAgentRuntime()
+    await runtime.register_factory("tally", RawTally)
+    await runtime.add_subscription(TypeSubscription("hello", "tally"))
+    runtime.start()
+    gc.collect()
+    base = rss_bytes()
+    start = time.perf_counter()
+    message = Hello("hello")
+    for n in range(agents):
+        await runtime.publish_message(message, TopicId("hello", f"agent{n}"))
+        if (n + 1) % ROUND == 0:
+            await runtime.stop_when_idle()
+            runtime.start()
+    await runtime.stop_when_idle()
+    await asyncio.sleep(idle_timeout)  # the same idle phase; nothing is ever dropped
+    elapsed = time.perf_counter() - start
+    gc.collect()
+    settled = rss_bytes()
+    sample = await runtime.try_get_underlying_agent_instance(AgentId("tally", f"agent{agents // 2}"), RawTally)
+    if sample.count != 1:
+        raise AssertionError("a message was lost")
+    return _figures(base, settled, agents, elapsed)
+
+
+def _figures(base: int, settled: int, agents: int, elapsed: float) -> dict[str, Any]:
+    return {
+        "base_mb": round(base / MB, 1),
+        "peak_mb": round(peak_rss_bytes() / MB, 1),
+        "settled_mb": round(settled / MB, 1),
+        "bytes_per_idle_agent": round((settled - base) / agents),
+        "seconds": round(elapsed, 1),
+    }
+
+
+CONFIGURATIONS = {"aun_actor": aun_actor, "raw_autogen": raw_autogen}
+BASELINE = "raw_autogen"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=100_000)
+    parser.add_argument("--idle-timeout", type=float, default=1.0)
+    parser.add_argument("--child", choices=sorted(CONFIGURATIONS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(CONFIGURATIONS[args.child](args.agents, args.idle_timeout))))
+        return
+
+    results: dict[str, dict[str, Any]] = {}
+    for name in CONFIGURATIONS:
+        command = [sys.executable, __file__, "--child", name, "--agents", str(args.agents)]
+        command += ["--idle-timeout", str(args.idle_timeout)]
+        done = subprocess.run(command, check=True, capture_output=True, text=True)
+        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    ours, theirs = results["aun_actor"], results[BASELINE]
+    print(
+        json.dumps(
+            {
+                "bench": "idle_agents",
+                "agents": args.agents,
+                "idle_timeout_s": args.idle_timeout,
+                "python": sys.version.split()[0],
+                "results": results,
+                "ratios": {
+                    f"{BASELINE}_vs_aun_actor_settled_rss": round(theirs["settled_mb"] / ours["settled_mb"], 2),
+                    f"{BASELINE}_vs_aun_actor_bytes_per_idle_agent": round(
+                        theirs["bytes_per_idle_agent"] / max(1, ours["bytes_per_idle_agent"]), 2
+                    ),
+                },
+                "targets": {"aun_actor_settled_under_1gb": ours["settled_mb"] < 1024},
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
