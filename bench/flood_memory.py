@@ -43,7 +43,7 @@ from autogen_core import (
 from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, AUNSingleThreadedRuntime
 
 sys.path.insert(0, str(Path(__file__).parent))
-from idle_agents import MB, peak_rss_bytes, rss_bytes  # noqa: E402
+from idle_agents import MB, peak_rss_bytes, rss_bytes
 
 #: Loop turns the agent takes per message: enough to make it slower than any publisher here.
 SLOWNESS = 3
