@@ -9,14 +9,38 @@ copied and its context is built once.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from typing import Any
 
-from autogen_core import Agent, AgentId, MessageContext
+from autogen_core import Agent, AgentId, CancellationToken, MessageContext
 
 from ._mailbox import Mailbox
 
-__all__ = ["Cell", "Delivery"]
+__all__ = ["Cell", "Delivery", "LazyCancellationToken"]
+
+_LOCK_CREATION = threading.Lock()
+
+
+class LazyCancellationToken(CancellationToken):
+    """A ``CancellationToken`` that makes its lock and callback list on first use.
+
+    Every publish needs a token for its ``MessageContext``, and almost none is ever cancelled or
+    linked to anything: this one costs one small object until someone does.
+    """
+
+    def __init__(self) -> None:  # the parent's __init__ would make the lock and the list at once
+        self._cancelled = False
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached while the lock and list are missing (the first time either is used).
+        if name in ("_lock", "_callbacks"):
+            with _LOCK_CREATION:
+                if "_lock" not in self.__dict__:
+                    self.__dict__["_callbacks"] = []
+                    self.__dict__["_lock"] = threading.Lock()
+            return self.__dict__[name]
+        raise AttributeError(name)
 
 
 class Delivery:

@@ -56,7 +56,7 @@ from autogen_core._serialization import SerializationRegistry
 from autogen_core._telemetry import get_telemetry_envelope_metadata
 from opentelemetry.trace import TracerProvider
 
-from ._actor_cell import Cell, Delivery
+from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
@@ -210,7 +210,7 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
             sender=sender,
             topic_id=topic_id,
             is_rpc=False,
-            cancellation_token=cancellation_token or CancellationToken(),
+            cancellation_token=cancellation_token or LazyCancellationToken(),
             message_id=message_id or str(uuid.uuid4()),
         )
         tracer = self._tracer
@@ -312,7 +312,9 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
                         break  # stopped meanwhile: stop() accounts for this message and the rest
                     cell.current = None
                     mailbox.release()
-                    self._message_finished()
+                    self._unfinished -= 1  # _message_finished, inlined: this runs per delivery
+                    if not self._unfinished:
+                        self._idle_event.set()
                     handled += 1
                     if handled == DRAIN_BATCH:
                         handled = 0

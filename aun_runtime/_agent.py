@@ -173,10 +173,16 @@ class AUNAgent(RoutedAgent):
                 contract = decode_contract(message.payload)
                 if contract is not None and type(contract) in self._handlers:
                     target = contract
-            # RoutedAgent.on_message_impl, inlined: this runs for every delivery.
+            # RoutedAgent.on_message_impl, inlined: this runs for every delivery. The handler table
+            # is keyed by exact type, which is the check autogen-core's @event wrapper makes, so the
+            # wrapped function is called directly (and held to the same rule: it returns None).
             for handler in self._handlers.get(type(target), ()):
                 if handler.router(target, ctx):
-                    await handler(self, target, ctx)
+                    function = getattr(handler, "__wrapped__", None)
+                    if function is None:
+                        await handler(self, target, ctx)
+                    elif await function(self, target, ctx) is not None:
+                        raise ValueError(f"{handler.__name__} returned a value; an @event handler returns None")
                     break
             else:
                 await self.on_unhandled_message(target, ctx)

@@ -577,7 +577,9 @@ class AUNRuntime:
         if group_id is not None:
             message = await self._publish_to_group(group_id, fields)
         else:
-            message = await self._publish_direct(validate_aid(to or ""), fields)
+            # A registered AID was validated when it was registered.
+            target = to if to is not None and to in self._endpoints else validate_aid(to or "")
+            message = await self._publish_direct(target, fields)
         self.stats.sent += 1
         return message
 
