@@ -462,10 +462,7 @@ class AUNMessage(_Frozen):
             cached = None
         if cached is not None:
             return cached
-        # Unset envelope fields are left out; nothing inside the payload is (a payload is kept whole).
-        fields = self.__dict__
-        unset = {name for name in _OPTIONAL_ENVELOPE_FIELDS if fields[name] is None}
-        text = self.model_dump_json(by_alias=True, exclude=unset)
+        text = _envelope_json(self.__dict__)
         object.__setattr__(self, "_json_text", text)
         return text
 
@@ -486,7 +483,40 @@ class AUNMessage(_Frozen):
             raise _invalid(exc) from None
 
 
-_OPTIONAL_ENVELOPE_FIELDS = ("to", "group_id", "seq", "in_reply_to", "thread", "dispatch_mode")
+# JSON strings as pydantic writes them: UTF-8 as is, only quotes, backslashes and control
+# characters escaped (the same escapes, lowercase hex).
+_json_string = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _envelope_json(fields: dict[str, Any]) -> str:
+    """The JSON of a message's fields, byte for byte what ``model_dump_json(by_alias=True)`` gives
+    with its unset envelope fields left out (nothing inside the payload is: a payload is kept
+    whole). The envelope is a handful of strings and integers, written directly; pydantic writes
+    only the payload. That is a third of the cost of dumping the whole model with an ``exclude``
+    set, and every message is written once (to the archive and the wire)."""
+    payload = fields["payload"]
+    parts = ['{"message_id":', _json_string(fields["message_id"]), ',"from_aid":', _json_string(fields["from_aid"])]
+    if fields["to"] is not None:
+        parts += [',"to":', _json_string(fields["to"])]
+    if fields["group_id"] is not None:
+        parts += [',"group_id":', _json_string(fields["group_id"])]
+    if fields["seq"] is not None:
+        parts += [',"seq":', str(fields["seq"])]
+    parts += [
+        ',"payload":',
+        payload.__pydantic_serializer__.to_json(payload, by_alias=True).decode(),
+        ',"created_at":',
+        str(fields["created_at"]),
+    ]
+    if fields["in_reply_to"] is not None:
+        parts += [',"in_reply_to":', _json_string(fields["in_reply_to"])]
+    if fields["thread"] is not None:
+        parts += [',"thread":', _json_string(fields["thread"])]
+    parts += [',"hops":', str(fields["hops"])]
+    if fields["dispatch_mode"] is not None:
+        parts += [',"dispatch_mode":', _json_string(fields["dispatch_mode"].value)]
+    parts.append("}")
+    return "".join(parts)
 _set_attribute = object.__setattr__
 #: The payload class each known ``type`` names: a payload instance of exactly that class is valid as is.
 _PAYLOAD_CLASSES: dict[Any, type[BaseModel]] = {

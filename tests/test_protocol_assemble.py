@@ -7,6 +7,8 @@ import pickle
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from protocols.aun import (
     AUNMessage,
@@ -32,6 +34,13 @@ GOOD: list[dict[str, Any]] = [
         "dispatch_mode": DispatchMode.MENTION,
     },
     {"message_id": "m3", "from_aid": "a.local", "to": "b.local", "payload": UnknownPayload(type="loc", lat=1)},
+    {
+        "message_id": 'm"5\\\n\x01',
+        "from_aid": "a.local",
+        "to": "b.local",
+        "payload": JsonPayload(kind="k", data={"é": None}, schema="urn:x"),  # type: ignore[call-arg]
+        "thread": "naïve ✓",
+    },
     {"message_id": "m4", "from_aid": "a.local", "to": "b.local", "payload": ToolResultPayload(call_id="c", ok=True)},
 ]
 
@@ -41,13 +50,19 @@ def test_the_same_message_as_validation_builds(fields: dict[str, Any]) -> None:
     fast = AUNMessage.assemble(**fields)
     checked = AUNMessage(**fields, created_at=fast.created_at)
     assert fast == checked
-    assert fast.to_json() == checked.to_json()
+    assert fast.to_json() == checked.to_json() == _pydantic_json(checked)
     assert fast.model_dump() == checked.model_dump()
     assert AUNMessage.from_json(fast.to_json()) == fast
     assert pickle.loads(pickle.dumps(fast)) == fast
     assert copy.deepcopy(fast) == fast
     changed = fast.model_copy(update={"hops": 9})
     assert changed.hops == 9 and '"hops":9' in changed.to_json()  # a copy never reuses the cached JSON
+
+
+def _pydantic_json(message: AUNMessage) -> str:
+    """What pydantic writes for the message, unset envelope fields left out."""
+    optional = ("to", "group_id", "seq", "in_reply_to", "thread", "dispatch_mode")
+    return message.model_dump_json(by_alias=True, exclude={n for n in optional if getattr(message, n) is None})
 
 
 BAD: list[tuple[dict[str, Any], type[Exception]]] = [
@@ -70,3 +85,34 @@ def test_the_same_errors_as_validation_raises(overrides: dict[str, Any], error: 
         AUNMessage.assemble(**fields)
     assert type(fast.value) is type(checked.value)
     assert str(fast.value) == str(checked.value)
+
+
+_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40)
+
+
+@given(
+    message_id=_text.filter(bool),
+    text=_text,
+    thread=st.none() | _text,
+    in_reply_to=st.none() | _text,
+    seq=st.none() | st.integers(min_value=0, max_value=2**63),
+    hops=st.integers(min_value=0, max_value=1000),
+    group=st.booleans(),
+)
+def test_to_json_writes_exactly_what_pydantic_writes(
+    message_id: str, text: str, thread: str | None, in_reply_to: str | None, seq: int | None, hops: int, group: bool
+) -> None:
+    message = AUNMessage(
+        message_id=message_id[:128],
+        from_aid="a.local",
+        to=None if group else "b.local",
+        group_id="team" if group else None,
+        dispatch_mode=DispatchMode.BROADCAST if group else None,
+        payload=TextPayload(text=text, mentions=({"aid": "b.local"},)),
+        seq=seq,
+        thread=thread,
+        in_reply_to=in_reply_to,
+        hops=hops,
+    )
+    assert message.to_json() == _pydantic_json(message)
+    assert AUNMessage.from_json(message.to_json()) == message
