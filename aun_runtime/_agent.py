@@ -182,7 +182,7 @@ class AUNAgent(RoutedAgent):
                     if function is None:
                         await handler(self, target, ctx)
                     elif await function(self, target, ctx) is not None:
-                        raise ValueError(f"{handler.__name__} returned a value; an @event handler returns None")
+                        raise ValueError(f"{function.__name__} returned a value; an @event handler returns None")
                     break
             else:
                 await self.on_unhandled_message(target, ctx)

@@ -189,7 +189,7 @@ class Archive:
 
     @property
     def transactions(self) -> int:
-        """Write transactions committed so far (one per batch)."""
+        """Write transactions committed so far (one per batch, or per batches that waited together)."""
         return self._writer.transactions
 
     def close(self) -> None:

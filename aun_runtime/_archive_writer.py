@@ -32,10 +32,12 @@ logger = logging.getLogger("aun_runtime")
 #: Batches that may wait for the writer. With 512-record batches that is 32k records: a long burst,
 #: after which the event loop waits for the disk instead of growing memory without bound.
 MAX_QUEUED_BATCHES = 64
+#: Batches written in one transaction when several are waiting (the writer fell behind a burst).
+MAX_BATCHES_PER_WRITE = 16
 #: Rows per INSERT statement at most (bounded further by SQLite's limit on bound variables).
-#: A 512-record batch is one statement, prepared once and then reused; a smaller batch is written
-#: in power-of-two statements, so that only a handful of statement sizes is ever prepared.
-MAX_ROWS_PER_STATEMENT = 512
+#: Full statements are prepared once and reused; the rest of a write goes in power-of-two
+#: statements, so that only a dozen statement sizes are ever prepared.
+MAX_ROWS_PER_STATEMENT = 2048
 
 T = TypeVar("T")
 Batch = Sequence[Any]
@@ -140,16 +142,37 @@ class ArchiveWriter:
         return sql
 
     def _run(self) -> None:
-        while (batch := self._queue.get()) is not None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                self._queue.task_done()
+                return
+            # Whatever else is waiting goes in the same transaction: the thread needs the GIL a
+            # few times per write, and each time it may wait out the switch interval while the
+            # event loop runs, so writing more per wake-up is what lets it keep up.
+            taken = [batch]
+            closing = False
+            while len(taken) < MAX_BATCHES_PER_WRITE:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    closing = True
+                    break
+                taken.append(more)
             try:
-                rows = self._build_rows(batch)
+                rows = [row for each in taken for row in self._build_rows(each)]
                 with self._lock:
                     self._insert_rows(rows)
                 self.transactions += 1
             except Exception as exc:
                 logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)
-                self._failed.append(batch)
+                self._failed.extend(taken)
                 self._error = exc
             finally:
+                for _ in taken:
+                    self._queue.task_done()
+            if closing:
                 self._queue.task_done()
-        self._queue.task_done()
+                return
