@@ -10,9 +10,13 @@ from autogen_core import AgentId
 
 from aun_runtime import (
     AUNActorRuntime,
+    AUNAgent,
+    AUNMessage,
     AUNRuntime,
     AUNSingleThreadedRuntime,
+    MessageContext,
     RecordKind,
+    event,
 )
 from aun_runtime.testing import Gate, Recorder
 
@@ -97,4 +101,22 @@ async def test_stop_with_handlers_in_flight_neither_hangs_nor_raises(kind: str) 
     assert errors == []
     handled_or_recorded = len(gate.received) + runtime.stats.dead_letters
     assert handled_or_recorded == 4  # the actor core records them; autogen-core lets running ones finish
+    await runtime.close()
+
+
+class ReturnsSomething(AUNAgent):
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        return "an answer"  # type: ignore[return-value]  # an @event handler must not return one
+
+
+@pytest.mark.parametrize("kind", sorted(CORES))
+async def test_an_event_handler_that_returns_a_value_is_a_dead_letter(kind: str) -> None:
+    runtime = AUNRuntime(core=CORES[kind]())  # type: ignore[arg-type]
+    await runtime.register_agent("answers.local", ReturnsSomething)
+    await runtime.start()
+    await runtime.send("answers.local", "question")
+    await runtime.settle()
+    [dead] = runtime.archive.dead_letters()
+    assert "ValueError" in (dead.reason or "") and dead.owner == "answers.local"
     await runtime.close()
