@@ -110,13 +110,6 @@ class Cell:
         """Deliveries waiting (not counting the one being handled)."""
         return len(self.queue) if self.queue else 0
 
-    def push(self, delivery: Delivery) -> None:
-        queue = self.queue
-        if queue is None:
-            self.queue = queue = deque()
-        queue.append(delivery)
-        self.touched += 1
-
     def quiet(self) -> bool:
         """Nothing queued, nothing being handled, nothing promised: safe to evict or drop."""
         return (

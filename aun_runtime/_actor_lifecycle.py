@@ -79,11 +79,6 @@ class ActorLifecycle:
 
     # -- counting ----------------------------------------------------------------------------------
 
-    def _message_arrived(self) -> None:
-        if not self._unfinished:
-            self._idle_event.clear()
-        self._unfinished += 1
-
     def _message_finished(self) -> None:
         self._unfinished -= 1
         if not self._unfinished:

@@ -35,6 +35,7 @@ import contextvars
 import inspect
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
@@ -227,10 +228,11 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
 
     async def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> None:
         message_id = delivery.ctx.message_id
+        cells = self._cells
         for agent_id in self._routes.recipients(topic_id):
             if sender is not None and agent_id == sender:
                 continue  # a publish is never delivered back to its sender (as in autogen-core)
-            cell = self._cells.get(agent_id)
+            cell = cells.get(agent_id)
             if cell is None:
                 cell = self._new_cell(agent_id, delivery.message)
                 if cell is None:
@@ -262,8 +264,14 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         return cell
 
     def _enqueue(self, cell: Cell, delivery: Delivery) -> None:
-        cell.push(delivery)
-        self._message_arrived()
+        queue = cell.queue  # the queue and the count, updated here directly: this runs per delivery
+        if queue is None:
+            cell.queue = queue = deque()
+        queue.append(delivery)
+        cell.touched += 1
+        if not self._unfinished:
+            self._idle_event.clear()
+        self._unfinished += 1
         if cell.idle_listed:
             self._idle_list_discard(cell)
         if cell.task is None and self._running and not cell.evicting:

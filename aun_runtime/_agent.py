@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 
-from protocols.aun import AIDMention, AUNMessage, Mention, ScopeMention
+from protocols.aun import AIDMention, AUNMessage, JsonPayload, Mention, ScopeMention
 from protocols.contract import decode_contract
 
 from ._archive import ArchiveRecord, RecordKind
@@ -169,7 +169,7 @@ class AUNAgent(RoutedAgent):
         token = INBOUND.set(message if isinstance(message, AUNMessage) else None)
         try:
             target = message
-            if isinstance(message, AUNMessage):
+            if isinstance(message, AUNMessage) and type(message.payload) is JsonPayload:
                 contract = decode_contract(message.payload)
                 if contract is not None and type(contract) in self._handlers:
                     target = contract

@@ -30,6 +30,7 @@ __all__ = ["DEFAULT_DEDUP_WINDOW", "Admission", "Channel"]
 DEFAULT_DEDUP_WINDOW = 4096
 
 NOT_MENTIONED = "mention mode: not mentioned"
+_MENTION = DispatchMode.MENTION
 
 
 class Admission(Enum):
@@ -84,7 +85,7 @@ class Channel:
         if len(seen) > self.dedup_window:
             seen.popitem(last=False)
         if (
-            message.dispatch_mode is DispatchMode.MENTION
+            message.dispatch_mode is _MENTION
             and message.group_id is not None
             and not message.mentions_aid(self.aid)
         ):

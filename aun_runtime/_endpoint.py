@@ -157,8 +157,11 @@ class Endpoint:
             await agent._dispatch(message, ctx)
             return
         runtime = self.runtime
-        if message.group_id is not None and not runtime._was_member(message, self.aid):
-            return  # posted while this agent was not in the group: never its message
+        group_id = message.group_id
+        if group_id is not None and message.seq is not None:
+            group = runtime._groups.get(group_id)  # None: a group of another runtime decided
+            if group is not None and not group.was_member(self.aid, message.seq):
+                return  # posted while this agent was not in the group: never its message
         verdict = (self._channel or self.channel).admit(message)
         stats = runtime.stats
         if verdict is Admission.DELIVER:

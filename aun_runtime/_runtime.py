@@ -487,12 +487,6 @@ class AUNRuntime:
         group = self._group(group_id)
         return GroupInfo(group.group_id, frozenset(group.members), group.dispatch_mode)
 
-    def _was_member(self, message: AUNMessage, aid: str) -> bool:
-        group = self._groups.get(message.group_id or "")
-        if group is None or message.seq is None:
-            return True  # a group of another runtime: its own members list decided
-        return group.was_member(aid, message.seq)
-
     def _group(self, group_id: str) -> _Group:
         group = self._groups.get(group_id)
         if group is None:
@@ -624,14 +618,14 @@ class AUNRuntime:
             raise error
         message_id = fields["message_id"]
         reserved: list[Mailbox] = []
-        for aid in group.members:
+        # A group message reaches every member alike, so a full mailbox cannot refuse its copy
+        # here: under ``block`` the sender waits for room; otherwise arrival decides. A core that
+        # drains mailboxes makes the publish itself wait, in the same first-come order.
+        for aid in () if self._core_drains else group.members:
             endpoint = self._endpoints.get(aid)
             if aid == sender or endpoint is None:
                 continue
-            # A group message reaches every member alike, so a full mailbox cannot refuse its copy
-            # here: under ``block`` the sender waits for room; otherwise arrival decides. A core that
-            # drains mailboxes makes the publish itself wait, in the same first-come order.
-            if not self._core_drains and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
+            if endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
                     await endpoint.mailbox.reserve(message_id)
                     reserved.append(endpoint.mailbox)
