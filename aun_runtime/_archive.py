@@ -22,8 +22,9 @@ Schema (one table, ``archive``)::
 
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
-comes first, and always before any read and on :meth:`Archive.close`. The inserts run in a writer
-thread (:mod:`aun_runtime._archive_writer`), so the event loop only appends to a list. The file
+comes first, and always before any read and on :meth:`Archive.close`. A record is a row from the
+start (the event loop builds it and appends it to a list); the inserts run in a writer thread
+(:mod:`aun_runtime._archive_writer`). The file
 uses WAL mode so another process (a console) can read while the runtime writes.
 
 A message is archived once per agent: the channel drops redeliveries before they reach the archive
@@ -105,7 +106,10 @@ class ArchiveRecord:
     about: str | None = None  #: for a thought: the id of the message it was about
 
 
-_Pending = tuple[str, RecordKind, str | None, AUNMessage | None, str | None, int]
+# A table row, built when the record is made: pending records hold strings and numbers, not the
+# message objects, so a message is freed as soon as it is handled (and the garbage collector has
+# thousands fewer objects to trace while the writer catches up).
+_Row = tuple[object, ...]
 
 
 class Archive:
@@ -140,10 +144,10 @@ class Archive:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
-        self._writer = ArchiveWriter(db, _INSERT, _rows)
+        self._writer = ArchiveWriter(db, _INSERT)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
-        self._pending: list[_Pending] = []
+        self._pending: list[_Row] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -151,17 +155,23 @@ class Archive:
 
     def record(self, owner: str, kind: RecordKind, message: AUNMessage, reason: str | None = None) -> None:
         """Record ``message`` in ``owner``'s view."""
-        self._add((owner, kind, reason, message, None, 0))
+        self._add(_message_row(owner, kind, reason, message))
 
     def record_thought(self, owner: str, text: str, about: str | None = None) -> None:
         """Record an internal thought of ``owner``, optionally about a message (its id). Never sent."""
-        self._add((owner, RecordKind.THOUGHT, about, None, text, _now_ms()))
+        now = _now_ms()
+        # ``in_reply_to`` carries the id of the message the thought is about.
+        self._add((owner, RecordKind.THOUGHT, None, None, None, None, None, None, about, text, now, now))
 
     def record_event(self, owner: str, kind: RecordKind, reason: str, message: AUNMessage | None) -> None:
         """Record a dead letter or loop stop, with or without the message it concerns."""
-        self._add((owner, kind, reason, message, None if message else reason, _now_ms()))
+        if message is not None:
+            self._add(_message_row(owner, kind, reason, message))
+        else:
+            now = _now_ms()
+            self._add((owner, kind, reason, None, None, None, None, None, None, reason, now, now))
 
-    def _add(self, item: _Pending) -> None:
+    def _add(self, item: _Row) -> None:
         if self._closed:
             raise RuntimeError("the archive is closed")
         self._pending.append(item)
@@ -292,36 +302,23 @@ def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) 
     return f"kind IN ({', '.join('?' * len(names))})"
 
 
-def _rows(batch: Sequence[_Pending]) -> list[tuple[object, ...]]:
-    """The table rows for a batch. A message recorded for several owners (a group post reaches every
-    member) has its columns and JSON built once per batch; records of a batch share one write time."""
-    now = _now_ms()
-    # A RecordKind is a str: it is bound as its text without looking up ``.value``.
-    shared: dict[int, tuple[object, ...]] = {}  # id(message) -> its columns; the batch keeps it alive
-    rows: list[tuple[object, ...]] = []
-    for owner, kind, reason, message, text, created in batch:
-        if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
-            rows.append((owner, kind, None, None, None, None, None, None, reason, text or "", created, now))
-        elif message is None:
-            rows.append(
-                (owner, kind, reason, None, None, None, None, None, None, text or "", created or now, now)
-            )
-        else:
-            columns = shared.get(id(message))
-            if columns is None:
-                columns = (
-                    message.message_id,
-                    message.from_aid,
-                    message.to,
-                    message.group_id,
-                    message.thread,
-                    message.in_reply_to,
-                    message.to_json(),
-                    message.created_at,
-                )
-                shared[id(message)] = columns
-            rows.append((owner, kind, reason, *columns, now))
-    return rows
+def _message_row(owner: str, kind: RecordKind, reason: str | None, message: AUNMessage) -> _Row:
+    # A RecordKind is a str: it is bound as its text. The JSON is made once per message and shared
+    # by all its records (a group post has one per member).
+    return (
+        owner,
+        kind,
+        reason,
+        message.message_id,
+        message.from_aid,
+        message.to,
+        message.group_id,
+        message.thread,
+        message.in_reply_to,
+        message.to_json(),
+        message.created_at,
+        _now_ms(),
+    )
 
 
 def _record(row: tuple[object, ...]) -> ArchiveRecord:

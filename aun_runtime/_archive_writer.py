@@ -2,7 +2,7 @@
 
 The sqlite3 module releases the GIL while SQLite works, so a dedicated thread lets B-tree inserts and
 I/O for one batch run on another core while the event loop goes on delivering the next messages.
-The loop thread only hands over a list; rows are built and inserted here.
+The loop thread only hands over a list of rows; they are inserted here.
 
 A batch goes in as one multi-row ``INSERT`` (one statement, its own transaction), not with
 ``executemany``: executemany releases and re-takes the GIL around every row, and while the event
@@ -41,7 +41,6 @@ MAX_ROWS_PER_STATEMENT = 2048
 
 T = TypeVar("T")
 Batch = Sequence[Any]
-RowBuilder = Callable[[Batch], list[tuple[object, ...]]]
 
 
 class ArchiveWriteError(RuntimeError):
@@ -51,7 +50,7 @@ class ArchiveWriteError(RuntimeError):
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
-    def __init__(self, db: sqlite3.Connection, insert_sql: str, build_rows: RowBuilder) -> None:
+    def __init__(self, db: sqlite3.Connection, insert_sql: str) -> None:
         self._db = db
         head, _, values = insert_sql.partition(" VALUES ")
         self._insert_head = head + " VALUES "
@@ -61,7 +60,6 @@ class ArchiveWriter:
             1, min(MAX_ROWS_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // self._columns)
         )
         self._statements: dict[int, str] = {}
-        self._build_rows = build_rows
         self._lock = threading.Lock()  # one statement at a time on the shared connection
         self._queue: queue.Queue[Batch | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
@@ -162,7 +160,7 @@ class ArchiveWriter:
                     break
                 taken.append(more)
             try:
-                rows = [row for each in taken for row in self._build_rows(each)]
+                rows = [row for each in taken for row in each]
                 with self._lock:
                     self._insert_rows(rows)
                 self.transactions += 1
