@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import json.encoder
 import re
 import secrets
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -484,8 +486,9 @@ class AUNMessage(_Frozen):
 
 
 # JSON strings as pydantic writes them: UTF-8 as is, only quotes, backslashes and control
-# characters escaped (the same escapes, lowercase hex).
-_json_string = json.JSONEncoder(ensure_ascii=False).encode
+# characters escaped (the same escapes, lowercase hex). The json module's own C function for it,
+# without the encoder object's Python wrapper.
+_json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _envelope_json(fields: dict[str, Any]) -> str:
