@@ -25,7 +25,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python bench/runtime_throughput.py
+	$(BIN)/python bench/runtime_throughput.py --repeat 3
+	$(BIN)/python bench/idle_agents.py
+	$(BIN)/python bench/flood_memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -7,10 +7,12 @@ An :class:`~aun_runtime.AUNRuntime` carries messages over any autogen-core ``Age
   topic source is always ``default``, so one AID is one agent instance and one mailbox);
 * :class:`WireSerializer`, which names every contract class on the wire by its namespaced wire name,
   not the bare ``__name__`` autogen-core would use (two ``Task`` classes must never collide);
-* :class:`AUNSingleThreadedRuntime`, the embedded default core: autogen-core's single-threaded
-  runtime with ``send_message`` refused before anything is queued (an intervention handler would
-  make ``stop_when_idle`` hang in 0.7.5), and a publish path without the spans, eager log
-  formatting and event-log serialisation that cost most of a delivery when nobody is tracing.
+* :class:`AUNSingleThreadedRuntime`: autogen-core's single-threaded runtime with ``send_message``
+  refused before anything is queued (an intervention handler would make ``stop_when_idle`` hang in
+  0.7.5), and a publish path without the spans, eager log formatting and event-log serialisation
+  that cost most of a delivery when nobody is tracing. The embedded default is the faster
+  :class:`~aun_runtime.AUNActorRuntime`; this one stays for code that needs autogen-core's own
+  runtime (interventions, ``process_next``) under the AUN rules.
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
 """``AUNRuntime``: registration of AIDs and groups, the send path, the loop guard and dead letters.
 
 The runtime is a facade over an autogen-core ``AgentRuntime`` (the *core*, by default
-:class:`~aun_runtime._core.AUNSingleThreadedRuntime`). Every AUN message is a publish on a topic of
-the core; nothing is ever sent as an RPC. On top of the core the runtime adds what AUN needs:
+:class:`~aun_runtime.AUNActorRuntime`). Every AUN message is a publish on a topic of the core;
+nothing is ever sent as an RPC. On top of the core the runtime adds what AUN needs:
+
+* **Mailboxes.** Each AID has one :class:`~aun_runtime.Mailbox`: its bound and overflow policy. A
+  core that drains mailboxes itself (``drains_mailboxes``) is handed each AID's mailbox and
+  enforces it; on any other core the runtime applies it when the message is delivered. Either way
+  direct sends reserve their place first, so the rules are the same on every core.
 
 * **Routing.** A direct message to ``x.local`` is published on ``aun.inbox.x.local``; a group message
   on ``aun.group.<gid>``, where each member holds a subscription (membership *is* the subscriptions,

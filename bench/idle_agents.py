@@ -4,14 +4,14 @@ Each configuration runs in a fresh process (RSS is per process):
 
 * ``aun_actor``: ``AUNRuntime`` on ``AUNActorRuntime`` with an SQLite archive file. N AIDs are
   registered (one agent type each, as AUN maps an AID), each is sent one message from the
-  application's inbox (in rounds of :data:`ROUND`, each awaited), and the agents keep a count as
-  their state. Instances idle for
+  application's inbox (in rounds of :data:`ROUND`, each awaited). Each agent keeps what it is
+  told in an autogen-core ``BufferedChatCompletionContext``, saved with ``save_state``. Instances idle for
   ``--idle-timeout`` seconds are evicted while the run goes on (virtual-actor style), so at any
   moment only the recently addressed ones are in memory; *settled* is measured once every instance
   but the application's inbox has been evicted.
 * ``raw_autogen``: autogen-core's ``SingleThreadedAgentRuntime`` with the same number of agent
-  instances: one agent type with a ``TypeSubscription``, one message published to each of N topic
-  sources (in the same rounds), so N instances, which autogen-core never drops (upstream #4893, #5374). (Registering N
+  instances of the same agent (a model context each): one agent type with a ``TypeSubscription``,
+  one message published to each of N topic sources (in the same rounds), so N instances, which autogen-core never drops (upstream #4893, #5374). (Registering N
   agent *types* as AUN does is not measured on it: its subscription manager compares every new
   subscription with all others, which for 100,000 would take hours.)
 
@@ -48,10 +48,14 @@ from autogen_core import (
     TypeSubscription,
     event,
 )
+from autogen_core.model_context import BufferedChatCompletionContext
+from autogen_core.models import UserMessage
 
 from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime
 
 MB = 1024 * 1024
+#: Messages each agent's model context keeps.
+CONTEXT_MESSAGES = 10
 #: Messages sent before the sender waits for them to be handled, as a server answering requests
 #: would. One burst of 100,000 would measure 100,000 messages in flight, not 100,000 idle agents.
 ROUND = 1000
@@ -67,37 +71,45 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
 
 
-class Tally(AUNAgent):
-    """Counts the messages it gets; the count is its state."""
+class Session(AUNAgent):
+    """A conversation partner in miniature: keeps what it is told in an autogen-core model context
+    (the last ten messages), which is its state."""
 
     def __init__(self) -> None:
-        super().__init__("counts")
-        self.count = 0
+        super().__init__("keeps a conversation")
+        self.context = BufferedChatCompletionContext(buffer_size=CONTEXT_MESSAGES)
 
     @event
     async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
-        self.count += 1
+        await self.context.add_message(UserMessage(content=message.text or "", source=message.from_aid))
 
     async def save_state(self) -> Mapping[str, Any]:
-        return {"count": self.count}
+        return {"context": await self.context.save_state()}
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
-        self.count = int(state["count"])
+        await self.context.load_state(state["context"])
 
 
 @dataclass
 class Hello:
     text: str
+    sender: str
 
 
-class RawTally(RoutedAgent):
+class RawSession(RoutedAgent):
+    """The same agent for autogen-core's runtime."""
+
     def __init__(self) -> None:
-        super().__init__("counts")
-        self.count = 0
+        super().__init__("keeps a conversation")
+        self.context = BufferedChatCompletionContext(buffer_size=CONTEXT_MESSAGES)
 
     @event
     async def on_hello(self, message: Hello, ctx: MessageContext) -> None:
-        self.count += 1
+        await self.context.add_message(UserMessage(content=message.text, source=message.sender))
+
+
+async def _context_size(context: BufferedChatCompletionContext) -> int:
+    return len(await context.get_messages())
 
 
 async def aun_actor(agents: int, idle_timeout: float) -> dict[str, Any]:
@@ -111,7 +123,7 @@ async def aun_actor(agents: int, idle_timeout: float) -> dict[str, Any]:
         start = time.perf_counter()
         aids = [f"agent{n}.local" for n in range(agents)]
         for aid in aids:
-            await runtime.register_agent(aid, Tally)
+            await runtime.register_agent(aid, Session)
         for n, aid in enumerate(aids, 1):
             await inbox.send(aid, "hello")
             if n % ROUND == 0:
@@ -123,9 +135,10 @@ async def aun_actor(agents: int, idle_timeout: float) -> dict[str, Any]:
         elapsed = time.perf_counter() - start
         gc.collect()
         settled = rss_bytes()
-        sample = await runtime.agent_instance(aids[agents // 2], Tally)  # re-created with its state
-        if delivered != agents or sample.count != 1 or core.saved_states != agents - 1:
-            raise AssertionError(f"delivered {delivered}, count {sample.count}, saved {core.saved_states}")
+        sample = await runtime.agent_instance(aids[agents // 2], Session)  # re-created with its state
+        kept = await _context_size(sample.context)
+        if delivered != agents or kept != 1 or core.saved_states != agents - 1:
+            raise AssertionError(f"delivered {delivered}, context {kept}, saved {core.saved_states}")
         result = _figures(base, settled, agents, elapsed)
         result["evicted"] = core.evicted
         await runtime.close()
@@ -134,13 +147,13 @@ async def aun_actor(agents: int, idle_timeout: float) -> dict[str, Any]:
 
 async def raw_autogen(agents: int, idle_timeout: float) -> dict[str, Any]:
     runtime = SingleThreadedAgentRuntime()
-    await runtime.register_factory("tally", RawTally)
-    await runtime.add_subscription(TypeSubscription("hello", "tally"))
+    await runtime.register_factory("session", RawSession)
+    await runtime.add_subscription(TypeSubscription("hello", "session"))
     runtime.start()
     gc.collect()
     base = rss_bytes()
     start = time.perf_counter()
-    message = Hello("hello")
+    message = Hello("hello", "app.local")
     for n in range(agents):
         await runtime.publish_message(message, TopicId("hello", f"agent{n}"))
         if (n + 1) % ROUND == 0:
@@ -151,8 +164,8 @@ async def raw_autogen(agents: int, idle_timeout: float) -> dict[str, Any]:
     elapsed = time.perf_counter() - start
     gc.collect()
     settled = rss_bytes()
-    sample = await runtime.try_get_underlying_agent_instance(AgentId("tally", f"agent{agents // 2}"), RawTally)
-    if sample.count != 1:
+    sample = await runtime.try_get_underlying_agent_instance(AgentId("session", f"agent{agents // 2}"), RawSession)
+    if await _context_size(sample.context) != 1:
         raise AssertionError("a message was lost")
     return _figures(base, settled, agents, elapsed)
 

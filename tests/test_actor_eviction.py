@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
+from autogen_core.model_context import BufferedChatCompletionContext
+from autogen_core.models import UserMessage
 
 from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, RecordKind
 from aun_runtime.testing import Recorder
@@ -222,3 +224,40 @@ async def test_facade_agents_with_scheduled_actions_are_not_evicted() -> None:
         assert await core.evict_idle() == 1  # the recorder, not the agent with a live schedule
         assert core.instances == 1
         await runtime.stop()
+
+
+class Conversation(AUNAgent):
+    """Keeps what it is told in an autogen-core model context, which it saves and loads."""
+
+    def __init__(self) -> None:
+        super().__init__("converses")
+        self.context = BufferedChatCompletionContext(buffer_size=3)
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        await self.context.add_message(UserMessage(content=message.text or "", source=message.from_aid))
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {"context": await self.context.save_state()}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        await self.context.load_state(state["context"])
+
+
+async def test_an_autogen_model_context_survives_eviction_unchanged() -> None:
+    core = AUNActorRuntime()
+    async with AUNRuntime(core=core) as runtime:
+        await runtime.register_agent("talk.local", Conversation)
+        inbox = await runtime.open_inbox()
+        for text in ("one", "two"):
+            await inbox.send("talk.local", text)
+        await runtime.settle()
+        assert await core.evict_idle() == 1
+        for text in ("three", "four"):
+            await inbox.send("talk.local", text)
+        await runtime.settle()
+
+        agent = await runtime.agent_instance("talk.local", Conversation)
+        messages = await agent.context.get_messages()
+        assert [m.content for m in messages] == ["two", "three", "four"]  # the buffer of 3, in order
+        assert all(isinstance(m, UserMessage) and m.source == "app.local" for m in messages)
