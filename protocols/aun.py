@@ -530,8 +530,23 @@ _PAYLOAD_CLASSES: dict[Any, type[BaseModel]] = {
 }
 
 
+#: AIDs recently found valid. The same few senders and recipients recur in message after message;
+#: a set lookup is a fraction of a pattern match. Cleared when full (the cost is a re-match).
+_KNOWN_AIDS: set[str] = set()
+_KNOWN_AIDS_LIMIT = 4096
+
+
 def _is_aid(value: object) -> bool:
-    return type(value) is str and len(value) <= MAX_AID_LENGTH and AID_PATTERN.match(value) is not None
+    if type(value) is not str:
+        return False
+    if value in _KNOWN_AIDS:
+        return True
+    if len(value) <= MAX_AID_LENGTH and AID_PATTERN.match(value) is not None:
+        if len(_KNOWN_AIDS) >= _KNOWN_AIDS_LIMIT:
+            _KNOWN_AIDS.clear()
+        _KNOWN_AIDS.add(value)
+        return True
+    return False
 
 
 def _check_payload_size(payload: BaseModel) -> None:

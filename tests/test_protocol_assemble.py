@@ -72,6 +72,7 @@ BAD: list[tuple[dict[str, Any], type[Exception]]] = [
     ({"from_aid": "a.local"}, InvalidMessageError),
     ({"from_aid": "a.local", "to": "b.local", "message_id": ""}, Exception),
     ({"from_aid": "a.local", "to": "b.local", "hops": -1}, Exception),
+    ({"from_aid": "a.local", "to": ["b.local"]}, Exception),
     ({"from_aid": "a.local", "to": "b.local", "payload": TextPayload(text="x" * 1_000_001)}, PayloadTooLargeError),
 ]
 
