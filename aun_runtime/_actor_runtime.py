@@ -229,9 +229,9 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
     async def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> None:
         message_id = delivery.ctx.message_id
         cells = self._cells
-        for agent_id in self._routes.recipients(topic_id):
-            if sender is not None and agent_id == sender:
-                continue  # a publish is never delivered back to its sender (as in autogen-core)
+        routes = self._routes
+        recipients = routes.recipients(topic_id) if sender is None else routes.recipients_without(topic_id, sender)
+        for agent_id in recipients:
             cell = cells.get(agent_id)
             if cell is None:
                 cell = self._new_cell(agent_id, delivery.message)

@@ -76,6 +76,7 @@ class AUNAgent(RoutedAgent):
     #: always answers is autonomous as far as the protocol is concerned.
     mode: ClassVar[str] = "autonomous"
     _aun_handler_table: ClassVar[Any]
+    _aun_routes: ClassVar[dict[type, tuple[tuple[Any, Any, Any], ...]]]
     _aun_discovered_handlers: ClassVar[tuple[Any, ...]]
     #: The agent's agent.md card (YAML front matter + Markdown), checked when the agent is registered.
     agent_md: ClassVar[str | None] = None
@@ -104,6 +105,12 @@ class AUNAgent(RoutedAgent):
         if shared is None:
             shared = self._handlers
             cls._aun_handler_table = shared
+            # What _dispatch needs per type: each handler's router, and the function behind
+            # autogen-core's @event wrapper (None if there is none to call directly).
+            cls._aun_routes = {
+                target: tuple((h.router, getattr(h, "__wrapped__", None), h) for h in handlers)
+                for target, handlers in shared.items()
+            }
         self._handlers = shared
         self._aun: AUNRuntime | None = None
         self._endpoint: Endpoint | None = None
@@ -176,9 +183,8 @@ class AUNAgent(RoutedAgent):
             # RoutedAgent.on_message_impl, inlined: this runs for every delivery. The handler table
             # is keyed by exact type, which is the check autogen-core's @event wrapper makes, so the
             # wrapped function is called directly (and held to the same rule: it returns None).
-            for handler in self._handlers.get(type(target), ()):
-                if handler.router(target, ctx):
-                    function = getattr(handler, "__wrapped__", None)
+            for router, function, handler in self._aun_routes.get(type(target), ()):
+                if router(target, ctx):
                     if function is None:
                         await handler(self, target, ctx)
                     elif await function(self, target, ctx) is not None:

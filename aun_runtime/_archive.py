@@ -155,7 +155,15 @@ class Archive:
 
     def record(self, owner: str, kind: RecordKind, message: AUNMessage, reason: str | None = None) -> None:
         """Record ``message`` in ``owner``'s view."""
-        self._add(_message_row(owner, kind, reason, message))
+        # _add, inlined: every delivery records once.
+        if self._closed:
+            raise RuntimeError("the archive is closed")
+        pending = self._pending
+        pending.append(_message_row(owner, kind, reason, message))
+        if len(pending) >= self._batch_size:
+            self._hand_over()
+        elif self._timer is None:
+            self._arm_timer()
 
     def record_thought(self, owner: str, text: str, about: str | None = None) -> None:
         """Record an internal thought of ``owner``, optionally about a message (its id). Never sent."""
@@ -178,11 +186,14 @@ class Archive:
         if len(self._pending) >= self._batch_size:
             self._hand_over()
         elif self._timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return  # no loop: the next read or close writes it
-            self._timer = loop.call_later(self._flush_interval, self._hand_over)
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: the next read or close writes it
+        self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
     def _hand_over(self) -> None:
         if self._timer is not None:
@@ -317,7 +328,7 @@ def _message_row(owner: str, kind: RecordKind, reason: str | None, message: AUNM
         message.in_reply_to,
         message.to_json(),
         message.created_at,
-        _now_ms(),
+        time.time_ns() // 1_000_000,  # recorded_at (_now_ms, inlined: one per record)
     )
 
 

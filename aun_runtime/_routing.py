@@ -46,13 +46,14 @@ class SubscriptionIndex:
     messages in order).
     """
 
-    __slots__ = ("_by_id", "_by_topic_type", "_cache", "_others")
+    __slots__ = ("_by_id", "_by_topic_type", "_cache", "_cache_without", "_others")
 
     def __init__(self) -> None:
         self._by_id: dict[str, Subscription | list[Subscription]] = {}
         self._by_topic_type: dict[str, TypeSubscription | list[TypeSubscription]] = {}
         self._others: list[Subscription] = []
         self._cache: dict[TopicId, tuple[AgentId, ...]] = {}
+        self._cache_without: dict[tuple[TopicId, AgentId], tuple[AgentId, ...]] = {}
 
     @property
     def subscriptions(self) -> Sequence[Subscription]:
@@ -77,6 +78,7 @@ class SubscriptionIndex:
         else:
             self._others.append(subscription)
         self._cache.clear()
+        self._cache_without.clear()
 
     def remove(self, subscription_id: str) -> None:
         """Remove every subscription with this id.
@@ -93,6 +95,7 @@ class SubscriptionIndex:
             else:
                 self._others.remove(subscription)
         self._cache.clear()
+        self._cache_without.clear()
 
     def recipients(self, topic: TopicId) -> tuple[AgentId, ...]:
         """The agents a publish on ``topic`` reaches (duplicates kept, as in autogen-core)."""
@@ -108,6 +111,19 @@ class SubscriptionIndex:
             self._cache.clear()
         self._cache[topic] = found
         return found
+
+    def recipients_without(self, topic: TopicId, sender: AgentId) -> tuple[AgentId, ...]:
+        """The recipients of a publish on ``topic`` by ``sender``: a publish is never delivered back
+        to its sender (as in autogen-core). Kept per (topic, sender), so a group post compares
+        AgentIds once, not once per member."""
+        key = (topic, sender)
+        cached = self._cache_without.get(key)
+        if cached is None:
+            cached = tuple(agent for agent in self.recipients(topic) if agent != sender)
+            if len(self._cache_without) >= ROUTE_CACHE_SIZE:
+                self._cache_without.clear()
+            self._cache_without[key] = cached
+        return cached
 
     def _exists(self, subscription: Subscription) -> bool:
         # autogen-core compares the new subscription with each existing one (``existing == new``).
