@@ -1,0 +1,141 @@
+"""Direct-message inboxes: one sequence per receiver, one consumption cursor per (device, slot, sender).
+
+A receiver's inbox numbers every message it receives, from all senders, 1, 2, 3...; each row also
+records ``prev_peer_seq``, the seq of the previous message from the same sender, so a client can
+tell from a single push whether it missed anything from that sender. Cursors are kept per receiving
+device and slot and per sender (the client's "peer" cursor scope): each device consumes and
+acknowledges every sender's stream on its own, and an acknowledgement never moves backwards.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ._database import Database
+
+__all__ = ["InboxStore", "PeerEntry", "StoredMessage"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    receiver: str
+    seq: int
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerEntry:
+    """One sender in a receiver's peer directory."""
+
+    sender_aid: str
+    head_seq: int
+    server_ack_seq: int
+    next_pending_seq: int | None
+
+    def to_wire(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "sender_aid": self.sender_aid, "head_seq": self.head_seq, "server_ack_seq": self.server_ack_seq,
+        }
+        if self.next_pending_seq is not None:
+            entry["next_pending_seq"] = self.next_pending_seq
+        return entry
+
+
+class InboxStore:
+    """Inbox rows and cursors in the gateway database. Inbox heads are cached in memory."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._heads: dict[str, int] = {}
+
+    def head(self, receiver: str) -> int:
+        """The highest seq in ``receiver``'s inbox (0 when empty)."""
+        head = self._heads.get(receiver)
+        if head is None:
+            row = self.db.conn.execute("SELECT head_seq FROM inbox_heads WHERE receiver = ?", (receiver,)).fetchone()
+            head = self._heads[receiver] = 0 if row is None else int(row[0])
+        return head
+
+    def peer_head(self, receiver: str, sender: str) -> int:
+        row = self.db.conn.execute(
+            "SELECT head_seq FROM peer_heads WHERE receiver = ? AND sender = ?", (receiver, sender)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def find_sent(self, sender: str, message_id: str) -> StoredMessage | None:
+        """The message ``sender`` already sent under ``message_id``, if any (idempotent retries)."""
+        row = self.db.conn.execute(
+            "SELECT receiver, seq, body FROM inbox WHERE sender = ? AND message_id = ?", (sender, message_id)
+        ).fetchone()
+        return None if row is None else StoredMessage(row[0], int(row[1]), json.loads(row[2]))
+
+    def append(self, receiver: str, sender: str, message_id: str, row: dict[str, Any]) -> StoredMessage:
+        """Give ``row`` the next seq of ``receiver``'s inbox and store it (in the open transaction)."""
+        seq = self.head(receiver) + 1
+        prev_peer_seq = self.peer_head(receiver, sender)
+        row = {**row, "seq": seq, "prev_peer_seq": prev_peer_seq}
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
+                (receiver, seq, sender, message_id, json.dumps(row, ensure_ascii=False, separators=(",", ":"))),
+            )
+            conn.execute("INSERT OR REPLACE INTO inbox_heads (receiver, head_seq) VALUES (?, ?)", (receiver, seq))
+            conn.execute(
+                "INSERT OR REPLACE INTO peer_heads (receiver, sender, head_seq) VALUES (?, ?, ?)", (receiver, sender, seq)
+            )
+        self._heads[receiver] = seq
+        return StoredMessage(receiver, seq, row)
+
+    def pull(self, receiver: str, sender: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` + 1 rows from ``sender`` with seq > ``after_seq`` (the extra one says 'more')."""
+        rows = self.db.conn.execute(
+            "SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (receiver, sender, after_seq, limit + 1),
+        ).fetchall()
+        return [json.loads(body) for (body,) in rows]
+
+    def ack_seq(self, receiver: str, device_id: str, slot_id: str, sender: str) -> int:
+        row = self.db.conn.execute(
+            "SELECT ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ? AND sender = ?",
+            (receiver, device_id, slot_id, sender),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def acknowledge(self, receiver: str, device_id: str, slot_id: str, sender: str, up_to_seq: int) -> int:
+        """Move the cursor to ``up_to_seq`` (clamped to the inbox head; never backwards). Returns it."""
+        current = self.ack_seq(receiver, device_id, slot_id, sender)
+        target = max(current, min(up_to_seq, self.head(receiver)))
+        if target != current:
+            with self.db.atomic() as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO peer_cursors (receiver, device_id, slot_id, sender, ack_seq) "
+                    "VALUES (?, ?, ?, ?, ?)", (receiver, device_id, slot_id, sender, target),
+                )
+        return target
+
+    def peers(
+        self, receiver: str, device_id: str, slot_id: str, *, pending_only: bool, after_sender: str = "",
+        limit: int | None = None,
+    ) -> list[PeerEntry]:
+        """The senders of ``receiver``'s inbox, in sender order, with this device's cursor for each."""
+        sql = (
+            "SELECT h.sender, h.head_seq, COALESCE(c.ack_seq, 0) FROM peer_heads h LEFT JOIN peer_cursors c "
+            "ON c.receiver = h.receiver AND c.sender = h.sender AND c.device_id = ? AND c.slot_id = ? "
+            "WHERE h.receiver = ? AND h.sender > ?"
+        )
+        args: list[Any] = [device_id, slot_id, receiver, after_sender]
+        if pending_only:
+            sql += " AND h.head_seq > COALESCE(c.ack_seq, 0)"
+        sql += " ORDER BY h.sender"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        entries = []
+        for sender, head, ack in self.db.conn.execute(sql, args).fetchall():
+            next_row = self.db.conn.execute(
+                "SELECT MIN(seq) FROM inbox WHERE receiver = ? AND sender = ? AND seq > ?", (receiver, sender, ack)
+            ).fetchone()
+            entries.append(PeerEntry(sender, int(head), int(ack), None if next_row[0] is None else int(next_row[0])))
+        return entries

@@ -1,0 +1,123 @@
+"""One WebSocket connection: its challenge, its authenticated identity, its rate budget and its writer.
+
+All frames to a connection (answers and pushes) go through one bounded queue drained by one writer
+task, so frames are never interleaved and a slow reader cannot make the server buffer without
+bound (see :attr:`GatewayLimits.outbound_frames` for the overflow policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import WSCloseCode, web
+
+__all__ = ["RateBudget", "Session"]
+
+log = logging.getLogger("aun_runtime.gateway")
+
+#: Close code for a connection that fell too far behind its pushes ("try again later").
+CLOSE_SLOW_CONSUMER = 1013
+
+
+class RateBudget:
+    """A token bucket: ``burst`` requests at once, ``rate`` per second sustained."""
+
+    __slots__ = ("_last", "_tokens", "burst", "rate")
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+
+    def take(self) -> float:
+        """Spend one request. Returns 0 if allowed, else the seconds until one is available."""
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return 0.0
+        return (1.0 - self._tokens) / self.rate
+
+
+@dataclass(eq=False)
+class Session:
+    """The state of one socket. ``aid`` is set by a successful ``auth.connect`` and never changes."""
+
+    ws: web.WebSocketResponse
+    budget: RateBudget
+    outbound_frames: int
+    challenge_ttl: float
+    id: str = field(default_factory=lambda: "conn-" + secrets.token_hex(8))
+    challenge_nonce: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    aid: str | None = None
+    device_id: str = ""
+    slot_id: str = "default"
+    kind: str = "long"
+    connected_at: float = 0.0
+    _created: float = field(default_factory=time.monotonic)
+    _queue: asyncio.Queue[str | None] = field(init=False)
+    _writer: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._queue = asyncio.Queue(maxsize=self.outbound_frames)
+
+    @property
+    def authenticated(self) -> bool:
+        return self.aid is not None
+
+    @property
+    def challenge_expired(self) -> bool:
+        return time.monotonic() - self._created > self.challenge_ttl
+
+    def start_writer(self) -> None:
+        self._writer = asyncio.create_task(self._write_loop(), name=f"gateway-writer-{self.id}")
+
+    async def _write_loop(self) -> None:
+        ws = self.ws
+        while True:
+            frame = await self._queue.get()
+            if frame is None or ws.closed:
+                return
+            try:
+                await ws.send_str(frame)
+            except (ConnectionError, RuntimeError):  # the peer went away; the reader notices too
+                return
+
+    async def reply(self, frame: str) -> None:
+        """Queue an answer, waiting for room: a client that stops reading stops being served."""
+        await self._queue.put(frame)
+
+    def push(self, frame: str) -> bool:
+        """Queue a push without waiting. A connection whose queue is full is closed as too slow
+        (its messages are stored; it pulls them when it reconnects). Returns False then."""
+        if self.ws.closed:
+            return False
+        try:
+            self._queue.put_nowait(frame)
+            return True
+        except asyncio.QueueFull:
+            log.warning("closing %s (%s): %d frames behind", self.id, self.aid, self.outbound_frames)
+            asyncio.ensure_future(self.ws.close(code=CLOSE_SLOW_CONSUMER, message=b"too slow: reconnect and pull"))
+            return False
+
+    async def close(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"") -> None:
+        await self.ws.close(code=code, message=message)
+
+    async def finish(self) -> None:
+        """Stop the writer after it has written what is queued (or at once if the socket is gone)."""
+        if self._writer is None:
+            return
+        if not self.ws.closed:
+            with contextlib.suppress(asyncio.QueueFull):
+                self._queue.put_nowait(None)
+        if self.ws.closed:
+            self._writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._writer
