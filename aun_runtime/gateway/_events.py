@@ -35,19 +35,18 @@ class GatewayEvents:
 
     def __init__(self) -> None:
         self._log: deque[GatewayEvent] = deque(maxlen=self.capacity)
-        self._changed = asyncio.Condition()
         self._counts: dict[str, int] = {}
-        self._waiting = 0
+        self._waiters: list[tuple[str, dict[str, Any], float, asyncio.Future[GatewayEvent]]] = []
 
     def emit(self, kind: str, **fields: Any) -> None:
-        self._log.append(GatewayEvent(kind, fields))
+        event = GatewayEvent(kind, fields)
+        self._log.append(event)
         self._counts[kind] = self._counts.get(kind, 0) + 1
-        if self._waiting:  # only wake waiters if someone waits: emit is on the hot path
-            asyncio.ensure_future(self._notify())
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        if self._waiters:  # resolve waiters in place: no task per event on the hot path
+            for waiter in list(self._waiters):
+                wanted, expected, after, future = waiter
+                if not future.done() and event.at >= after and event.matches(wanted, expected):
+                    future.set_result(event)
 
     def count(self, kind: str) -> int:
         """How many events of ``kind`` happened since start (including forgotten ones)."""
@@ -62,17 +61,13 @@ class GatewayEvents:
         Raises:
             TimeoutError: none happened within ``timeout`` seconds.
         """
-
-        def first() -> GatewayEvent | None:
-            return next((e for e in self._log if e.at >= after and e.matches(kind, expected)), None)
-
-        self._waiting += 1
+        found = next((e for e in self._log if e.at >= after and e.matches(kind, expected)), None)
+        if found is not None:
+            return found
+        future: asyncio.Future[GatewayEvent] = asyncio.get_running_loop().create_future()
+        waiter = (kind, expected, after, future)
+        self._waiters.append(waiter)
         try:
-            async with asyncio.timeout(timeout), self._changed:
-                found = first()
-                while found is None:
-                    await self._changed.wait()
-                    found = first()
-                return found
+            return await asyncio.wait_for(future, timeout)
         finally:
-            self._waiting -= 1
+            self._waiters.remove(waiter)

@@ -118,8 +118,9 @@ async def pull(call: Call) -> dict[str, Any]:
         raise RPCError.bad_param("after_seq", f"'after_seq' {after} is past the inbox head {head}")
     limit = params.integer("limit", default=_DEFAULT_PAGE, minimum=1, maximum=core.limits.max_page)
     if "ack_up_to_seq" in params.raw:
-        core.inboxes.acknowledge(receiver, device_id, slot_id, sender, params.integer("ack_up_to_seq"))
+        acked = core.inboxes.acknowledge(receiver, device_id, slot_id, sender, params.integer("ack_up_to_seq"))
         await core.db.commit()
+        core.events.emit("message.acked", receiver=receiver, sender=sender, device_id=device_id, ack_seq=acked)
     rows = core.inboxes.pull(receiver, sender, after, limit)
     more = len(rows) > limit
     rows = rows[:limit]
@@ -139,6 +140,7 @@ async def ack(call: Call) -> dict[str, Any]:
     sender = _sender_param(call)
     effective = core.inboxes.acknowledge(receiver, device_id, slot_id, sender, params.integer("up_to_seq"))
     await core.db.commit()
+    core.events.emit("message.acked", receiver=receiver, sender=sender, device_id=device_id, ack_seq=effective)
     return {"cursor_scope": "peer", "sender_aid": sender, "effective_ack_seq": effective, "peer_ack_seq": effective}
 
 

@@ -210,9 +210,9 @@ class GatewayServer:
         finally:
             deadline.cancel()
             core.detach(session)
-            await session.finish()
             if session.aid is not None:
                 core.events.emit("disconnected", aid=session.aid, connection_id=session.id)
+            await session.finish()
         return ws
 
     @staticmethod

@@ -111,13 +111,10 @@ class Session:
         await self.ws.close(code=code, message=message)
 
     async def finish(self) -> None:
-        """Stop the writer after it has written what is queued (or at once if the socket is gone)."""
+        """Stop the writer: the reader has ended, so the peer has gone or is going, and anything
+        still queued for it is either stored (messages, which it pulls on reconnect) or moot."""
         if self._writer is None:
             return
-        if not self.ws.closed:
-            with contextlib.suppress(asyncio.QueueFull):
-                self._queue.put_nowait(None)
-        if self.ws.closed:
-            self._writer.cancel()
+        self._writer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._writer

@@ -1,0 +1,111 @@
+"""The real AUN client (fastaun 0.5.25) against our gateway: identity, direct messages, encryption, tokens."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from aun_runtime.gateway import GatewayServer
+
+from .conftest import AgentFactory, Events, unique_name
+
+
+async def test_register_login_connect(gateway: GatewayServer, make_agent: AgentFactory) -> None:
+    client = await make_agent(unique_name("alice"))
+    assert client.aid in gateway.connected_aids()
+    assert gateway.events.find("aid.registered", aid=client.aid)
+    assert gateway.events.find("auth.login", aid=client.aid)
+    status = await client.call("meta.status", {})
+    assert status["aid"] == client.aid and status["mode"] == "gateway"
+    pong = await client.call("meta.ping", {})
+    assert pong["pong"] is True
+
+
+async def test_direct_message_arrives_online_through_the_push(gateway: GatewayServer, make_agent: AgentFactory) -> None:
+    alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
+    inbox = Events(bob, "message.received")
+    # The first message from a new sender goes through the peer directory; the next ones ride the push.
+    first = await alice.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": "one"}, "encrypt": False})
+    got = await inbox.next()
+    assert (got["from"], got["payload"]["text"], got["seq"]) == (alice.aid, "one", first["seq"])
+    # Once the first is acknowledged, bob's client knows alice's stream and takes the next from the push.
+    await gateway.events.wait("message.acked", receiver=bob.aid, sender=alice.aid, ack_seq=first["seq"])
+    await alice.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": "two"}, "encrypt": False})
+    got = await inbox.next()
+    assert got["payload"]["text"] == "two"
+    assert got["source"] == "inline_push"
+    assert got["from"] == alice.aid and got["encrypted"] is False
+
+
+async def test_offline_messages_arrive_after_reconnect_none_lost_none_twice(
+    gateway: GatewayServer, make_agent: AgentFactory
+) -> None:
+    alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
+    bob_aid = bob.aid
+    inbox = Events(bob, "message.received")
+    before = await alice.call("message.send", {"to": bob_aid, "payload": {"type": "text", "text": "before"},
+                                               "encrypt": False})
+    assert (await inbox.next())["payload"]["text"] == "before"
+    # Delivery is at least once: the client acknowledges after its handler ran. Once acknowledged,
+    # a message is never delivered again.
+    await gateway.events.wait("message.acked", receiver=bob_aid, sender=alice.aid, ack_seq=before["seq"])
+    await bob.close()
+    await gateway.events.wait("disconnected", aid=bob_aid)
+    texts = [f"offline {i}" for i in range(7)]
+    for text in texts:
+        result = await alice.call("message.send", {"to": bob_aid, "payload": {"type": "text", "text": text},
+                                                   "encrypt": False})
+        assert result["status"] == "stored"  # nobody online to push to: kept for the pull
+    last_seq = result["seq"]
+    bob_again = await make_agent(bob_aid.split(".")[0], connect=False)
+    inbox = Events(bob_again, "message.received")
+    await bob_again.connect({"auto_reconnect": True})
+    received = await inbox.take(len(texts))
+    assert [m["payload"]["text"] for m in received] == texts
+    assert all(m["source"] == "pull" for m in received)
+    await gateway.events.wait("message.acked", receiver=bob_aid, sender=alice.aid, ack_seq=last_seq)
+    # Everything was acknowledged: the pending directory is empty.
+    peers = await bob_again.call("message.peers", {"filter": "pending"})
+    assert peers["peers"] == []
+    assert inbox.drain() == []  # and nothing came twice
+
+
+async def test_encrypted_message_decrypts_at_receiver_and_server_stores_only_ciphertext(
+    gateway: GatewayServer, make_agent: AgentFactory
+) -> None:
+    alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
+    inbox = Events(bob, "message.received")
+    secret = "the launch code is 0000 — 秘密"
+    await alice.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": secret}})  # E2EE by default
+    got = await inbox.next()
+    assert got["encrypted"] is True and got["payload"]["text"] == secret and got["from"] == alice.aid
+    db = sqlite3.connect(gateway.data_dir / "gateway.sqlite3")
+    bodies = [json.loads(body) for (body,) in db.execute("SELECT body FROM inbox WHERE receiver = ?", (bob.aid,))]
+    db.close()
+    assert len(bodies) == 1
+    stored = bodies[0]["legacy_v1"]["payload"]
+    assert stored["type"] == "e2ee.p2p_encrypted" and "ciphertext" in stored
+    assert secret not in json.dumps(bodies[0], ensure_ascii=False) and "launch code" not in json.dumps(bodies[0])
+
+
+async def test_token_refresh_rotates_and_the_client_reconnects(
+    gateway: GatewayServer, make_agent: AgentFactory
+) -> None:
+    alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
+    inbox = Events(bob, "message.received")
+    old_refresh = gateway.core.db.conn.execute(
+        "SELECT COUNT(*) FROM tokens WHERE aid = ? AND kind = 'refresh' AND revoked = 0", (bob.aid,)
+    ).fetchone()[0]
+    assert old_refresh == 1
+    # Revoke bob's access token and drop his connection: his client must refresh to get back in.
+    assert gateway.revoke_access_tokens(bob.aid) == 1
+    assert await gateway.disconnect(bob.aid) == 1
+    refreshed = await gateway.events.wait("token.refreshed", aid=bob.aid, timeout=30)
+    await gateway.events.wait("connected", aid=bob.aid, after=refreshed.at, timeout=30)
+    rows = gateway.core.db.conn.execute(
+        "SELECT revoked FROM tokens WHERE aid = ? AND kind = 'refresh' ORDER BY refresh_count", (bob.aid,)
+    ).fetchall()
+    assert [r[0] for r in rows] == [1, 0]  # the old refresh token was rotated out
+    await alice.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": "after refresh"},
+                                      "encrypt": False})
+    assert (await inbox.next(timeout=30))["payload"]["text"] == "after refresh"
