@@ -73,8 +73,13 @@ def _group_wire(call: Call, group: Group) -> dict[str, Any]:
 def _announce(call: Call, group: Group, event: dict[str, Any]) -> None:
     """Record a group event and push ``event/group.changed`` to every member."""
     stored = call.core.groups.append_event(group, event)
-    for member in call.core.groups.members(group.group_id):
-        call.after_reply.append(lambda aid=member.aid: call.core.push(aid, "group.changed", lambda s: stored))
+    members = [member.aid for member in call.core.groups.members(group.group_id)]
+
+    def push_to_members() -> None:
+        for aid in members:
+            call.core.push(aid, "group.changed", lambda _session: stored)
+
+    call.after_reply.append(push_to_members)
 
 
 async def create(call: Call) -> dict[str, Any]:

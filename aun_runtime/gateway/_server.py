@@ -218,7 +218,7 @@ class GatewayServer:
     @staticmethod
     def _expire_handshake(session: Session) -> None:
         if not session.authenticated and not session.ws.closed:
-            asyncio.ensure_future(session.close(CLOSE_HANDSHAKE_TIMEOUT, b"auth.connect not completed in time"))
+            session.close_soon(CLOSE_HANDSHAKE_TIMEOUT, b"auth.connect not completed in time")
 
     async def _on_frame(self, session: Session, text: str) -> None:
         limits = self.limits

@@ -64,6 +64,7 @@ class Session:
     _created: float = field(default_factory=time.monotonic)
     _queue: asyncio.Queue[str | None] = field(init=False)
     _writer: asyncio.Task[None] | None = field(default=None, init=False)
+    _closer: asyncio.Task[bool] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self._queue = asyncio.Queue(maxsize=self.outbound_frames)
@@ -104,8 +105,13 @@ class Session:
             return True
         except asyncio.QueueFull:
             log.warning("closing %s (%s): %d frames behind", self.id, self.aid, self.outbound_frames)
-            asyncio.ensure_future(self.ws.close(code=CLOSE_SLOW_CONSUMER, message=b"too slow: reconnect and pull"))
+            self.close_soon(CLOSE_SLOW_CONSUMER, b"too slow: reconnect and pull")
             return False
+
+    def close_soon(self, code: int, message: bytes) -> None:
+        """Start closing the socket from synchronous code (a timer, a push)."""
+        if self._closer is None and not self.ws.closed:
+            self._closer = asyncio.get_running_loop().create_task(self.ws.close(code=code, message=message))
 
     async def close(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"") -> None:
         await self.ws.close(code=code, message=message)

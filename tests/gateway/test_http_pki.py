@@ -87,7 +87,7 @@ async def test_pki_and_issuer_persist_in_the_data_directory(tmp_path: Path) -> N
     async with GatewayServer(port=0, data_dir=tmp_path / "gw") as second:
         assert second.issuer == "team.test" and second.root_ca_path.read_bytes() == root
         assert (await _get(f"{second.http_url}/pki/cert/{me.aid}"))[1] == me.cert_pem
-    with pytest.raises(GatewayStartError, match="team.test"):
+    with pytest.raises(GatewayStartError, match=r"team\.test"):
         await GatewayServer(port=0, data_dir=tmp_path / "gw", issuer="other.test").start()
 
 
