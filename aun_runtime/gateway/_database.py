@@ -18,8 +18,6 @@ Schema::
     tokens          (token_hash PK, kind access|refresh, aid, family, refresh_count, expires_at, revoked)
     prekeys         (aid, device_id, body JSON, updated_at)          -- E2EE signed prekeys, public
     inbox           (receiver, seq, sender, message_id, body JSON)   -- direct messages; seq per receiver
-    inbox_heads     (receiver PK, head_seq)
-    peer_heads      (receiver, sender, head_seq)                     -- last seq from each sender
     peer_cursors    (receiver, device_id, slot_id, sender, ack_seq)  -- what each device has consumed
     groups          (group_id PK, name, owner_aid, description, visibility, mention_mode, status,
                      message_seq, event_seq, created_at)
@@ -63,10 +61,6 @@ CREATE TABLE IF NOT EXISTS inbox (
     body TEXT NOT NULL, PRIMARY KEY (receiver, seq)) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS inbox_idempotency ON inbox (sender, message_id);
 CREATE INDEX IF NOT EXISTS inbox_by_peer ON inbox (receiver, sender, seq);
-CREATE TABLE IF NOT EXISTS inbox_heads (receiver TEXT PRIMARY KEY, head_seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS peer_heads (
-    receiver TEXT NOT NULL, sender TEXT NOT NULL, head_seq INTEGER NOT NULL,
-    PRIMARY KEY (receiver, sender)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS peer_cursors (
     receiver TEXT NOT NULL, device_id TEXT NOT NULL, slot_id TEXT NOT NULL, sender TEXT NOT NULL,
     ack_seq INTEGER NOT NULL, PRIMARY KEY (receiver, device_id, slot_id, sender)) WITHOUT ROWID;

@@ -44,25 +44,36 @@ class PeerEntry:
 
 
 class InboxStore:
-    """Inbox rows and cursors in the gateway database. Inbox heads are cached in memory."""
+    """Inbox rows and cursors in the gateway database.
+
+    The inbox head and each sender's last seq are derived from the rows themselves (the primary key
+    and the per-peer index answer them in one probe) and then kept in memory, so appending a message
+    writes one row and nothing else.
+    """
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._heads: dict[str, int] = {}
+        self._peer_heads: dict[tuple[str, str], int] = {}
 
     def head(self, receiver: str) -> int:
         """The highest seq in ``receiver``'s inbox (0 when empty)."""
         head = self._heads.get(receiver)
         if head is None:
-            row = self.db.conn.execute("SELECT head_seq FROM inbox_heads WHERE receiver = ?", (receiver,)).fetchone()
-            head = self._heads[receiver] = 0 if row is None else int(row[0])
+            row = self.db.conn.execute("SELECT MAX(seq) FROM inbox WHERE receiver = ?", (receiver,)).fetchone()
+            head = self._heads[receiver] = int(row[0] or 0)
         return head
 
     def peer_head(self, receiver: str, sender: str) -> int:
-        row = self.db.conn.execute(
-            "SELECT head_seq FROM peer_heads WHERE receiver = ? AND sender = ?", (receiver, sender)
-        ).fetchone()
-        return 0 if row is None else int(row[0])
+        """The seq of the last message from ``sender`` in ``receiver``'s inbox (0 if none)."""
+        key = (receiver, sender)
+        head = self._peer_heads.get(key)
+        if head is None:
+            row = self.db.conn.execute(
+                "SELECT MAX(seq) FROM inbox WHERE receiver = ? AND sender = ?", (receiver, sender)
+            ).fetchone()
+            head = self._peer_heads[key] = int(row[0] or 0)
+        return head
 
     def find_sent(self, sender: str, message_id: str) -> StoredMessage | None:
         """The message ``sender`` already sent under ``message_id``, if any (idempotent retries)."""
@@ -74,19 +85,19 @@ class InboxStore:
     def append(self, receiver: str, sender: str, message_id: str, row: dict[str, Any]) -> StoredMessage:
         """Give ``row`` the next seq of ``receiver``'s inbox and store it (in the open transaction)."""
         seq = self.head(receiver) + 1
-        prev_peer_seq = self.peer_head(receiver, sender)
-        row = {**row, "seq": seq, "prev_peer_seq": prev_peer_seq}
+        row = {**row, "seq": seq, "prev_peer_seq": self.peer_head(receiver, sender)}
         with self.db.atomic() as conn:
             conn.execute(
                 "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
                 (receiver, seq, sender, message_id, json.dumps(row, ensure_ascii=False, separators=(",", ":"))),
             )
-            conn.execute("INSERT OR REPLACE INTO inbox_heads (receiver, head_seq) VALUES (?, ?)", (receiver, seq))
-            conn.execute(
-                "INSERT OR REPLACE INTO peer_heads (receiver, sender, head_seq) VALUES (?, ?, ?)", (receiver, sender, seq)
-            )
-        self._heads[receiver] = seq
+        self._heads[receiver] = self._peer_heads[(receiver, sender)] = seq
         return StoredMessage(receiver, seq, row)
+
+    def forget_cached_heads(self) -> None:
+        """Drop the cached heads (after a failed commit rolled rows back)."""
+        self._heads.clear()
+        self._peer_heads.clear()
 
     def pull(self, receiver: str, sender: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` + 1 rows from ``sender`` with seq > ``after_seq`` (the extra one says 'more')."""
@@ -110,8 +121,9 @@ class InboxStore:
         if target != current:
             with self.db.atomic() as conn:
                 conn.execute(
-                    "INSERT OR REPLACE INTO peer_cursors (receiver, device_id, slot_id, sender, ack_seq) "
-                    "VALUES (?, ?, ?, ?, ?)", (receiver, device_id, slot_id, sender, target),
+                    "INSERT INTO peer_cursors (receiver, device_id, slot_id, sender, ack_seq) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET ack_seq = excluded.ack_seq",
+                    (receiver, device_id, slot_id, sender, target),
                 )
         return target
 
@@ -120,22 +132,23 @@ class InboxStore:
         limit: int | None = None,
     ) -> list[PeerEntry]:
         """The senders of ``receiver``'s inbox, in sender order, with this device's cursor for each."""
-        sql = (
-            "SELECT h.sender, h.head_seq, COALESCE(c.ack_seq, 0) FROM peer_heads h LEFT JOIN peer_cursors c "
-            "ON c.receiver = h.receiver AND c.sender = h.sender AND c.device_id = ? AND c.slot_id = ? "
-            "WHERE h.receiver = ? AND h.sender > ?"
-        )
-        args: list[Any] = [device_id, slot_id, receiver, after_sender]
-        if pending_only:
-            sql += " AND h.head_seq > COALESCE(c.ack_seq, 0)"
-        sql += " ORDER BY h.sender"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
+        heads = self.db.conn.execute(
+            "SELECT sender, MAX(seq) FROM inbox WHERE receiver = ? AND sender > ? GROUP BY sender ORDER BY sender",
+            (receiver, after_sender),
+        ).fetchall()
+        acks = dict(self.db.conn.execute(
+            "SELECT sender, ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ?",
+            (receiver, device_id, slot_id),
+        ).fetchall())
         entries = []
-        for sender, head, ack in self.db.conn.execute(sql, args).fetchall():
+        for sender, head in heads:
+            ack = int(acks.get(sender, 0))
+            if pending_only and head <= ack:
+                continue
             next_row = self.db.conn.execute(
                 "SELECT MIN(seq) FROM inbox WHERE receiver = ? AND sender = ? AND seq > ?", (receiver, sender, ack)
             ).fetchone()
-            entries.append(PeerEntry(sender, int(head), int(ack), None if next_row[0] is None else int(next_row[0])))
+            entries.append(PeerEntry(sender, int(head), ack, None if next_row[0] is None else int(next_row[0])))
+            if limit is not None and len(entries) >= limit:
+                break
         return entries

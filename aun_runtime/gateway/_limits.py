@@ -19,6 +19,9 @@ class GatewayLimits:
         rate_per_second: requests one connection may make per second, sustained (a token bucket).
         rate_burst: requests one connection may make at once before the sustained rate applies. A
             request past the budget gets -32429 with ``retry_after_ms``; nothing is queued for it.
+        requests_in_flight: requests of one connection handled at once. Pipelined requests overlap,
+            so a sender's burst shares one SQLite commit; past this many, the connection's next
+            frame is not read until one finishes (backpressure, nothing dropped).
         outbound_frames: frames (answers and pushes) waiting to be written to one connection. A
             connection that lets this many pile up is too slow to keep up with its pushes: it is
             closed with 1013, and since every pushed message is stored first, the client pulls
@@ -41,6 +44,7 @@ class GatewayLimits:
     hard_frame_bytes: int = 2_097_152
     rate_per_second: float = 500.0
     rate_burst: int = 1000
+    requests_in_flight: int = 64
     outbound_frames: int = 1024
     max_connections: int = 10_000
     challenge_ttl: float = 30.0
@@ -55,6 +59,6 @@ class GatewayLimits:
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:
             raise ValueError("hard_frame_bytes must be at least max_frame_bytes")
-        for name in ("rate_per_second", "rate_burst", "outbound_frames", "max_connections", "max_page"):
+        for name in ("rate_per_second", "rate_burst", "requests_in_flight", "outbound_frames", "max_connections", "max_page"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

@@ -33,7 +33,7 @@ from ._auth_methods import AUTH_METHODS
 from ._core import GatewayCore
 from ._errors import ErrorCode, GatewayStartError, RPCError
 from ._events import GatewayEvents
-from ._frames import error_frame, notification_frame, parse_frame, result_frame
+from ._frames import Request, error_frame, notification_frame, parse_frame, result_frame
 from ._group_methods import GROUP_METHODS
 from ._http import add_http_routes
 from ._limits import GatewayLimits
@@ -189,7 +189,7 @@ class GatewayServer:
         ws = web.WebSocketResponse(max_msg_size=limits.hard_frame_bytes, compress=self.compress, autoping=True)
         await ws.prepare(request)
         session = Session(ws, RateBudget(limits.rate_per_second, limits.rate_burst), limits.outbound_frames,
-                          limits.challenge_ttl)
+                          limits.challenge_ttl, limits.requests_in_flight)
         core.all_sessions.add(session)
         session.start_writer()
         session.push(notification_frame("challenge", {
@@ -238,6 +238,9 @@ class GatewayServer:
                     ErrorCode.RATE_LIMITED, f"rate limit of {limits.rate_per_second:g} requests/s reached",
                     retryable=True, retry_after_ms=max(1, int(wait * 1000)))))
             return
+        await session.run_handler(self._handle(session, parsed))
+
+    async def _handle(self, session: Session, parsed: Request) -> None:
         try:
             result, after_reply = await self.core.handle(session, parsed)
         except RPCError as error:

@@ -12,7 +12,9 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import WSCloseCode, web
 
@@ -54,6 +56,7 @@ class Session:
     budget: RateBudget
     outbound_frames: int
     challenge_ttl: float
+    requests_in_flight: int = 64
     id: str = field(default_factory=lambda: "conn-" + secrets.token_hex(8))
     challenge_nonce: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     aid: str | None = None
@@ -65,9 +68,28 @@ class Session:
     _queue: asyncio.Queue[str | None] = field(init=False)
     _writer: asyncio.Task[None] | None = field(default=None, init=False)
     _closer: asyncio.Task[bool] | None = field(default=None, init=False)
+    _handlers: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _slots: asyncio.Semaphore = field(init=False)
+    _finished: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self._queue = asyncio.Queue(maxsize=self.outbound_frames)
+        self._slots = asyncio.Semaphore(self.requests_in_flight)
+
+    async def run_handler(self, handler: Coroutine[Any, Any, None]) -> None:
+        """Start handling one request, waiting while ``requests_in_flight`` are already running.
+
+        Tasks start in arrival order and each runs until its first await (its commit) before the
+        next starts, so requests of one connection take effect in the order they were sent.
+        """
+        await self._slots.acquire()
+        task = asyncio.get_running_loop().create_task(handler)
+        self._handlers.add(task)
+        task.add_done_callback(self._handler_done)
+
+    def _handler_done(self, task: asyncio.Task[None]) -> None:
+        self._handlers.discard(task)
+        self._slots.release()
 
     @property
     def authenticated(self) -> bool:
@@ -93,7 +115,8 @@ class Session:
 
     async def reply(self, frame: str) -> None:
         """Queue an answer, waiting for room: a client that stops reading stops being served."""
-        await self._queue.put(frame)
+        if not self._finished:
+            await self._queue.put(frame)
 
     def push(self, frame: str) -> bool:
         """Queue a push without waiting. A connection whose queue is full is closed as too slow
@@ -119,6 +142,9 @@ class Session:
     async def finish(self) -> None:
         """Stop the writer: the reader has ended, so the peer has gone or is going, and anything
         still queued for it is either stored (messages, which it pulls on reconnect) or moot."""
+        self._finished = True
+        if self._handlers:  # let requests already taken finish: a stored message still gets pushed
+            await asyncio.wait(list(self._handlers), timeout=5.0)
         if self._writer is None:
             return
         self._writer.cancel()
