@@ -33,8 +33,9 @@ Schema::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -100,6 +101,9 @@ class Database:
         self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
         self._in_transaction = False
         self._commit_waiters: asyncio.Future[None] | None = None
+        #: Called after a failed commit rolled everything back, so in-memory caches drop what they
+        #: learned from the lost writes.
+        self.on_rollback: list[Callable[[], None]] = []
 
     def meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -146,7 +150,10 @@ class Database:
                 self.conn.execute("COMMIT")
             except sqlite3.Error as exc:  # disk full, I/O error: every waiting writer must hear of it
                 error = exc
-                self.conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                    self.conn.execute("ROLLBACK")
+                for forget in self.on_rollback:
+                    forget()
             finally:
                 self._in_transaction = False
         if waiters is not None and not waiters.done():

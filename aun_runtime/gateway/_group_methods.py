@@ -212,10 +212,9 @@ async def pull(call: Call) -> dict[str, Any]:
             ack = requested
             core.groups.set_cursor(group.group_id, call.aid, device_id, slot_id, ack, event_ack)
             await core.db.commit()
-    rows = core.groups.messages(group.group_id, max(after, member.join_seq), limit)
-    more = len(rows) > limit
+    rows, more = core.groups.messages(group.group_id, max(after, member.join_seq), limit, core.limits.max_page_bytes)
     return {
-        "group_id": group.group_id, "group_aid": group.group_id, "messages": rows[:limit], "has_more": more,
+        "group_id": group.group_id, "group_aid": group.group_id, "messages": rows, "has_more": more,
         "latest_message_seq": group.message_seq, "cursor": _cursor_wire(ack, group, member),
     }
 

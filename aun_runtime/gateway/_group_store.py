@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._database import Database
+from ._inboxes import page_of
 
 __all__ = ["Group", "GroupStore", "Member"]
 
@@ -65,7 +66,9 @@ class GroupStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # A cache of the groups table (one entry per group); dropped on a failed commit.
         self._groups: dict[str, Group] = {}
+        db.on_rollback.append(self._groups.clear)
 
     def get(self, group_id: str) -> Group | None:
         group = self._groups.get(group_id)
@@ -156,12 +159,15 @@ class GroupStore:
         group.message_seq = seq
         return row
 
-    def messages(self, group_id: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
-        rows = self.db.conn.execute(
+    def messages(
+        self, group_id: str, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Messages after ``after_seq``, bounded by count and bytes; and whether more remain."""
+        bodies = self.db.conn.execute(
             "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (group_id, after_seq, limit + 1),
         ).fetchall()
-        return [json.loads(body) for (body,) in rows]
+        return page_of(bodies, limit, max_bytes)
 
     # -- events --------------------------------------------------------------------------------
 

@@ -79,7 +79,9 @@ class IdentityStore:
         self.access_ttl = access_ttl
         self.refresh_ttl = refresh_ttl
         self.max_refreshes = max_refreshes
+        # A cache of current certificates (one per registered AID); dropped on a failed commit.
         self._current: dict[str, CertRecord] = {}
+        db.on_rollback.append(self._current.clear)
 
     # -- certificates --------------------------------------------------------------------------
 

@@ -15,7 +15,19 @@ from typing import Any
 
 from ._database import Database
 
-__all__ = ["InboxStore", "PeerEntry", "StoredMessage"]
+__all__ = ["InboxStore", "PeerEntry", "StoredMessage", "page_of"]
+
+
+def page_of(bodies: list[tuple[str]], limit: int, max_bytes: int | None) -> tuple[list[dict[str, Any]], bool]:
+    """Decode stored JSON rows into a page bounded by count and size; True if rows were left out."""
+    rows: list[dict[str, Any]] = []
+    size = 0
+    for (body,) in bodies[:limit]:
+        size += len(body)
+        if rows and max_bytes is not None and size > max_bytes:
+            return rows, True
+        rows.append(json.loads(body))
+    return rows, len(bodies) > limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +65,10 @@ class InboxStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Caches of what the rows say (so as large as the data, no larger); dropped on a failed commit.
         self._heads: dict[str, int] = {}
         self._peer_heads: dict[tuple[str, str], int] = {}
+        db.on_rollback.append(self.forget_cached_heads)
 
     def head(self, receiver: str) -> int:
         """The highest seq in ``receiver``'s inbox (0 when empty)."""
@@ -99,13 +113,16 @@ class InboxStore:
         self._heads.clear()
         self._peer_heads.clear()
 
-    def pull(self, receiver: str, sender: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
-        """Up to ``limit`` + 1 rows from ``sender`` with seq > ``after_seq`` (the extra one says 'more')."""
-        rows = self.db.conn.execute(
+    def pull(
+        self, receiver: str, sender: str, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Rows from ``sender`` with seq > ``after_seq``: at most ``limit``, and no more once they
+        reach ``max_bytes`` (at least one). Returns them and whether more remain."""
+        bodies = self.db.conn.execute(
             "SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? ORDER BY seq LIMIT ?",
             (receiver, sender, after_seq, limit + 1),
         ).fetchall()
-        return [json.loads(body) for (body,) in rows]
+        return page_of(bodies, limit, max_bytes)
 
     def ack_seq(self, receiver: str, device_id: str, slot_id: str, sender: str) -> int:
         row = self.db.conn.execute(

@@ -38,6 +38,8 @@ class GatewayLimits:
         max_refreshes: refreshes one login may chain before a full login is required again.
         signature_window: seconds a ``client_signature`` timestamp may differ from server time.
         max_page: the most messages, events or peers one pull or directory page returns.
+        max_page_bytes: a pull page stops growing past this many bytes of messages (it always holds
+            at least one), so an answer stays under the 2 MiB the AUN client accepts per frame.
     """
 
     max_frame_bytes: int = 1_000_000
@@ -55,6 +57,7 @@ class GatewayLimits:
     max_refreshes: int = 720
     signature_window: float = 300.0
     max_page: int = 200
+    max_page_bytes: int = 1_500_000
 
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:

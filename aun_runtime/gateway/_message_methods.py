@@ -121,9 +121,7 @@ async def pull(call: Call) -> dict[str, Any]:
         acked = core.inboxes.acknowledge(receiver, device_id, slot_id, sender, params.integer("ack_up_to_seq"))
         await core.db.commit()
         core.events.emit("message.acked", receiver=receiver, sender=sender, device_id=device_id, ack_seq=acked)
-    rows = core.inboxes.pull(receiver, sender, after, limit)
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = core.inboxes.pull(receiver, sender, after, limit, core.limits.max_page_bytes)
     covered = rows[-1]["seq"] if more else head
     return {
         "cursor_scope": "peer", "sender_aid": sender, "messages": rows, "has_more": more,

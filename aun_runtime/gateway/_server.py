@@ -189,7 +189,7 @@ class GatewayServer:
         ws = web.WebSocketResponse(max_msg_size=limits.hard_frame_bytes, compress=self.compress, autoping=True)
         await ws.prepare(request)
         session = Session(ws, RateBudget(limits.rate_per_second, limits.rate_burst), limits.outbound_frames,
-                          limits.challenge_ttl, limits.requests_in_flight)
+                          limits.challenge_ttl, limits.requests_in_flight, request.transport)
         core.all_sessions.add(session)
         session.start_writer()
         session.push(notification_frame("challenge", {

@@ -24,6 +24,8 @@ log = logging.getLogger("aun_runtime.gateway")
 
 #: Close code for a connection that fell too far behind its pushes ("try again later").
 CLOSE_SLOW_CONSUMER = 1013
+#: Seconds a close handshake may take before the TCP connection is dropped instead.
+CLOSE_GRACE_SECONDS = 1.0
 
 
 class RateBudget:
@@ -57,6 +59,7 @@ class Session:
     outbound_frames: int
     challenge_ttl: float
     requests_in_flight: int = 64
+    transport: asyncio.Transport | None = None
     id: str = field(default_factory=lambda: "conn-" + secrets.token_hex(8))
     challenge_nonce: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     aid: str | None = None
@@ -134,7 +137,17 @@ class Session:
     def close_soon(self, code: int, message: bytes) -> None:
         """Start closing the socket from synchronous code (a timer, a push)."""
         if self._closer is None and not self.ws.closed:
-            self._closer = asyncio.get_running_loop().create_task(self.ws.close(code=code, message=message))
+            self._closer = asyncio.get_running_loop().create_task(self._close_or_abort(code, message))
+
+    async def _close_or_abort(self, code: int, message: bytes) -> bool:
+        # A peer that stopped reading cannot take a close frame either: give the handshake a moment,
+        # then drop the TCP connection (the client sees a network drop and reconnects at once).
+        try:
+            return await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_GRACE_SECONDS)
+        except TimeoutError:
+            if self.transport is not None:
+                self.transport.abort()
+            return False
 
     async def close(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"") -> None:
         await self.ws.close(code=code, message=message)

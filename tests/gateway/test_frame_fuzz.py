@@ -148,5 +148,5 @@ def test_live_gateway_survives_fuzz_and_leaks_nothing(live: LiveGateway, frame: 
     finally:
         ws.close()
     # Nothing mallory sent touched bob's messages from alice.
-    rows = live.server.core.inboxes.pull("bob-victim.aun.localhost", "alice-friend.aun.localhost", 0, 10)
+    rows, _ = live.server.core.inboxes.pull("bob-victim.aun.localhost", "alice-friend.aun.localhost", 0, 10)
     assert [row["legacy_v1"]["payload"]["text"] for row in rows] == [SECRET]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -133,8 +134,9 @@ async def test_impersonation_is_refused(gateway: GatewayServer) -> None:
     # Claiming to be bob in the params changes nothing: the sender is the connection.
     sent = (await m.call("message.send", {"to": alice.aid, "from_aid": bob.aid, "sender_aid": bob.aid,
                                           "payload": {"type": "text", "text": "it is me, bob"}}))["result"]
-    row = gateway.core.inboxes.pull(alice.aid, mallory.aid, 0, 10)
-    assert sent["seq"] == 1 and row[0]["from_aid"] == mallory.aid and gateway.core.inboxes.pull(alice.aid, bob.aid, 0, 10) == []
+    rows, _ = gateway.core.inboxes.pull(alice.aid, mallory.aid, 0, 10)
+    assert sent["seq"] == 1 and rows[0]["from_aid"] == mallory.aid
+    assert gateway.core.inboxes.pull(alice.aid, bob.aid, 0, 10) == ([], False)
     # Signing as bob is refused outright.
     forged = mallory.sign("message.send", {"to": alice.aid, "payload": {"type": "text", "text": "x"}}, as_aid=bob.aid)
     assert (await m.call("message.send", forged))["error"]["code"] == -32003
@@ -163,7 +165,7 @@ async def test_retried_send_is_idempotent(gateway: GatewayServer) -> None:
     first = (await conn.call("message.send", params))["result"]
     second = (await conn.call("message.send", alice.sign("message.send", params)))["result"]
     assert (second["seq"], second["status"]) == (first["seq"], "duplicate")
-    assert len(gateway.core.inboxes.pull(bob.aid, alice.aid, 0, 10)) == 1
+    assert len(gateway.core.inboxes.pull(bob.aid, alice.aid, 0, 10)[0]) == 1
     elsewhere = await conn.call("message.send", {**params, "to": carol.aid})
     assert elsewhere["error"]["code"] == -32602 and elsewhere["error"]["data"]["field"] == "message_id"
     group = (await conn.call("group.create", {"group_id": unique_name("dup")}))["result"]["group"]["group_id"]
@@ -190,3 +192,37 @@ async def test_acks_never_move_backwards_and_stop_at_the_head(gateway: GatewaySe
     assert page["persistent_has_more"] is True and page["covered_through_seq"] == 2 < page["head_seq"] == 3
     for conn in (a, b):
         await conn.close()
+
+
+async def test_a_receiver_that_stops_reading_is_dropped_and_loses_nothing(tmp_path: Path) -> None:
+    limits = GatewayLimits(outbound_frames=2)
+    async with GatewayServer(port=0, data_dir=tmp_path / "gw", limits=limits) as server:
+        alice, bob = await raw_register(server, unique_name("alice")), await raw_register(server, unique_name("bob"))
+        sleeper = await bob.connect(server)  # reads nothing from here on
+        # A small receive buffer makes "stops reading" bite after a few frames instead of many MB.
+        sleeper.ws.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sender = await alice.connect(server)
+        big = "z" * 600_000
+        count = 0
+        while bob.aid in server.connected_aids():  # fill the socket buffers, then the outbound queue
+            count += 1
+            answer = await sender.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": big}})
+            assert "result" in answer
+            assert count < 200, "the slow receiver was never dropped"
+        await server.events.wait("disconnected", aid=bob.aid)
+        await sleeper.ws.close()
+        # Everything sent was stored: bob pulls all of it on a new connection.
+        fresh = await bob.connect(server, device_id="raw-device")
+        seqs: list[int] = []
+        after = 0
+        while True:
+            page = (await fresh.call("message.v2.pull", {"cursor_scope": "peer", "sender_aid": alice.aid,
+                                                         "after_seq": after, "limit": 200}))["result"]
+            assert 1 <= len(page["messages"]) <= 2  # pages are bounded by bytes, not only by count
+            seqs += [m["seq"] for m in page["messages"]]
+            after = page["next_after_seq"]
+            if not page["has_more"]:
+                break
+        assert seqs == list(range(1, count + 1))
+        await fresh.close()
+        await sender.close()
