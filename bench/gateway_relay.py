@@ -11,10 +11,11 @@ clients), measured in the same run:
   out and one back.
 
 Latency: one message at a time, from A's send to the arrival (B's push, or A's echo). Throughput: a
-window of messages in flight. Prints one JSON line with messages/s, p50/p99 latency and the ratios
-gateway / echo.
+window of messages in flight. The two paths are measured in alternating rounds and each figure is
+the median over the rounds, so load from other processes on a shared machine hits both alike.
+Prints one JSON line with messages/s, p50/p99 latency and the ratios gateway / echo.
 
-    python bench/gateway_relay.py [--messages 5000] [--window 64]
+    python bench/gateway_relay.py [--messages 5000] [--window 64] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class Path:
         self.arrived: asyncio.Queue[float] = asyncio.Queue()
         self._readers: list[asyncio.Task[None]] = []
 
-    def start(self, is_arrival: Any) -> None:
+    def start(self, is_arrival: Any) -> Path:
         async def read(ws: Any) -> None:
             async for text in ws:
                 if is_arrival(text):
@@ -103,6 +104,7 @@ class Path:
 
         for ws in {self.sender, self.receiver}:
             self._readers.append(asyncio.create_task(read(ws)))
+        return self
 
     async def latency(self, count: int) -> list[float]:
         samples = []
@@ -134,19 +136,21 @@ class Path:
 
 def summary(samples: list[float], rate: float) -> dict[str, float]:
     ordered = sorted(samples)
-    return {"msgs_per_s": round(rate, 1), "p50_ms": round(statistics.median(ordered) * 1000, 3),
-            "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 3)}
+    return {"msgs_per_s": rate, "p50_ms": statistics.median(ordered) * 1000,
+            "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000}
 
 
 async def measure(path: Path, messages: int, window: int) -> dict[str, float]:
-    await path.latency(200)  # warm up
     samples = await path.latency(max(200, messages // 5))
     rate = await path.throughput(messages, window)
-    await path.close()
     return summary(samples, rate)
 
 
-async def main(messages: int, window: int) -> dict[str, Any]:
+def medians(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.median(r[key] for r in rounds), 3) for key in rounds[0]}
+
+
+async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
     payload = {"type": "text", "text": "x" * 100}
     with tempfile.TemporaryDirectory() as data:
         gateway, line = start([sys.executable, "-m", "aun_runtime.gateway", "--port", "0", "--data", data,
@@ -163,20 +167,25 @@ async def main(messages: int, window: int) -> dict[str, Any]:
                 return json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.send",
                                    "params": {"to": bob, "payload": payload, "message_id": f"m-{time.perf_counter_ns()}-{i}"}})
 
-            relay = Path(sender, receiver, send_frame)
-            relay.start(lambda text: text.startswith('{"jsonrpc":"2.0","method":"event/message.received"'))
-            gateway_figures = await measure(relay, messages, window)
-
+            relay = Path(sender, receiver, send_frame).start(
+                lambda text: text.startswith('{"jsonrpc":"2.0","method":"event/message.received"'))
             echo_ws = await websockets.connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None)
-            baseline = Path(echo_ws, echo_ws, send_frame)
-            baseline.start(lambda text: True)
-            echo_figures = await measure(baseline, messages, window)
+            baseline = Path(echo_ws, echo_ws, send_frame).start(lambda text: True)
+            for path in (relay, baseline):
+                await path.latency(200)  # warm up
+            gateway_rounds, echo_rounds = [], []
+            for _ in range(rounds):
+                gateway_rounds.append(await measure(relay, messages, window))
+                echo_rounds.append(await measure(baseline, messages, window))
+            await relay.close()
+            await baseline.close()
+            gateway_figures, echo_figures = medians(gateway_rounds), medians(echo_rounds)
         finally:
             for process in (gateway, echo):
                 process.terminate()
                 process.wait(10)
     return {
-        "bench": "gateway_relay", "messages": messages, "window": window, "payload_bytes": len(json.dumps(payload)),
+        "bench": "gateway_relay", "messages": messages, "window": window, "rounds": rounds, "payload_bytes": len(json.dumps(payload)),
         "gateway": gateway_figures, "echo": echo_figures,
         "throughput_ratio": round(gateway_figures["msgs_per_s"] / echo_figures["msgs_per_s"], 3),
         "p50_ratio": round(gateway_figures["p50_ms"] / echo_figures["p50_ms"], 2),
@@ -188,5 +197,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
-    print(json.dumps(asyncio.run(main(options.messages, options.window))))
+    print(json.dumps(asyncio.run(main(options.messages, options.window, options.rounds))))
