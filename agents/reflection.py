@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
-from aun_runtime import AUNAgent, AUNRuntime, MessageContext, event
+from aun_runtime import AUNRuntime, MessageContext, event
 from protocols.errors import InvalidMessageError
 from protocols.reflection import (
     DEFAULT_MAX_ROUNDS,
@@ -42,6 +42,7 @@ from protocols.reflection import (
     parse_verdict,
 )
 
+from ._answering import AnsweringAgent
 from ._code_runner import DEFAULT_TIMEOUT, run_program
 from ._model_calls import ModelLike, result_text, use_model
 
@@ -72,7 +73,7 @@ def _fenced(text: str, language: str = "") -> str:
     return f"```{language}\n{text.rstrip()}\n```" if text.strip() else "(empty)"
 
 
-class Coder(AUNAgent):
+class Coder(AnsweringAgent):
     """Writes a program for each task and a corrected one for each rejection.
 
     Args:
@@ -128,7 +129,7 @@ class Coder(AUNAgent):
         await self.send(self.executor, CodeGenMsg(task=task, round=round_, code=code, notes=notes))
 
 
-class Executor(AUNAgent):
+class Executor(AnsweringAgent):
     """Runs each round's code for real and reports what happened to the Reviewer.
 
     Args:
@@ -160,7 +161,7 @@ class Executor(AUNAgent):
         )
 
 
-class Reviewer(AUNAgent):
+class Reviewer(AnsweringAgent):
     """Judges each run; sends the outcome to the requester or the reasons back to the Coder.
 
     Args:

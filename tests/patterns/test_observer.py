@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from agents.observer import ObserverAgent
-from agents.stand_in_models import DEMO_OBSERVERS, ObserverStandIn
+from agents.stand_ins.observer import DEMO_OBSERVERS, ObserverStandIn
 from aun_runtime import AUNMessage, AUNRuntime, RecordKind, TextPayload
 from aun_runtime._core import group_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient

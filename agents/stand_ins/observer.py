@@ -1,11 +1,4 @@
-"""Deterministic stand-in models for the patterns: what answers offline when no model is configured.
-
-Each stand-in is a pure function of the request (see
-:class:`~aun_runtime.models.ScriptedChatCompletionClient`): it reads the prompt the agents built and
-answers the way a capable model following that prompt would, so the demo runs with no network and the
-notebook cassettes can be re-recorded offline (``AUN_MODEL_CLIENT=agents.stand_in_models:<name>``).
-They are fakes of the model only; everything around them is the real runtime.
-"""
+"""Stand-in model for observers: follows the observer protocol's behaviour table by simple rules."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ from dataclasses import dataclass, field
 
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient
 
-__all__ = ["ObserverProfile", "ObserverStandIn", "observer_group"]
+__all__ = ["DEMO_OBSERVERS", "ObserverProfile", "ObserverStandIn", "observer_group"]
 
 
 @dataclass(frozen=True)
@@ -101,5 +94,5 @@ DEMO_OBSERVERS = {
 
 
 def observer_group() -> ScriptedChatCompletionClient:
-    """The stand-in for the observer demo and notebook (``AUN_MODEL_CLIENT=agents.stand_in_models:observer_group``)."""
+    """The stand-in for the observer demo and notebook."""
     return ScriptedChatCompletionClient(ObserverStandIn(dict(DEMO_OBSERVERS)))
