@@ -73,6 +73,9 @@ class ObserverAgent(AUNAgent):
         self.allow_from = frozenset(allow_from) if allow_from is not None else None
         self.context_messages = context_messages
         self.stream = stream
+        #: Model calls made so far, and the last request's messages: what the model was shown.
+        self.model_calls = 0
+        self.last_request: list[LLMMessage] = []
 
     @event
     async def on_chat(self, message: AUNMessage, ctx: MessageContext) -> None:
@@ -144,6 +147,8 @@ class ObserverAgent(AUNAgent):
         return "addressed to no one in particular"
 
     async def _ask_model(self, messages: list[LLMMessage]) -> ObserverOutput:
+        self.model_calls += 1
+        self.last_request = messages
         if not self.stream:
             return parse_observer_output(result_text(await self.model.create(messages)))
         parser = ObserverStreamParser()

@@ -124,7 +124,7 @@ class CodeGenMsg(AUNContract, wire_name="aun.reflection.CodeGen"):
 
     def summary(self) -> str:
         lines = len(self.code.splitlines())
-        return f"round {self.round} of {self.task.task_id}: {lines} lines of {self.task.language}"
+        return f"round {self.round} of {self.task.task_id}: {lines} line{'s' if lines != 1 else ''} of {self.task.language}"
 
 
 class ExecutionResultMsg(AUNContract, wire_name="aun.reflection.ExecutionResult"):
