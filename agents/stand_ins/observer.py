@@ -25,9 +25,9 @@ class ObserverProfile:
 class ObserverStandIn:
     """Follows the observer protocol's behaviour table, for the observers named in ``profiles``.
 
-    Decision order: addressed -> reply; the point was just made by someone else -> silent;
-    continuing a conversation it is in -> reply; addressed to someone else or off its topics ->
-    silent; on topic but not a question (unsure) -> silent; an open question on its topic -> reply.
+    Decision order: addressed -> reply; addressed to someone else or off its topics -> silent;
+    continuing a conversation it is in -> reply; the point was just made by someone else -> silent;
+    on topic but nothing asked (unsure) -> silent; an open question on its topic -> reply.
     """
 
     profiles: dict[str, ObserverProfile] = field(default_factory=dict)
@@ -46,13 +46,14 @@ class ObserverStandIn:
         on_topic = any(topic in text for topic in profile.topics)
         if addressed_to in ("addressed to you", "addressed to everyone"):
             return "__REPLY__ " + (profile.answer if on_topic else profile.says_unknown)
-        others = [line for line in context[-4:] if not line.startswith("[you]")]
-        if any(profile.answer.lower() in line.lower() for line in others) or profile.answer.lower() in text:
-            return "__SILENT__ someone just made that point"
-        if on_topic and addressed_to == "addressed to no one in particular" and _continues(context, request):
-            return "__REPLY__ " + profile.follow_up
         if not on_topic or addressed_to != "addressed to no one in particular":
             return "__SILENT__ not my conversation"
+        if _continues(context, request):
+            return "__REPLY__ " + profile.follow_up
+        others = [line for line in context[-4:] if not line.startswith("[you]")]
+        said = any(profile.answer.lower() in line.lower() for line in others)
+        if said or profile.answer.lower() in text:
+            return "__SILENT__ someone just made that point"
         if "?" not in new:
             return "__SILENT__ on my topic, but nothing is being asked"
         return "__REPLY__ " + profile.answer

@@ -188,6 +188,9 @@ async def test_the_behaviour_table_row_by_row() -> None:
 
     # Unrelated topic: everyone stays silent.
     assert await step("Lunch at noon, anyone?") == []
+    # Unsure (on the topic of ops and sre, but nobody asks anything): silence.
+    assert await step("The rollout dashboard has a new colour scheme.") == []
+    assert any("nothing is being asked" in t for t in thoughts(runtime, "ops.local"))
     # Addressed: the one named replies; the others (not their topic) stay silent.
     assert await step("db, the orders query is slow. Any idea?", ["db.local"]) == [("db.local", db_answer)]
     # The conversation db is in goes on, unaddressed and without a question: db continues it.
@@ -199,8 +202,6 @@ async def test_the_behaviour_table_row_by_row() -> None:
     assert any("someone just made that point" in t for t in thoughts(runtime, "sre.local"))
     # ...unless asked: then sre says it too.
     assert await step("sre, is that right about the deploy?", ["sre.local"]) == [("sre.local", deploy)]
-    # Unsure (on its topic, but nobody asks anything): silence.
-    assert await step("The rollout dashboard has a new colour scheme.") == []
     await runtime.close()
 
 
