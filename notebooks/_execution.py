@@ -57,11 +57,19 @@ def text_outputs(notebook: nbformat.NotebookNode) -> list[list[str]]:
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
-        texts = []
+        texts: list[str] = []
+        last_stream = None
         for output in cell.get("outputs", []):
             if output.output_type == "stream":
-                texts.append(f"{output.name}: {output.text}")
-            elif output.output_type in ("execute_result", "display_data"):
+                # How printed text is split into stream outputs depends on timing: join the pieces.
+                if last_stream == output.name:
+                    texts[-1] += output.text
+                else:
+                    texts.append(f"{output.name}: {output.text}")
+                last_stream = output.name
+                continue
+            last_stream = None
+            if output.output_type in ("execute_result", "display_data"):
                 texts.append(str(output.get("data", {}).get("text/plain", "")))
             elif output.output_type == "error":
                 texts.append(f"error: {output.ename}: {output.evalue}")

@@ -19,7 +19,6 @@ import os
 import sys
 
 import nbformat
-
 from _execution import HERE, NOTEBOOKS, execute, offline_environment
 
 

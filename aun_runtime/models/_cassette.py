@@ -140,6 +140,7 @@ class Cassette:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; a cassette is an ordinary project file
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
