@@ -102,3 +102,12 @@ async def test_recording_a_live_server_then_replaying_offline(tmp_path: Path) ->
     assert data["model_info"]["json_output"] is True  # the live model's capabilities travel along
     offline = model_client_from_env(path, environ={})  # the server is gone: replay needs no network
     assert (await offline.create(MESSAGES)).content == "recorded answer"
+
+
+def test_importing_the_models_package_loads_no_optional_client() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, aun_runtime.models; print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'tiktoken')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -234,3 +234,20 @@ async def test_a_model_failure_is_a_dead_letter_not_silence() -> None:
     [dead] = runtime.archive.dead_letters()
     assert "model server unreachable" in (dead.reason or "")
     await runtime.close()
+
+
+async def test_the_same_conversation_gives_the_same_trace_twice() -> None:
+    traces = []
+    for _ in range(2):
+        client = ScriptedChatCompletionClient(ObserverStandIn(dict(DEMO_OBSERVERS)))
+        runtime, human = await group_with(client, ("db.local", "ops.local", "sre.local"))
+        for text, mentions in (
+            ("db, the orders query is slow. Any idea?", ["db.local"]),
+            ("ops, when is the deploy?", ["ops.local"]),
+        ):
+            await human.group_send("team", text, mentions=mentions)  # type: ignore[attr-defined]
+        await runtime.settle()  # both questions in flight at once: observers answer concurrently
+        traces.append(runtime.transcript())
+        await runtime.close()
+    assert traces[0] == traces[1]
+    assert "someone just made that point" in traces[0]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from agents.reflection import CODER_PROMPT, REVIEWER_PROMPT, Reviewer, register_reflection_team
 from aun_runtime import AUNRuntime, InvalidAIDError, JsonPayload, RecordKind
-from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient
+from aun_runtime.models import ModelConfig, ModelRequest, ScriptedChatCompletionClient
 from protocols.reflection import (
     CodeGenMsg,
     CodingResultMsg,
@@ -20,6 +21,7 @@ from protocols.reflection import (
 )
 
 TASK = "Print the sum of the integers from 0 to 9."
+NOTEBOOK_CASSETTE = Path(__file__).resolve().parents[2] / "notebooks" / "cassettes" / "01_reflection.json"
 
 
 def team_model(attempts: list[str], expected_stdout: str = "45") -> ScriptedChatCompletionClient:
@@ -233,3 +235,19 @@ def test_reviewer_settings_are_checked() -> None:
         Reviewer(team_model(["x"]), max_rounds=11)
     with pytest.raises(InvalidAIDError, match="no domain"):
         TaskRef(task_id="t", task="x", requester="not an aid")
+
+
+async def test_agents_build_their_own_client_from_a_plain_config() -> None:
+    # What a worker process gets: plain values, no client object. Here: the notebook's cassette.
+    config = ModelConfig(source="cassette", cassette=str(NOTEBOOK_CASSETTE))
+    runtime = AUNRuntime()
+    await register_reflection_team(runtime, config)
+    inbox = await runtime.open_inbox("app.local")
+    await runtime.start()
+    task = CodingTaskMsg(task="Print the first 10 Fibonacci numbers, space-separated.", task_id="fib")
+    await inbox.send("coder.local", task)
+    await runtime.settle()
+    [message] = inbox.received
+    result = CodingResultMsg.model_validate(message.payload.data)  # type: ignore[union-attr]
+    assert result.approved and result.stdout == "0 1 1 2 3 5 8 13 21 34\n"
+    await runtime.close()
