@@ -22,15 +22,11 @@ import uuid
 
 from pydantic import Field, model_validator
 
+from ._text import snip
 from .aun import AID, GroupId
 from .contract import AUNContract
 
 __all__ = ["GatherRequest", "GatheredResults", "ScatterTask", "WorkerResult"]
-
-
-def _snip(text: str, width: int = 50) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 class GatherRequest(AUNContract, wire_name="aun.concurrent.GatherRequest"):
@@ -49,7 +45,7 @@ class GatherRequest(AUNContract, wire_name="aun.concurrent.GatherRequest"):
 
     def summary(self) -> str:
         via = f"group {self.group}" if self.group else "direct messages"
-        return f"gather {self.task_id} from {len(self.workers)} workers via {via}: {_snip(self.content)}"
+        return f"gather {self.task_id} from {len(self.workers)} workers via {via}: {snip(self.content, 50)}"
 
 
 class ScatterTask(AUNContract, wire_name="aun.concurrent.ScatterTask"):
@@ -60,7 +56,7 @@ class ScatterTask(AUNContract, wire_name="aun.concurrent.ScatterTask"):
     reply_to: AID
 
     def summary(self) -> str:
-        return f"task {self.task_id}: {_snip(self.content)}"
+        return f"task {self.task_id}: {snip(self.content, 50)}"
 
 
 class WorkerResult(AUNContract, wire_name="aun.concurrent.WorkerResult"):
@@ -71,7 +67,7 @@ class WorkerResult(AUNContract, wire_name="aun.concurrent.WorkerResult"):
     content: str
 
     def summary(self) -> str:
-        return f"{self.worker} on {self.task_id}: {_snip(self.content)}"
+        return f"{self.worker} on {self.task_id}: {snip(self.content, 50)}"
 
 
 class GatheredResults(AUNContract, wire_name="aun.concurrent.GatheredResults"):

@@ -23,6 +23,7 @@ from collections import Counter
 
 from pydantic import Field
 
+from ._text import snip
 from .aun import AID
 from .contract import AUNContract
 
@@ -41,11 +42,6 @@ __all__ = [
 MAX_DEBATE_ROUNDS = 10
 
 
-def _snip(text: str, width: int = 50) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 class DebateQuestion(AUNContract, wire_name="aun.debate.DebateQuestion"):
     """A question for the moderator to put to the solvers."""
 
@@ -53,7 +49,7 @@ class DebateQuestion(AUNContract, wire_name="aun.debate.DebateQuestion"):
     question_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], min_length=1, max_length=128)
 
     def summary(self) -> str:
-        return f"question {self.question_id}: {_snip(self.question)}"
+        return f"question {self.question_id}: {snip(self.question, 50)}"
 
 
 class DebateOpen(AUNContract, wire_name="aun.debate.DebateOpen"):

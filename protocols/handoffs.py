@@ -20,15 +20,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._text import snip
 from .aun import AID
 from .contract import AUNContract
 
 __all__ = ["AgentReply", "ChatTurn", "CustomerMessage", "Handoff"]
-
-
-def _snip(text: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 class ChatTurn(BaseModel):
@@ -49,7 +45,7 @@ class CustomerMessage(AUNContract, wire_name="aun.handoffs.CustomerMessage"):
     history: list[ChatTurn] = Field(default_factory=list)
 
     def summary(self) -> str:
-        return _snip(self.text)
+        return snip(self.text, 60)
 
 
 class Handoff(AUNContract, wire_name="aun.handoffs.Handoff"):
@@ -61,7 +57,7 @@ class Handoff(AUNContract, wire_name="aun.handoffs.Handoff"):
     reason: str = ""
 
     def summary(self) -> str:
-        return f"handoff of {self.session_id}" + (f": {_snip(self.reason)}" if self.reason else "")
+        return f"handoff of {self.session_id}" + (f": {snip(self.reason, 60)}" if self.reason else "")
 
 
 class AgentReply(AUNContract, wire_name="aun.handoffs.AgentReply"):
@@ -72,4 +68,4 @@ class AgentReply(AUNContract, wire_name="aun.handoffs.AgentReply"):
     text: str
 
     def summary(self) -> str:
-        return _snip(self.text)
+        return snip(self.text, 60)

@@ -13,15 +13,11 @@ import uuid
 
 from pydantic import Field
 
+from ._text import snip
 from .aun import AID
 from .contract import AUNContract
 
 __all__ = ["LayerResult", "LayerTask", "MixtureResult", "MixtureTask"]
-
-
-def _snip(text: str, width: int = 50) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 class MixtureTask(AUNContract, wire_name="aun.mixture.MixtureTask"):
@@ -31,7 +27,7 @@ class MixtureTask(AUNContract, wire_name="aun.mixture.MixtureTask"):
     task_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], min_length=1, max_length=128)
 
     def summary(self) -> str:
-        return f"mixture task {self.task_id}: {_snip(self.task)}"
+        return f"mixture task {self.task_id}: {snip(self.task, 50)}"
 
 
 class LayerTask(AUNContract, wire_name="aun.mixture.LayerTask"):
@@ -56,7 +52,7 @@ class LayerResult(AUNContract, wire_name="aun.mixture.LayerResult"):
     content: str
 
     def summary(self) -> str:
-        return f"layer {self.layer} answer from {self.worker}: {_snip(self.content)}"
+        return f"layer {self.layer} answer from {self.worker}: {snip(self.content, 50)}"
 
 
 class MixtureResult(AUNContract, wire_name="aun.mixture.MixtureResult"):
@@ -67,4 +63,4 @@ class MixtureResult(AUNContract, wire_name="aun.mixture.MixtureResult"):
     layers: int
 
     def summary(self) -> str:
-        return f"answer to {self.task_id} after {self.layers} layers: {_snip(self.answer)}"
+        return f"answer to {self.task_id} after {self.layers} layers: {snip(self.answer, 50)}"

@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._text import snip
 from .aun import AID
 from .contract import AUNContract
 from .errors import InvalidMessageError
@@ -68,11 +69,6 @@ def _new_task_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def _snip(text: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 class CodingTaskMsg(AUNContract, wire_name="aun.reflection.CodingTask"):
     """A coding task for the Coder. The outcome goes back to whoever sent it.
 
@@ -89,7 +85,7 @@ class CodingTaskMsg(AUNContract, wire_name="aun.reflection.CodingTask"):
     max_rounds: int | None = Field(default=None, ge=1, le=MAX_ROUNDS_LIMIT)
 
     def summary(self) -> str:
-        return f"coding task {self.task_id}: {_snip(self.task)}"
+        return f"coding task {self.task_id}: {snip(self.task, 60)}"
 
 
 class TaskRef(BaseModel):
@@ -146,10 +142,10 @@ class ExecutionResultMsg(AUNContract, wire_name="aun.reflection.ExecutionResult"
         if self.timed_out:
             outcome = "timed out"
         elif self.exit_code == 0:
-            outcome = f"exit 0, stdout {_snip(self.stdout, 40)!r}"
+            outcome = f"exit 0, stdout {snip(self.stdout, 40)!r}"
         else:
             last = self.stderr.strip().splitlines()[-1] if self.stderr.strip() else ""
-            outcome = f"exit {self.exit_code}: {_snip(last, 50)}"
+            outcome = f"exit {self.exit_code}: {snip(last, 50)}"
         return f"round {self.round} of {self.task.task_id} ran: {outcome}"
 
 
@@ -165,7 +161,7 @@ class ReviewMsg(AUNContract, wire_name="aun.reflection.Review"):
     stderr: str = ""
 
     def summary(self) -> str:
-        return f"round {self.round} of {self.task.task_id} rejected: {_snip('; '.join(self.reasons))}"
+        return f"round {self.round} of {self.task.task_id} rejected: {snip('; '.join(self.reasons), 60)}"
 
 
 class CodingResultMsg(AUNContract, wire_name="aun.reflection.CodingResult"):
@@ -188,7 +184,7 @@ class CodingResultMsg(AUNContract, wire_name="aun.reflection.CodingResult"):
     def summary(self) -> str:
         if self.approved:
             return f"task {self.task_id} approved after {self.rounds} round(s)"
-        return f"task {self.task_id} not approved: round limit of {self.rounds} reached ({_snip('; '.join(self.reasons), 50)})"
+        return f"task {self.task_id} not approved: round limit of {self.rounds} reached ({snip('; '.join(self.reasons), 50)})"
 
 
 class ReviewVerdict(BaseModel):
@@ -250,7 +246,7 @@ def parse_verdict(text: str) -> ReviewVerdict:
                 raise InvalidMessageError(f"the verdict does not fit: {exc.errors()[0]['msg']}") from None
     raise InvalidMessageError(
         f'no verdict in the review: expected JSON like {{"approved": false, "reasons": [...]}}, '
-        f"got {_snip(text, 120)!r}"
+        f"got {snip(text, 120)!r}"
     )
 
 

@@ -17,15 +17,11 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._text import snip
 from .aun import AID
 from .contract import AUNContract
 
 __all__ = ["StageInput", "StageOutput", "WorkflowResult"]
-
-
-def _snip(text: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 class StageOutput(BaseModel):
@@ -48,7 +44,7 @@ class StageInput(AUNContract, wire_name="aun.sequential.StageInput"):
 
     def summary(self) -> str:
         after = f" (then {', '.join(self.route)})" if self.route else " (last stage)"
-        return f"job {self.job_id}{after}: {_snip(self.content)}"
+        return f"job {self.job_id}{after}: {snip(self.content, 60)}"
 
 
 class WorkflowResult(AUNContract, wire_name="aun.sequential.WorkflowResult"):
@@ -59,4 +55,4 @@ class WorkflowResult(AUNContract, wire_name="aun.sequential.WorkflowResult"):
     trail: list[StageOutput]
 
     def summary(self) -> str:
-        return f"job {self.job_id} done after {len(self.trail)} stages: {_snip(self.content)}"
+        return f"job {self.job_id} done after {len(self.trail)} stages: {snip(self.content, 60)}"
