@@ -4,21 +4,36 @@ Nothing that reaches a runtime is lost: each message is recorded once per agent 
 with what happened to it. The archive is what lets an agent in a ``mention`` group fold the talk it
 was not shown into its next addressed turn, what a console draws, and what a dead letter points to.
 
-Schema (one table, ``archive``)::
+Schema: messages are stored once, and each agent's view of them is a small record::
 
-    id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
-    owner        TEXT NOT NULL         -- whose view the record belongs to (an AID)
-    kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
-    reason       TEXT                  -- why filtered, dead-lettered or stopped
-    message_id   TEXT                  -- the message's id (NULL for thoughts)
-    from_aid     TEXT                  -- sender
-    to_aid       TEXT                  -- recipient of a direct message
-    group_id     TEXT                  -- group of a group message
-    thread       TEXT                  -- conversation thread
-    in_reply_to  TEXT                  -- the message answered (for a thought: the message it is about)
-    body         TEXT NOT NULL         -- the message as JSON, or a thought's text
-    created_at   INTEGER NOT NULL      -- ms since the epoch: the message's creation (or the record's)
-    recorded_at  INTEGER NOT NULL      -- ms since the epoch: when the record was made
+    messages                              -- one row per message, however many agents it concerns
+        id           INTEGER PRIMARY KEY
+        message_id   TEXT NOT NULL         -- the message's id (unique per sender)
+        from_aid     TEXT NOT NULL
+        to_aid       TEXT                  -- recipient of a direct message
+        group_id     TEXT                  -- group of a group message
+        thread       TEXT                  -- conversation thread
+        in_reply_to  TEXT                  -- the message answered
+        created_at   INTEGER NOT NULL      -- ms since the epoch
+        body         TEXT NOT NULL         -- the whole message as JSON
+
+    records                               -- one row per agent a message (or thought) concerns
+        id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
+        owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
+        kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
+        reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
+                                           -- id of the message it is about
+        message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
+        text         TEXT                  -- a thought's text, or an event's description
+        recorded_at  INTEGER NOT NULL      -- ms since the epoch
+
+    archive (a view)                      -- records joined with their messages, one row per record:
+        id, owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,
+        in_reply_to (for a thought: the message it is about), body (message JSON or text),
+        created_at, recorded_at
+
+A group message to ten agents is one ``messages`` row and eleven ``records`` rows (ten receivers
+and the sender), not eleven copies of its body.
 
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
@@ -36,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -60,28 +76,50 @@ class RecordKind(StrEnum):
 
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS archive (
+CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
-    owner TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    reason TEXT,
-    message_id TEXT,
-    from_aid TEXT,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
     to_aid TEXT,
     group_id TEXT,
     thread TEXT,
     in_reply_to TEXT,
-    body TEXT NOT NULL,
     created_at INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message INTEGER REFERENCES messages(id),
+    text TEXT,
     recorded_at INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS archive_owner ON archive(owner, id);
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE VIEW IF NOT EXISTS archive AS
+SELECT r.id, r.owner, r.kind,
+       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
+       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
+       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
+       COALESCE(m.body, r.text, '') AS body,
+       COALESCE(m.created_at, r.recorded_at) AS created_at,
+       r.recorded_at
+FROM records r LEFT JOIN messages m ON m.id = r.message;
 """
 
-_INSERT = (
-    "INSERT INTO archive (owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,"
-    " in_reply_to, body, created_at, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_RECORD = (
+    "INSERT INTO records (owner, kind, reason, message, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+#: Messages whose row id the writer remembers, so that the records of one message written in later
+#: batches (a reply's receipt after its send) point to the same row. A message's records arrive
+#: within moments of each other; one that is forgotten merely gets a second row.
+_MESSAGE_ROW_MEMORY = 65_536
 _COLUMNS = "id, owner, kind, reason, body, recorded_at, message_id IS NOT NULL, in_reply_to"
 
 #: Records written per transaction. 512 amortises the commit to a few microseconds per record
@@ -140,7 +178,11 @@ class Archive:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
-        self._writer = ArchiveWriter(db, _INSERT, _row)
+        self._next_message_row = int(
+            db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+        )
+        self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._writer = ArchiveWriter(db, self._write_batch)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._pending: list[_Pending] = []
@@ -181,6 +223,48 @@ class Archive:
         if self._pending:
             pending, self._pending = self._pending, []
             self._writer.submit(pending)
+
+    def _write_batch(self, db: sqlite3.Connection, batch: Sequence[_Pending]) -> None:
+        # Runs in the writer thread, inside a transaction.
+        now = _now_ms()
+        known = self._message_rows
+        next_row = self._next_message_row
+        added: list[tuple[str, str]] = []
+        messages: list[tuple[object, ...]] = []
+        records: list[tuple[object, ...]] = []
+        for owner, kind, reason, message, text, created in batch:
+            row: int | None = None
+            if message is not None:
+                key = (message.from_aid, message.message_id)
+                row = known.get(key)
+                if row is None:
+                    row, next_row = next_row, next_row + 1
+                    known[key] = row
+                    added.append(key)
+                    messages.append(
+                        (
+                            row,
+                            message.message_id,
+                            message.from_aid,
+                            message.to,
+                            message.group_id,
+                            message.thread,
+                            message.in_reply_to,
+                            message.created_at,
+                            message.to_json(),
+                        )
+                    )
+            records.append((owner, str(kind), reason, row, text, created or now))
+        try:
+            db.executemany(_INSERT_MESSAGE, messages)
+            db.executemany(_INSERT_RECORD, records)
+        except BaseException:
+            for key in added:  # the transaction is rolled back: these rows do not exist
+                known.pop(key, None)
+            raise
+        self._next_message_row = next_row
+        while len(known) > _MESSAGE_ROW_MEMORY:
+            known.popitem(last=False)
 
     def flush(self) -> None:
         """Write every waiting record now and wait until it is committed."""
@@ -290,29 +374,6 @@ def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) 
     names = [str(RecordKind(k)) for k in kinds]
     args.extend(names)
     return f"kind IN ({', '.join('?' * len(names))})"
-
-
-def _row(item: _Pending) -> tuple[object, ...]:
-    owner, kind, reason, message, text, created = item
-    now = _now_ms()
-    if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
-        return (owner, str(kind), None, None, None, None, None, None, reason, text or "", created, now)
-    if message is None:
-        return (owner, str(kind), reason, None, None, None, None, None, None, text or "", created or now, now)
-    return (
-        owner,
-        str(kind),
-        reason,
-        message.message_id,
-        message.from_aid,
-        message.to,
-        message.group_id,
-        message.thread,
-        message.in_reply_to,
-        message.to_json(),
-        message.created_at,
-        now,
-    )
 
 
 def _record(row: tuple[object, ...]) -> ArchiveRecord:

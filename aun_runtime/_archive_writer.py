@@ -29,7 +29,7 @@ MAX_QUEUED_BATCHES = 64
 
 T = TypeVar("T")
 Batch = Sequence[Any]
-RowBuilder = Callable[[Any], tuple[object, ...]]
+BatchWriter = Callable[[sqlite3.Connection, Batch], None]
 
 
 class ArchiveWriteError(RuntimeError):
@@ -39,10 +39,9 @@ class ArchiveWriteError(RuntimeError):
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
-    def __init__(self, db: sqlite3.Connection, insert_sql: str, build_row: RowBuilder) -> None:
+    def __init__(self, db: sqlite3.Connection, write_batch: BatchWriter) -> None:
         self._db = db
-        self._insert = insert_sql
-        self._build_row = build_row
+        self._write_batch = write_batch
         self._lock = threading.Lock()  # one statement at a time on the shared connection
         self._queue: queue.Queue[Batch | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
@@ -85,11 +84,10 @@ class ArchiveWriter:
     def _run(self) -> None:
         while (batch := self._queue.get()) is not None:
             try:
-                rows = [self._build_row(item) for item in batch]
                 with self._lock:
                     self._db.execute("BEGIN")
                     try:
-                        self._db.executemany(self._insert, rows)
+                        self._write_batch(self._db, batch)
                     except BaseException:
                         self._db.execute("ROLLBACK")
                         raise

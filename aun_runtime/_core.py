@@ -185,7 +185,10 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
                 )
                 agent = await self._get_agent(recipient)
                 deliveries.append(_deliver(agent, message_envelope.message, context))
-            await asyncio.gather(*deliveries)
+            if len(deliveries) == 1:
+                await deliveries[0]  # one recipient (every direct message): no task to spare
+            else:
+                await asyncio.gather(*deliveries)
         except BaseException as exc:
             logger.error("error delivering a publish on %s", message_envelope.topic_id, exc_info=exc)
             if not self._ignore_unhandled_handler_exceptions:

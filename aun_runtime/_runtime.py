@@ -129,7 +129,10 @@ class _Group:
         return self.last_seq
 
     def was_member(self, aid: str, seq: int) -> bool:
-        return any(after < seq <= through for after, through in self.spans.get(aid, ()))
+        for after, through in self.spans.get(aid, ()):
+            if after < seq <= through:
+                return True
+        return False
 
 
 _STILL_MEMBER = sys.maxsize
@@ -168,23 +171,26 @@ class _Endpoint:
             runtime._dead_letter(self.aid, message if is_envelope else None, MailboxFullError("mailbox full"))
             return
         try:
-            async with mailbox.turn():
-                if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
-                    await agent._dispatch(message, ctx)
-                    return
-                if message.group_id is not None and not runtime._was_member(message, self.aid):
-                    return  # posted while this agent was not in the group: never its message
-                verdict = self.channel.admit(message)
-                stats = runtime.stats
-                if verdict is Admission.DELIVER:
-                    stats.delivered += 1
-                    await agent._dispatch(message, ctx)
-                elif verdict is Admission.FILTERED:
-                    stats.filtered += 1
-                else:
-                    stats.duplicates += 1
+            if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
+                await mailbox.take_turn(agent._dispatch(message, ctx))
+            else:
+                await mailbox.take_turn(self._admit(agent, message, ctx))
         finally:
             mailbox.release()
+
+    async def _admit(self, agent: AUNAgent, message: AUNMessage, ctx: MessageContext) -> None:
+        runtime = self.runtime
+        if message.group_id is not None and not runtime._was_member(message, self.aid):
+            return  # posted while this agent was not in the group: never its message
+        verdict = self.channel.admit(message)
+        stats = runtime.stats
+        if verdict is Admission.DELIVER:
+            stats.delivered += 1
+            await agent._dispatch(message, ctx)
+        elif verdict is Admission.FILTERED:
+            stats.filtered += 1
+        else:
+            stats.duplicates += 1
 
 
 class AUNRuntime:
