@@ -38,14 +38,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 
-from protocols.aun import AIDMention, AUNMessage, Mention, ScopeMention
+from protocols.aun import AUNMessage, Mention
 from protocols.contract import decode_contract
 
 from ._archive import ArchiveRecord, RecordKind
 from ._errors import HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
 
 if TYPE_CHECKING:
-    from ._runtime import AUNRuntime, PayloadLike, _Endpoint
+    from ._endpoint import Endpoint
+    from ._payload import PayloadLike
+    from ._runtime import AUNRuntime
 
 __all__ = ["AUNAgent"]
 
@@ -90,9 +92,9 @@ class AUNAgent(RoutedAgent):
     def __init__(self, description: str = "") -> None:
         super().__init__(description)
         self._aun: AUNRuntime | None = None
-        self._endpoint: _Endpoint | None = None
+        self._endpoint: Endpoint | None = None
 
-    def _attach(self, runtime: AUNRuntime, endpoint: _Endpoint) -> None:
+    def _attach(self, runtime: AUNRuntime, endpoint: Endpoint) -> None:
         self._aun = runtime
         self._endpoint = endpoint
 
@@ -269,16 +271,3 @@ class AUNAgent(RoutedAgent):
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`save_state` returned. Default: nothing to restore."""
-
-
-def coerce_mentions(mentions: Sequence[str | Mention]) -> tuple[AIDMention | ScopeMention, ...]:
-    """``["bob.local", "all"]`` -> structured mentions."""
-    out: list[AIDMention | ScopeMention] = []
-    for item in mentions:
-        if isinstance(item, AIDMention | ScopeMention):
-            out.append(item)
-        elif item == "all":
-            out.append(ScopeMention())
-        else:
-            out.append(AIDMention(aid=item))
-    return tuple(out)

@@ -20,37 +20,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
-from autogen_core import AgentRuntime, MessageContext, TypeSubscription
-from pydantic import BaseModel
+from autogen_core import AgentRuntime, TypeSubscription
 
 from protocols.aun import (
     AUNMessage,
     DispatchMode,
     Mention,
-    Payload,
-    TextPayload,
     aid_domain,
     new_message_id,
     parse_dispatch_mode,
-    payload_from_json,
     validate_aid,
     validate_group_id,
 )
-from protocols.contract import AUNContract
-from protocols.errors import AUNError, InvalidMessageError
+from protocols.errors import AUNError
 
-from ._agent import INBOUND, AUNAgent, coerce_mentions
+from ._agent import INBOUND, AUNAgent
 from ._archive import Archive, RecordKind
-from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
+from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
     AUNSingleThreadedRuntime,
     agent_id,
@@ -60,6 +53,7 @@ from ._core import (
     inbox_topic_type,
     register_wire_serializers,
 )
+from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,
     HopLimitExceeded,
@@ -71,8 +65,10 @@ from ._errors import (
     UnknownAIDError,
     UnknownGroupError,
 )
+from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._payload import PayloadLike, coerce_payload
 from ._transcript import render_transcript
 from .agentmd import AgentCard, parse_agent_md
 
@@ -86,7 +82,6 @@ DEFAULT_MAX_HOPS = 32
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
 
-PayloadLike: TypeAlias = Payload | AUNContract | str | dict[str, Any]
 AgentT = TypeVar("AgentT", bound=AUNAgent)
 AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
 
@@ -101,96 +96,6 @@ class RuntimeStats:
     duplicates: int = 0
     dead_letters: int = 0
     loop_stops: int = 0
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    """A group as it stands now."""
-
-    group_id: str
-    members: frozenset[str]
-    dispatch_mode: DispatchMode
-
-
-@dataclass
-class _Group:
-    """A group's state. Membership is measured in group seqs: a member sees exactly the messages
-    posted while it was a member, even when a change races with messages still in flight."""
-
-    group_id: str
-    dispatch_mode: DispatchMode
-    members: set[str] = field(default_factory=set)
-    subscriptions: dict[str, str] = field(default_factory=dict)  # aid -> core subscription id
-    spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
-    last_seq: int = 0
-
-    def next_seq(self) -> int:
-        self.last_seq += 1
-        return self.last_seq
-
-    def was_member(self, aid: str, seq: int) -> bool:
-        for after, through in self.spans.get(aid, ()):
-            if after < seq <= through:
-                return True
-        return False
-
-
-_STILL_MEMBER = sys.maxsize
-
-
-class _Endpoint:
-    """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
-
-    __slots__ = ("_channel", "aid", "card", "description", "eager", "mailbox", "runtime", "seq")
-
-    def __init__(
-        self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
-    ) -> None:
-        self.runtime = runtime
-        self.aid = aid
-        self.mailbox = mailbox
-        self.description = description
-        self.eager = eager
-        self.card: AgentCard | None = None
-        self.seq = itertools.count(1)
-        self._channel: Channel | None = None
-
-    @property
-    def channel(self) -> Channel:
-        # Created on first use: it reads the archive to recognise redeliveries across restarts.
-        if self._channel is None:
-            self._channel = Channel(self.aid, self.runtime.archive, self.runtime.dedup_window)
-        return self._channel
-
-    async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        runtime = self.runtime
-        is_envelope = isinstance(message, AUNMessage)
-        message_id = message.message_id if is_envelope else (ctx.message_id or "")
-        mailbox = self.mailbox
-        if not mailbox.arrive(message_id):
-            runtime._dead_letter(self.aid, message if is_envelope else None, MailboxFullError("mailbox full"))
-            return
-        try:
-            if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
-                await mailbox.take_turn(agent._dispatch(message, ctx))
-            else:
-                await mailbox.take_turn(self._admit(agent, message, ctx))
-        finally:
-            mailbox.release()
-
-    async def _admit(self, agent: AUNAgent, message: AUNMessage, ctx: MessageContext) -> None:
-        runtime = self.runtime
-        if message.group_id is not None and not runtime._was_member(message, self.aid):
-            return  # posted while this agent was not in the group: never its message
-        verdict = self.channel.admit(message)
-        stats = runtime.stats
-        if verdict is Admission.DELIVER:
-            stats.delivered += 1
-            await agent._dispatch(message, ctx)
-        elif verdict is Admission.FILTERED:
-            stats.filtered += 1
-        else:
-            stats.duplicates += 1
 
 
 class AUNRuntime:
@@ -241,8 +146,8 @@ class AUNRuntime:
         self.dedup_window = dedup_window
         self.core: AgentRuntime = core if core is not None else AUNSingleThreadedRuntime()
         self.stats = RuntimeStats()
-        self._endpoints: dict[str, _Endpoint] = {}
-        self._groups: dict[str, _Group] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        self._groups: dict[str, GroupState] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
@@ -361,7 +266,7 @@ class AUNRuntime:
             if not description and factory.__doc__:
                 description = factory.__doc__.strip().splitlines()[0]
         mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
-        endpoint = _Endpoint(self, aid, mailbox, description, bool(eager))
+        endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
 
@@ -406,7 +311,7 @@ class AUNRuntime:
     async def _instantiate(self, aid: str) -> AUNAgent:
         return await self.agent_instance(aid, AUNAgent)
 
-    async def _start_agent(self, endpoint: _Endpoint) -> None:
+    async def _start_agent(self, endpoint: Endpoint) -> None:
         agent = await self._instantiate(endpoint.aid)
         # Awaited, not spawned: what agents say first happens in registration order, every run alike.
         await self._run_proactive(endpoint.aid, agent.on_start)
@@ -479,7 +384,7 @@ class AUNRuntime:
         validate_group_id(group_id)
         if group_id in self._groups:
             raise AgentRegistrationError(f"group {group_id} already exists")
-        group = _Group(group_id, parse_dispatch_mode(dispatch_mode))
+        group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
         self._groups[group_id] = group
         for aid in members:
             await self.add_member(group_id, aid)
@@ -492,7 +397,7 @@ class AUNRuntime:
         if aid in group.members:
             return
         group.members.add(aid)
-        group.spans.setdefault(aid, []).append([group.last_seq, _STILL_MEMBER])
+        group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
         if aid not in group.subscriptions:
             subscription = TypeSubscription(group_topic_type(group_id), aid)
             await self.core.add_subscription(subscription)
@@ -540,7 +445,7 @@ class AUNRuntime:
             return True  # a group of another runtime: its own members list decided
         return group.was_member(aid, message.seq)
 
-    def _group(self, group_id: str) -> _Group:
+    def _group(self, group_id: str) -> GroupState:
         group = self._groups.get(group_id)
         if group is None:
             raise UnknownGroupError(f"no group {group_id!r} in this runtime; create it with create_group()")
@@ -609,7 +514,7 @@ class AUNRuntime:
             "from_aid": sender,
             "to": to,
             "group_id": group_id,
-            "payload": _coerce_payload(payload, mentions),
+            "payload": coerce_payload(payload, mentions),
             "in_reply_to": in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to,
             "thread": thread,
             "hops": hops,
@@ -741,25 +646,3 @@ class AUNRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _coerce_payload(payload: PayloadLike, mentions: Sequence[str | Mention] | None) -> Payload:
-    body: Payload
-    if isinstance(payload, str):
-        body = TextPayload(text=payload)
-    elif isinstance(payload, AUNContract):
-        body = payload.to_payload()
-    elif isinstance(payload, dict):
-        body = payload_from_json(payload)
-    elif isinstance(payload, BaseModel):
-        body = payload
-    else:
-        raise InvalidMessageError(
-            f"cannot send a {type(payload).__name__}: pass a payload, a contract instance, a dict or a string",
-            field="payload",
-        )
-    if mentions:
-        if not isinstance(body, TextPayload):
-            raise InvalidMessageError("mentions ride on text payloads only", field="payload.mentions")
-        body = body.model_copy(update={"mentions": body.mentions + coerce_mentions(mentions)})
-    return body
