@@ -20,6 +20,12 @@ async def test_restart_between_send_and_pull_loses_nothing(tmp_path: Path) -> No
         group_id = (await alice.call("group.create", {"group_id": crew}))["group"]["group_id"]
         await alice.call("group.add_member", {"group_id": group_id, "aid": bob.aid})
         bob_aid = bob.aid
+        early_inbox = Events(bob, "message.received")
+        early = await alice.call("message.send", {"to": bob_aid, "payload": {"type": "text", "text": "early"},
+                                                  "encrypt": False})
+        assert (await early_inbox.next())["payload"]["text"] == "early"
+        acked = await first.events.wait("message.acked", receiver=bob_aid, ack_seq=early["seq"])
+        bob_device = acked.fields["device_id"]
         await bob.close()
         await first.events.wait("disconnected", aid=bob_aid)
         sent = [
@@ -33,6 +39,8 @@ async def test_restart_between_send_and_pull_loses_nothing(tmp_path: Path) -> No
 
     async with GatewayServer("127.0.0.1", port=port, data_dir=data) as second:
         assert second.url == first.url
+        # Cursors survived: bob's device had acknowledged "early", and the server still knows it.
+        assert second.core.inboxes.ack_seq(bob_aid, bob_device, "default", f"{alice_name}.{second.issuer}") == early["seq"]
         bob = await register_client(second, home, bob_name)
         direct, group = Events(bob, "message.received"), Events(bob, "group.message_created")
         await bob.connect({"auto_reconnect": False})
