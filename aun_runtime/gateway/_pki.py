@@ -9,6 +9,8 @@ the gateway keeps a three-level PKI in ``<data>/pki/``::
     issuer.pem  issuer CA signed by the root (5 years)  <- signs agents, the auth leaf, CRL, OCSP
     auth.pem    the gateway's auth leaf (1 year, renewed on start when near its end)
 
+Agent certificates last 3 years (renewal is not implemented).
+
 with ``*.key.pem`` beside each (P-256, unencrypted, mode 0600). It is a development CA: anyone who
 holds ``root.key.pem`` can mint identities, so never install its root outside development.
 
@@ -36,6 +38,8 @@ __all__ = ["DevelopmentPKI", "cert_fingerprints"]
 _ROOT_YEARS = 10
 _ISSUER_YEARS = 5
 _LEAF_DAYS = 365
+#: Agent certificates outlive the auth leaf: the gateway does not implement certificate renewal.
+_AGENT_DAYS = 3 * 365
 #: The auth leaf is re-issued on start when fewer days than this remain, so a long-lived data
 #: directory never serves an expired auth certificate.
 _LEAF_RENEW_DAYS = 30
@@ -181,9 +185,11 @@ class DevelopmentPKI:
         key = ec.generate_private_key(ec.SECP256R1())
         return key, self._sign_leaf(f"auth.{self.issuer_domain}", key.public_key())
 
-    def _sign_leaf(self, common_name: str, public_key: ec.EllipticCurvePublicKey) -> x509.Certificate:
+    def _sign_leaf(
+        self, common_name: str, public_key: ec.EllipticCurvePublicKey, days: int = _LEAF_DAYS
+    ) -> x509.Certificate:
         return (
-            self._builder(_name(common_name), self.issuer_cert.subject, public_key, _LEAF_DAYS)
+            self._builder(_name(common_name), self.issuer_cert.subject, public_key, days)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(self._leaf_usage(), critical=True)
             .add_extension(
@@ -204,7 +210,7 @@ class DevelopmentPKI:
         public_key = serialization.load_der_public_key(public_key_der)
         if not isinstance(public_key, ec.EllipticCurvePublicKey) or public_key.curve.name != "secp256r1":
             raise ValueError("the public key must be an ECDSA P-256 key")
-        return self._sign_leaf(aid, public_key)
+        return self._sign_leaf(aid, public_key, _AGENT_DAYS)
 
     def sign_with_auth_key(self, data: bytes) -> str:
         """Base64 DER ECDSA-SHA256 signature by the gateway's auth key (proves the server to a client)."""

@@ -226,3 +226,20 @@ async def test_a_receiver_that_stops_reading_is_dropped_and_loses_nothing(tmp_pa
         assert seqs == list(range(1, count + 1))
         await fresh.close()
         await sender.close()
+
+
+async def test_a_member_added_later_reads_only_what_was_posted_after(gateway: GatewayServer) -> None:
+    alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
+    a = await alice.connect(gateway)
+    group = (await a.call("group.create", {"group_id": unique_name("late")}))["result"]["group"]["group_id"]
+    for text in ("before bob 1", "before bob 2"):
+        await a.call("group.send", {"group_id": group, "payload": {"type": "text", "text": text}})
+    member = (await a.call("group.add_member", {"group_id": group, "aid": bob.aid}))["result"]["member"]
+    assert member["join_seq"] == 2
+    await a.call("group.send", {"group_id": group, "payload": {"type": "text", "text": "welcome bob"}})
+    b = await bob.connect(gateway)
+    page = (await b.call("group.v2.pull", {"group_id": group, "after_seq": 0}))["result"]
+    assert [m["payload"]["text"] for m in page["messages"]] == ["welcome bob"]
+    assert page["cursor"]["join_seq"] == 2
+    for conn in (a, b):
+        await conn.close()
