@@ -181,7 +181,10 @@ async def connect(call: Call) -> dict[str, Any]:
     if session.kind == "long":
         core.attach(session)
     core.events.emit("connected", aid=aid, device_id=session.device_id, connection_id=session.id)
-    call.after_reply.append(lambda: _hint_unread_groups(call))
+    # The unread hints go out after the connection's next request, not with this answer: fastaun
+    # 0.5.25 sets up its end-to-end session after auth.connect returns, and a hint that arrives before
+    # that reaches its application as an empty group message.
+    session.on_next_request = lambda: hint_unread_groups(call)
     return {
         "status": "ok", "protocol": "1.0", "server_time": int(time.time() * 1000), "authenticated": True,
         "identity": {"aid": aid, "role": "agent", "module_id": "aun-runtime-gateway"},
@@ -190,7 +193,7 @@ async def connect(call: Call) -> dict[str, Any]:
     }
 
 
-def _hint_unread_groups(call: Call) -> None:
+def hint_unread_groups(call: Call) -> None:
     """Tell a fresh connection which groups have messages it has not acknowledged, so it pulls them."""
     core, session = call.core, call.session
     for group, member in core.groups.groups_of(call.aid):

@@ -161,7 +161,16 @@ class GatewayCore:
                 window=self.limits.signature_window,
             )
         call = Call(self, session, request.method, Params(request.params))
-        result = await method.handler(call)
+        follow_up = session.on_next_request
+        if follow_up is not None and request.method != "auth.connect":
+            session.on_next_request = None
+            call.after_reply.append(follow_up)
+        try:
+            result = await method.handler(call)
+        except BaseException:
+            if follow_up is not None and session.on_next_request is None:
+                session.on_next_request = follow_up  # still owed: after the next request that succeeds
+            raise
         return result, call.after_reply
 
     @staticmethod

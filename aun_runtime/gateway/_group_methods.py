@@ -24,7 +24,7 @@ from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
 from ._group_store import Group, Member
 
-__all__ = ["GROUP_METHODS", "normalize_group_id"]
+__all__ = ["GROUP_METHODS", "find_group", "group_wire", "normalize_group_id", "require_member"]
 
 _GROUP_BASE = re.compile(r"^[a-z0-9][a-z0-9_-]{3,63}$")
 _WIRE_MODE = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
@@ -47,7 +47,7 @@ def normalize_group_id(raw: str, issuer: str, field: str = "group_id") -> str:
     return value
 
 
-def _group(call: Call) -> Group:
+def find_group(call: Call) -> Group:
     raw = call.params.raw.get("group_id", call.params.raw.get("group_aid"))
     if not isinstance(raw, str) or not raw.strip():
         raise RPCError.bad_param("group_id", "'group_id' is required")
@@ -57,7 +57,7 @@ def _group(call: Call) -> Group:
     return group
 
 
-def _member(call: Call, group: Group, *, manage: bool = False) -> Member:
+def require_member(call: Call, group: Group, *, manage: bool = False) -> Member:
     member = call.core.groups.member(group.group_id, call.aid)
     if member is None:
         raise RPCError(ErrorCode.GROUP_NOT_MEMBER, f"{call.aid} is not a member of {group.group_id}")
@@ -66,7 +66,7 @@ def _member(call: Call, group: Group, *, manage: bool = False) -> Member:
     return member
 
 
-def _group_wire(call: Call, group: Group) -> dict[str, Any]:
+def group_wire(call: Call, group: Group) -> dict[str, Any]:
     return group.to_wire(call.core.groups.member_count(group.group_id))
 
 
@@ -102,13 +102,13 @@ async def create(call: Call) -> dict[str, Any]:
     _announce(call, group, {"action": "group_created", "actor_aid": call.aid})
     await core.db.commit()
     core.events.emit("group.created", group_id=group_id, owner=call.aid)
-    return {"group": _group_wire(call, group)}
+    return {"group": group_wire(call, group)}
 
 
 async def add_member(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    group = _group(call)
-    _member(call, group, manage=True)
+    group = find_group(call)
+    require_member(call, group, manage=True)
     aid = check_aid(params.text("aid", max_length=253), "aid")
     if not core.identities.is_registered(aid):
         raise RPCError.bad_param("aid", f"no AID {aid!r} is registered on this gateway")
@@ -120,19 +120,19 @@ async def add_member(call: Call) -> dict[str, Any]:
     member = core.groups.add_member(group, aid, role)
     _announce(call, group, {"action": "member_added", "member_aid": aid, "role": role, "actor_aid": call.aid})
     await core.db.commit()
-    return {"group": _group_wire(call, group), "member": member.to_wire()}
+    return {"group": group_wire(call, group), "member": member.to_wire()}
 
 
 async def get_members(call: Call) -> dict[str, Any]:
-    group = _group(call)
-    _member(call, group)
+    group = find_group(call)
+    require_member(call, group)
     members = [m.to_wire() for m in call.core.groups.members(group.group_id)]
     return {"group_id": group.group_id, "members": members, "total": len(members)}
 
 
 async def set_settings(call: Call) -> dict[str, Any]:
-    group = _group(call)
-    _member(call, group, manage=True)
+    group = find_group(call)
+    require_member(call, group, manage=True)
     settings = call.params.mapping("settings")
     unknown = sorted(set(settings) - {"mention_mode", "dispatch_mode"})
     if unknown:
@@ -168,8 +168,8 @@ def _message_push(row: dict[str, Any], device_id: str, slot_id: str) -> dict[str
 
 async def send(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    group = _group(call)
-    _member(call, group)
+    group = find_group(call)
+    require_member(call, group)
     call.own_device()
     payload = params.mapping("payload")
     message_id = params.text("message_id", default=None, max_length=128) or uuid.uuid4().hex
@@ -198,8 +198,8 @@ def _cursor_wire(ack: int, group: Group, member: Member) -> dict[str, Any]:
 
 async def pull(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    group = _group(call)
-    member = _member(call, group)
+    group = find_group(call)
+    member = require_member(call, group)
     device_id, slot_id = call.own_device()
     if "window_mode" in params.raw:
         raise RPCError.bad_param("window_mode", "tail-window pulls are not supported: pull forward with after_seq")
@@ -221,8 +221,8 @@ async def pull(call: Call) -> dict[str, Any]:
 
 async def ack(call: Call) -> dict[str, Any]:
     core = call.core
-    group = _group(call)
-    member = _member(call, group)
+    group = find_group(call)
+    member = require_member(call, group)
     device_id, slot_id = call.own_device()
     ack_seq, event_ack = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
     requested = min(call.params.integer("up_to_seq"), group.message_seq)
@@ -235,8 +235,8 @@ async def ack(call: Call) -> dict[str, Any]:
 
 async def pull_events(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    group = _group(call)
-    _member(call, group)
+    group = find_group(call)
+    require_member(call, group)
     device_id, slot_id = call.own_device()
     after = params.integer("after_event_seq", default=0)
     limit = params.integer("limit", default=50, minimum=1, maximum=core.limits.max_page)
@@ -248,8 +248,8 @@ async def pull_events(call: Call) -> dict[str, Any]:
 
 async def ack_events(call: Call) -> dict[str, Any]:
     core = call.core
-    group = _group(call)
-    _member(call, group)
+    group = find_group(call)
+    require_member(call, group)
     device_id, slot_id = call.own_device()
     ack_seq, event_ack = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
     requested = min(call.params.integer("event_seq"), group.event_seq)
@@ -258,38 +258,6 @@ async def ack_events(call: Call) -> dict[str, Any]:
         core.groups.set_cursor(group.group_id, call.aid, device_id, slot_id, ack_seq, event_ack)
         await core.db.commit()
     return {"group_id": group.group_id, "ack_seq": event_ack}
-
-
-async def list_my(call: Call) -> dict[str, Any]:
-    call.own_device()
-    groups = [{**_group_wire(call, group), "role": member.role, "join_seq": member.join_seq}
-              for group, member in call.core.groups.groups_of(call.aid)]
-    return {"groups": groups, "total": len(groups)}
-
-
-async def online_members(call: Call) -> dict[str, Any]:
-    group = _group(call)
-    _member(call, group)
-    online = [{"aid": m.aid, "role": m.role} for m in call.core.groups.members(group.group_id)
-              if call.core.sessions_of(m.aid)]
-    return {"group_id": group.group_id, "members": online, "total": len(online)}
-
-
-async def no_invites(call: Call) -> dict[str, Any]:
-    return {"items": [], "has_more": False, "total": 0}
-
-
-async def accept_group_key(call: Call) -> dict[str, Any]:
-    return {}
-
-
-async def no_proposal(call: Call) -> dict[str, Any]:
-    return {"proposal": None}
-
-
-async def group_e2ee_unsupported(call: Call) -> dict[str, Any]:
-    raise RPCError(ErrorCode.METHOD_NOT_FOUND, "group end-to-end encryption is not supported by this gateway: "
-                   "send group messages with encrypt=False", unsupported="group_e2ee_v2")
 
 
 GROUP_METHODS: dict[str, Method] = {
@@ -302,10 +270,4 @@ GROUP_METHODS: dict[str, Method] = {
     "group.v2.ack": Method(ack),
     "group.pull_events": Method(pull_events),
     "group.ack_events": Method(ack_events),
-    "group.list_my": Method(list_my),
-    "group.list_my_invites": Method(no_invites),
-    "group.get_online_members": Method(online_members),
-    "group.v2.put_group_pk": Method(accept_group_key),
-    "group.v2.get_proposal": Method(no_proposal),
-    "group.v2.bootstrap": Method(group_e2ee_unsupported),
 }

@@ -34,6 +34,7 @@ from ._core import GatewayCore
 from ._errors import ErrorCode, GatewayStartError, RPCError
 from ._events import GatewayEvents
 from ._frames import Request, error_frame, notification_frame, parse_frame, result_frame
+from ._group_directory import GROUP_DIRECTORY_METHODS
 from ._group_methods import GROUP_METHODS
 from ._http import add_http_routes
 from ._limits import GatewayLimits
@@ -140,7 +141,7 @@ class GatewayServer:
 
     async def start(self) -> None:
         core = GatewayCore(self.data_dir, self._issuer, self.limits)
-        for methods in (AUTH_METHODS, MESSAGE_METHODS, GROUP_METHODS):
+        for methods in (AUTH_METHODS, MESSAGE_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS):
             core.register_methods(methods)
         app = web.Application()
         app.router.add_get("/aun", self._websocket)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,8 @@ class Session:
     slot_id: str = "default"
     kind: str = "long"
     connected_at: float = 0.0
+    #: Run once, after the answer to the first request that follows ``auth.connect``.
+    on_next_request: Callable[[], None] | None = None
     _created: float = field(default_factory=time.monotonic)
     _queue: asyncio.Queue[str | None] = field(init=False)
     _writer: asyncio.Task[None] | None = field(default=None, init=False)
