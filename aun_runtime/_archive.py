@@ -23,10 +23,22 @@ Schema (one table, ``archive``)::
     UNIQUE (owner, kind, from_aid, message_id) for kinds sent / received / filtered:
     a message is archived exactly once per agent, even if it is delivered twice.
 
+And one table of who takes part, ``agents``, written when an AID is registered, so that a reader
+in another process (a console) can tell agents from application inboxes and show each one's card::
+
+    aid            TEXT PRIMARY KEY
+    role           TEXT NOT NULL        -- agent | inbox
+    mode           TEXT NOT NULL        -- the AUN behaviour mode (always autonomous)
+    description    TEXT NOT NULL
+    card           TEXT                 -- the agent's agent.md, when it has one
+    registered_at  INTEGER NOT NULL     -- ms since the epoch
+
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
 comes first, and always before any read and on :meth:`Archive.close`. The file uses WAL mode so
-another process (a console) can read while the runtime writes.
+another process (a console) can read while the runtime writes: ``Archive(path, read_only=True)``
+opens such a file without ever writing to it, and :meth:`Archive.records_after` follows it page by
+page as it grows.
 """
 
 from __future__ import annotations
@@ -41,7 +53,7 @@ from pathlib import Path
 
 from protocols.aun import AUNMessage
 
-__all__ = ["Archive", "ArchiveRecord", "RecordKind"]
+__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "RecordKind"]
 
 
 class RecordKind(StrEnum):
@@ -77,6 +89,14 @@ CREATE INDEX IF NOT EXISTS archive_thread ON archive(thread, id);
 CREATE INDEX IF NOT EXISTS archive_kind ON archive(kind, id);
 CREATE UNIQUE INDEX IF NOT EXISTS archive_once ON archive(owner, kind, from_aid, message_id)
     WHERE kind IN ('sent', 'received', 'filtered');
+CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at INTEGER NOT NULL
+);
 """
 
 _INSERT = (
@@ -106,6 +126,18 @@ class ArchiveRecord:
     about: str | None = None  #: for a thought: the id of the message it was about
 
 
+@dataclass(frozen=True, slots=True)
+class AgentEntry:
+    """An AID registered with a runtime that writes this archive."""
+
+    aid: str
+    role: str  #: ``agent``, or ``inbox`` for an application's inbox
+    mode: str  #: the AUN behaviour mode: ``autonomous``
+    description: str
+    card: str | None  #: the agent's agent.md text, when it has one
+    registered_at: int
+
+
 _Pending = tuple[str, RecordKind, str | None, AUNMessage | None, str | None, int]
 
 
@@ -116,6 +148,11 @@ class Archive:
         path: the SQLite file (created with its directory if missing), or ``":memory:"``.
         batch_size: records per write transaction.
         flush_interval: seconds a record may wait before it is written.
+        read_only: open an existing file without ever writing to it (to follow an archive that
+            another process writes). Recording then raises.
+
+    Raises:
+        FileNotFoundError: ``read_only`` and there is no file at ``path``.
 
     Example:
         >>> archive = Archive(":memory:")
@@ -131,16 +168,21 @@ class Archive:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        read_only: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self.read_only = read_only
+        if read_only:
+            self._db = _open_read_only(self.path)
+        else:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._pending: list[_Pending] = []
@@ -161,9 +203,25 @@ class Archive:
         """Record a dead letter or loop stop, with or without the message it concerns."""
         self._add((owner, kind, reason, message, None if message else reason, _now_ms()))
 
-    def _add(self, item: _Pending) -> None:
+    def record_agent(
+        self, aid: str, *, role: str, mode: str, description: str, card: str | None = None
+    ) -> None:
+        """Record that ``aid`` takes part (written at once: registrations are rare)."""
+        self._check_writable()
+        self._db.execute(
+            "INSERT OR REPLACE INTO agents (aid, role, mode, description, card, registered_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (aid, role, mode, description, card, _now_ms()),
+        )
+
+    def _check_writable(self) -> None:
         if self._closed:
             raise RuntimeError("the archive is closed")
+        if self.read_only:
+            raise RuntimeError(f"the archive {self.path} was opened read-only")
+
+    def _add(self, item: _Pending) -> None:
+        self._check_writable()
         self._pending.append(item)
         if len(self._pending) >= self._batch_size:
             self.flush()
@@ -246,6 +304,36 @@ class Archive:
         clause = "id > ? AND " + _kinds_clause(kinds, args)
         return self._select(clause, args, limit)
 
+    def records_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRecord]:
+        """The *first* ``limit`` records newer than ``after_id``, oldest first.
+
+        Where :meth:`records` answers "what happened last", this follows the archive as it grows:
+        pass the last id seen and get the next page, never a record twice and never a gap.
+        """
+        self.flush()
+        sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
+        return [_record(row) for row in self._db.execute(sql, (after_id, limit)).fetchall()]
+
+    def last_id(self) -> int:
+        """The id of the newest record (0 for an empty archive)."""
+        self.flush()
+        row = self._db.execute("SELECT MAX(id) FROM archive").fetchone()
+        return int(row[0] or 0)
+
+    def agents(self) -> list[AgentEntry]:
+        """Every AID registered by a runtime writing this archive, in registration order."""
+        self.flush()
+        try:
+            rows = self._db.execute(
+                "SELECT aid, role, mode, description, card, registered_at FROM agents ORDER BY registered_at"
+            ).fetchall()
+        except sqlite3.OperationalError:  # an archive written before the table existed
+            return []
+        return [
+            AgentEntry(str(a), str(r), str(m), str(d), None if c is None else str(c), int(t))
+            for a, r, m, d, c, t in rows
+        ]
+
     def dead_letters(self, limit: int = 1000) -> list[ArchiveRecord]:
         """Messages that could not be delivered or handled, oldest first."""
         return self.records(kinds=[RecordKind.DEAD_LETTER], limit=limit)
@@ -282,6 +370,16 @@ class Archive:
         sql = f"SELECT {_COLUMNS} FROM archive WHERE {where} ORDER BY id DESC LIMIT ?"
         rows = self._db.execute(sql, [*args, limit]).fetchall()
         return [_record(row) for row in reversed(rows)]
+
+
+def _open_read_only(path: str) -> sqlite3.Connection:
+    file = Path(path)
+    if path == ":memory:" or not file.is_file():
+        raise FileNotFoundError(f"no archive file at {path}: a runtime creates it with AUNRuntime(archive=path)")
+    # mode=ro: SQLite itself refuses every write, so a reader can never disturb the writer's file.
+    return sqlite3.connect(
+        f"{file.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+    )
 
 
 def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) -> str:

@@ -345,6 +345,9 @@ class AUNRuntime:
         mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
         endpoint = _Endpoint(self, aid, mailbox, description, bool(eager))
         self._endpoints[aid] = endpoint
+        # Who takes part is archived too, so a reader in another process can tell agents from inboxes.
+        role = "inbox" if factory is Inbox else "agent"
+        self.archive.record_agent(aid, role=role, mode=AUNAgent.mode, description=description)
 
         async def make() -> AUNAgent:
             created = factory()
