@@ -375,7 +375,9 @@ class Archive:
 def _open_read_only(path: str) -> sqlite3.Connection:
     file = Path(path)
     if path == ":memory:" or not file.is_file():
-        raise FileNotFoundError(f"no archive file at {path}: a runtime creates it with AUNRuntime(archive=path)")
+        raise FileNotFoundError(
+            f"no archive file at {path}: a runtime creates it with AUNRuntime(archive=path)"
+        )
     # mode=ro: SQLite itself refuses every write, so a reader can never disturb the writer's file.
     return sqlite3.connect(
         f"{file.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False

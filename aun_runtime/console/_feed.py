@@ -70,7 +70,9 @@ class ArchiveFeed:
         poll_interval: seconds between two looks at the archive.
     """
 
-    def __init__(self, opener: Callable[[], Archive], *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+    def __init__(
+        self, opener: Callable[[], Archive], *, poll_interval: float = DEFAULT_POLL_INTERVAL
+    ) -> None:
         if poll_interval <= 0:
             raise ValueError("poll_interval must be positive")
         self._opener = opener

@@ -89,7 +89,9 @@ def build_app(state: ConsoleState) -> web.Application:
         # it (a cross-site form): the Host and Origin checks keep the console to its own pages.
         host = request.headers.get("Host", "")
         if state.allowed_hosts is not None and host not in state.allowed_hosts:
-            return _error(403, "forbidden_host", f"this console answers only to {sorted(state.allowed_hosts)}")
+            return _error(
+                403, "forbidden_host", f"this console answers only to {sorted(state.allowed_hosts)}"
+            )
         origin = request.headers.get("Origin")
         if request.method != "GET" and origin is not None and origin != f"http://{host}":
             return _error(403, "cross_origin", f"requests from {origin} are refused")
@@ -116,7 +118,9 @@ def build_app(state: ConsoleState) -> web.Application:
         return web.json_response(info(), headers=_SECURITY_HEADERS)
 
     async def get_agents(request: web.Request) -> web.Response:
-        return web.Response(text=state.feed.agents_json, content_type="application/json", headers=_SECURITY_HEADERS)
+        return web.Response(
+            text=state.feed.agents_json, content_type="application/json", headers=_SECURITY_HEADERS
+        )
 
     async def get_records(request: web.Request) -> web.Response:
         try:
@@ -160,7 +164,9 @@ def build_app(state: ConsoleState) -> web.Application:
                     await response.write(_sse("agents", feed.agents_json))
                 if (feed.state, feed.detail) != status:
                     status = (feed.state, feed.detail)
-                    await response.write(_sse("status", json.dumps({"state": status[0], "detail": status[1]})))
+                    await response.write(
+                        _sse("status", json.dumps({"state": status[0], "detail": status[1]}))
+                    )
                 records = feed.read(cursor)
                 if records:
                     cursor = records[-1].id
@@ -184,7 +190,9 @@ def build_app(state: ConsoleState) -> web.Application:
                 "--allow-send) next to the runtime to send as an agent",
             )
         if request.content_type != "application/json":
-            return _error(415, "unsupported_media_type", "send a JSON body with Content-Type: application/json")
+            return _error(
+                415, "unsupported_media_type", "send a JSON body with Content-Type: application/json"
+            )
         try:
             body = await request.json()
         except ValueError:

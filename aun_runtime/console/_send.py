@@ -106,7 +106,9 @@ async def send_as_agent(runtime: AUNRuntime, request: SendRequest) -> AUNMessage
         AUNError: whatever the send itself raises (unknown recipient, not a member, ...).
     """
     if not runtime.is_local(request.sender):
-        raise UnknownAIDError(f"{request.sender} is not registered in this runtime: the console sends only as a local agent")
+        raise UnknownAIDError(
+            f"{request.sender} is not registered in this runtime: the console sends only as a local agent"
+        )
     agent = await runtime.agent_instance(request.sender, AUNAgent)
     if request.to is not None:
         return await agent.send(request.to, request.payload, in_reply_to=request.in_reply_to)
