@@ -280,9 +280,15 @@
   function fateLine(e) {
     const parts = [];
     if (e.receivers.length) parts.push(h("span", { class: "fate-delivered", text: `delivered to ${e.receivers.join(", ")}` }));
+    const byReason = new Map();
     for (const f of e.filtered) {
-      parts.push(h("span", { class: "fate-filtered hideable", title: "Archived by the agent's channel; never shown to its model" },
-        `filtered for ${f.owner} (${f.reason || "filtered"}); archived`));
+      const reason = f.reason || "filtered";
+      if (!byReason.has(reason)) byReason.set(reason, []);
+      byReason.get(reason).push(f.owner);
+    }
+    for (const [reason, owners] of byReason) {
+      parts.push(h("span", { class: "fate-filtered hideable", title: "Kept by each agent's channel, in the archive; never shown to its model" },
+        `filtered for ${owners.join(", ")} (${reason}; archived)`));
     }
     if (!parts.length) return null;
     const line = h("div", { class: "fate" });
@@ -553,10 +559,20 @@
       $("reply-chip").hidden = false;
       $("reply-what").textContent = `${S.replyTo.m.from_aid}: “${snip(S.replyTo.m.payload && S.replyTo.m.payload.text, 50)}”`;
     } else $("reply-chip").hidden = true;
-    if (!$("c-to").dataset.touched && c) {
-      $("c-to").value = c.kind === "group" ? `#${c.gid}` : c.pair.find((aid) => aid !== select.value) || c.pair[0];
+    prefillTarget();
+  }
+
+  // Unless the user typed a recipient, write to the conversation on screen: its group, or the
+  // other side of the pair from the chosen sender.
+  function prefillTarget() {
+    const v = S.view;
+    const c = v && v.type === "conv" ? S.convs.get(v.key) : null;
+    const to = $("c-to");
+    if (!to.dataset.touched && c) {
+      const sender = $("c-from").value;
+      to.value = c.kind === "group" ? `#${c.gid}` : c.pair.find((aid) => aid !== sender) || c.pair[0];
     }
-    $("c-mentions-label").hidden = !$("c-to").value.startsWith("#");
+    $("c-mentions-label").hidden = !to.value.startsWith("#");
   }
 
   function startReply(e) {
@@ -650,6 +666,7 @@
       localStorage.setItem("aun-console-show-muted", toggle.checked ? "1" : "0");
     });
     $("composer").addEventListener("submit", submit);
+    $("c-from").addEventListener("change", prefillTarget);
     $("reply-cancel").addEventListener("click", () => { S.replyTo = null; drawComposer(); });
     $("c-to").addEventListener("input", () => { $("c-to").dataset.touched = "1"; $("c-mentions-label").hidden = !$("c-to").value.startsWith("#"); });
     S.view = viewFromHash();
