@@ -50,10 +50,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from protocols.aun import AUNMessage
 
-__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "RecordKind"]
+__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "RecordKind"]
 
 
 class RecordKind(StrEnum):
@@ -124,6 +125,19 @@ class ArchiveRecord:
     text: str | None
     recorded_at: int
     about: str | None = None  #: for a thought: the id of the message it was about
+
+
+class ArchiveRow(NamedTuple):
+    """A record as stored, unparsed: for readers that pass messages on as JSON (a console)."""
+
+    id: int
+    owner: str
+    kind: str
+    reason: str | None
+    body: str  #: the message's JSON when ``is_message``, else the thought's or event's text
+    recorded_at: int
+    is_message: bool
+    about: str | None  #: for a thought: the id of the message it was about
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +327,19 @@ class Archive:
         self.flush()
         sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
         return [_record(row) for row in self._db.execute(sql, (after_id, limit)).fetchall()]
+
+    def rows_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRow]:
+        """As :meth:`records_after`, but unparsed: each message stays the JSON it was stored as.
+
+        A reader that only passes records on (a console sending them to a browser) skips the
+        validation and re-encoding of every message, which is nearly all of the cost of a read.
+        """
+        self.flush()
+        sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
+        return [
+            ArchiveRow(int(i), str(o), str(k), r, str(b), int(t), bool(m), None if m else a)
+            for i, o, k, r, b, t, m, a in self._db.execute(sql, (after_id, limit)).fetchall()
+        ]
 
     def last_id(self) -> int:
         """The id of the newest record (0 for an empty archive)."""

@@ -28,7 +28,7 @@ def test_records_after_pages_oldest_first_without_gaps_or_repeats() -> None:
         seen += [r.text for r in page]
     assert seen == [f"#{n}" for n in range(25)]
     # records() answers "what happened last": the same limit gives the newest, not the next.
-    assert [r.text for r in archive.records(after_id=0, limit=10)][0] == "#15"
+    assert archive.records(after_id=0, limit=10)[0].text == "#15"
     assert archive.last_id() == cursor
     archive.close()
 
@@ -80,3 +80,18 @@ def test_an_archive_from_before_the_agents_table_reads_as_no_agents(tmp_path: Pa
     archive._db.execute("DROP TABLE agents")
     archive.close()
     assert Archive(path, read_only=True).agents() == []
+
+
+def test_rows_after_keeps_each_message_as_stored() -> None:
+    archive = Archive(":memory:")
+    message = _message(1)
+    archive.record("b.local", RecordKind.RECEIVED, message)
+    archive.record_thought("b.local", "hm", about="m1")
+    archive.record_event("a.local", RecordKind.DEAD_LETTER, "no route", None)
+    received, thought, dead = archive.rows_after(0)
+    assert received.is_message and received.body == message.to_json()
+    assert AUNMessage.from_json(received.body) == message
+    assert (thought.kind, thought.body, thought.about, thought.is_message) == ("thought", "hm", "m1", False)
+    assert (dead.kind, dead.reason, dead.body, dead.is_message) == ("dead_letter", "no route", "no route", False)
+    assert [r.id for r in archive.rows_after(received.id)] == [thought.id, dead.id]
+    archive.close()

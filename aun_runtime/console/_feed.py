@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
 
-from .._archive import Archive, ArchiveRecord
+from .._archive import Archive, ArchiveRow
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
 
@@ -39,25 +39,24 @@ DEFAULT_POLL_INTERVAL = 0.1
 PAGE_SIZE = 500
 
 
-def encode_record(record: ArchiveRecord) -> str:
+def encode_record(row: ArchiveRow) -> str:
     """One archive record as the console's JSON: its fields, and the message as the archive holds it."""
-    message = record.message
     fields = {
-        "id": record.id,
-        "owner": record.owner,
-        "kind": str(record.kind),
-        "reason": record.reason,
-        "recorded_at": record.recorded_at,
-        "about": record.about,
+        "id": row.id,
+        "owner": row.owner,
+        "kind": row.kind,
+        "reason": row.reason,
+        "recorded_at": row.recorded_at,
+        "about": row.about,
         # A message carries its own text; a thought or a message-less event has only this.
-        "text": None if message is not None else record.text,
+        "text": None if row.is_message else row.body,
     }
     head = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    # The message's JSON is spliced in as the runtime wrote it (cached on the message): no re-encoding.
-    return f'{head[:-1]},"message":{message.to_json() if message is not None else "null"}}}'
+    # The message's JSON is spliced in as the runtime stored it: never parsed, never re-encoded.
+    return f'{head[:-1]},"message":{row.body if row.is_message else "null"}}}'
 
 
-def encode_records(records: list[ArchiveRecord]) -> str:
+def encode_records(records: list[ArchiveRow]) -> str:
     """A JSON array of :func:`encode_record` items."""
     return "[" + ",".join(encode_record(record) for record in records) + "]"
 
@@ -174,12 +173,12 @@ class ArchiveFeed:
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def read(self, after_id: int, limit: int = PAGE_SIZE) -> list[ArchiveRecord]:
+    def read(self, after_id: int, limit: int = PAGE_SIZE) -> list[ArchiveRow]:
         """The first ``limit`` records after ``after_id``, oldest first (none while there is no archive)."""
         archive = self.archive
         if archive is None or self.state == "closed":
             return []
         try:
-            return archive.records_after(after_id, limit=limit)
+            return archive.rows_after(after_id, limit=limit)
         except sqlite3.OperationalError:
             return []  # tables not there yet: the next tick says so

@@ -19,7 +19,9 @@ OpenConsole = Callable[..., Awaitable[Console]]
 
 
 async def _records(http: aiohttp.ClientSession, console: Console, **query: Any) -> dict[str, Any]:
-    async with http.get(console.url + "api/records", params={k: str(v) for k, v in query.items()}) as response:
+    async with http.get(
+        console.url + "api/records", params={k: str(v) for k, v in query.items()}
+    ) as response:
         assert response.status == 200, await response.text()
         body: dict[str, Any] = await response.json()
         return body
@@ -146,15 +148,25 @@ async def test_an_enabled_console_sends_through_the_agents_send_tools(
         sent = (await response.json())["message"]
     async with http.post(
         console.url + "api/send",
-        json={"from": "alice.local", "group_id": "pair", "text": "@bob", "mentions": ["bob.local"],
-              "in_reply_to": sent["message_id"]},
+        json={
+            "from": "alice.local",
+            "group_id": "pair",
+            "text": "@bob",
+            "mentions": ["bob.local"],
+            "in_reply_to": sent["message_id"],
+        },
     ) as response:
         assert response.status == 201, await response.text()
     await runtime.settle()
     bob = await runtime.agent_instance("bob.local", Recorder)
-    assert [(m.from_aid, m.text) for m in bob.received] == [("alice.local", "hi bob"), ("alice.local", "@bob")]
+    assert [(m.from_aid, m.text) for m in bob.received] == [
+        ("alice.local", "hi bob"),
+        ("alice.local", "@bob"),
+    ]
     assert bob.received[1].in_reply_to == sent["message_id"]
-    owners = {(r.owner, r.kind) for r in runtime.archive.records() if r.message and r.message.text == "hi bob"}
+    owners = {
+        (r.owner, r.kind) for r in runtime.archive.records() if r.message and r.message.text == "hi bob"
+    }
     assert owners == {("alice.local", "sent"), ("bob.local", "received")}
 
 
@@ -166,11 +178,30 @@ async def test_an_enabled_console_sends_through_the_agents_send_tools(
         ({"from": "alice.local", "group_id": "nogroup", "text": "x"}, 404, "UnknownGroupError", None),
         ({"from": "alice.local", "group_id": "others", "text": "x"}, 409, "NotAGroupMemberError", None),
         ({"from": "alice.local", "to": "Bob", "text": "x"}, 400, "InvalidAIDError", None),
-        ({"from": "alice.local", "to": "bob.local", "group_id": "others", "text": "x"}, 400, "invalid_request", "to"),
+        (
+            {"from": "alice.local", "to": "bob.local", "group_id": "others", "text": "x"},
+            400,
+            "invalid_request",
+            "to",
+        ),
         ({"from": "alice.local", "to": "bob.local"}, 400, "invalid_request", "text"),
         ({"to": "bob.local", "text": "x"}, 400, "invalid_request", "from"),
-        ({"from": "alice.local", "to": "bob.local", "text": "x", "mentions": ["bob.local"]}, 400, "invalid_request", "mentions"),
-        ({"from": "alice.local", "to": "bob.local", "payload": {"type": "tool_result", "call_id": "c", "ok": False}}, 400, "InvalidMessageError", "payload.tool_result"),
+        (
+            {"from": "alice.local", "to": "bob.local", "text": "x", "mentions": ["bob.local"]},
+            400,
+            "invalid_request",
+            "mentions",
+        ),
+        (
+            {
+                "from": "alice.local",
+                "to": "bob.local",
+                "payload": {"type": "tool_result", "call_id": "c", "ok": False},
+            },
+            400,
+            "InvalidMessageError",
+            "payload.tool_result",
+        ),
         (["not", "an", "object"], 400, "invalid_request", None),
     ],
 )
@@ -208,7 +239,9 @@ async def test_sends_must_be_json_from_the_consoles_own_page(
     async with http.post(url, data=body, headers={"Content-Type": "text/plain"}) as response:
         assert response.status == 415
         assert (await response.json())["error"]["code"] == "unsupported_media_type"
-    async with http.post(url, data=body, headers={"Content-Type": "application/json", "Origin": "http://evil.example"}) as response:
+    async with http.post(
+        url, data=body, headers={"Content-Type": "application/json", "Origin": "http://evil.example"}
+    ) as response:
         assert response.status == 403
         assert (await response.json())["error"]["code"] == "cross_origin"
     async with http.post(url, data="{not json", headers={"Content-Type": "application/json"}) as response:

@@ -70,14 +70,19 @@ async def test_console_follows_another_processes_archive_read_only(
     try:
         await _say(writer, "hello")
         async with http.get(console.url + "api/events?after=0") as stream:
-            records = await _texts_until(stream, {"hello", "answer 1 of 2 to: hello", "answer 2 of 2 to: hello"})
+            records = await _texts_until(
+                stream, {"hello", "answer 1 of 2 to: hello", "answer 2 of 2 to: hello"}
+            )
             last = max(r["id"] for r in records)
             await _say(writer, "again")
             newer = await _texts_until(stream, {"again", "answer 2 of 2 to: again"})
             assert all(r["id"] > last for r in newer)  # only what is new, never the archive again
         async with http.get(console.url + "api/agents") as response:
             agents = {a["aid"]: (a["role"], a["description"]) for a in await response.json()}
-        assert agents == {"twice.local": ("agent", "answers twice"), "app.local": ("inbox", "application inbox")}
+        assert agents == {
+            "twice.local": ("agent", "answers twice"),
+            "app.local": ("inbox", "application inbox"),
+        }
         async with http.get(console.url + "api/info") as response:
             assert (await response.json())["state"] == "live"
         # Sending needs the runtime in this process: the page of a file console cannot send.

@@ -29,7 +29,8 @@ from aun_runtime.testing import Bouncer, Raiser, Speaker
 
 from .conftest import TEST_POLL_INTERVAL, TIMEOUT
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_PRESENT = Path(CHROMIUM).exists()
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -78,10 +79,10 @@ class Coder(AUNAgent):
 
 @pytest.fixture
 async def page() -> AsyncIterator[Page]:
-    if not CHROMIUM.exists():
+    if not CHROMIUM_PRESENT:
         pytest.fail(f"{CHROMIUM} is missing: install Debian's browser with `apt-get install -y chromium`")
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = await browser.new_page(viewport={"width": 1280, "height": 760})
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
@@ -93,9 +94,7 @@ async def page() -> AsyncIterator[Page]:
 
 def _thread(page: Page, text: str) -> Locator:
     """The top-level message (with its replies) whose own text is ``text``."""
-    return page.locator("#timeline > article.msg").filter(
-        has=page.locator(":scope > .text", has_text=text)
-    )
+    return page.locator("#timeline > article.msg").filter(has=page.locator(":scope > .text", has_text=text))
 
 
 def _status(message: Locator) -> Locator:
@@ -141,8 +140,12 @@ async def test_console_shows_a_live_scenario_with_autonomous_semantics(page: Pag
         # A message an agent sent on its own, answering nothing, is marked proactive.
         await _open(page, "#standup")
         opening = _thread(page, "Stand-up time.")
-        await expect(opening.locator(":scope > header .tag.proactive")).to_have_text("proactive", timeout=WAIT_MS)
-        await expect(opening.locator(".replies")).to_have_count(0)  # nothing answered it yet, and that is fine
+        await expect(opening.locator(":scope > header .tag.proactive")).to_have_text(
+            "proactive", timeout=WAIT_MS
+        )
+        await expect(opening.locator(".replies")).to_have_count(
+            0
+        )  # nothing answered it yet, and that is fine
 
         # Three replies, arriving later, are grouped under the message they answer.
         (await runtime.agent_instance("thrice.local", Reporter)).go.set()
@@ -162,7 +165,9 @@ async def test_console_shows_a_live_scenario_with_autonomous_semantics(page: Pag
         await expect(_status(silent)).to_have_attribute("data-status", "delivered")
         await expect(silent).not_to_have_class(re.compile(r"\b(failure|status-dead)\b"))
         await expect(silent.locator(".alert")).to_have_count(0)
-        await expect(silent.locator(":scope > .new, :scope > header .tag.new")).to_have_text("new conversation")
+        await expect(silent.locator(":scope > .new, :scope > header .tag.new")).to_have_text(
+            "new conversation"
+        )
         status_style = await _status(silent).evaluate(
             "el => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]"
         )
@@ -188,7 +193,9 @@ async def test_console_shows_a_live_scenario_with_autonomous_semantics(page: Pag
         objection = _thread(page, "quiet, any objections?")
         await expect(objection.locator(".thought")).to_contain_text("quiet.local decided to stay silent")
         await expect(objection.locator(":scope > header .tag.new")).to_have_text("new conversation")
-        await expect(objection.locator(":scope > header .tag.proactive")).to_have_count(0)  # the app is no agent
+        await expect(objection.locator(":scope > header .tag.proactive")).to_have_count(
+            0
+        )  # the app is no agent
 
         await page.locator("#view").evaluate("el => { el.scrollTop = 0; }")
         ARTIFACT.parent.mkdir(exist_ok=True)
@@ -227,7 +234,9 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
             await inbox.send("nobody.local", "hello?")
         await inbox.send("raiser.local", "boom")
         await runtime.send("pong.local", "ping", sender="ping.local")
-        await expect(page.locator("#failures-link")).to_have_text("2 dead letters · 1 loop stop", timeout=WAIT_MS)
+        await expect(page.locator("#failures-link")).to_have_text(
+            "2 dead letters · 1 loop stop", timeout=WAIT_MS
+        )
         await _open(page, "app.local ↔ nobody.local")
         lost = _thread(page, "hello?")
         await expect(_status(lost)).to_have_text("dead letter")

@@ -18,7 +18,12 @@ URL = re.compile(rb"console: (http://127\.0\.0\.1:\d+/)")
 
 async def _start(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aun_runtime", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        "-m",
+        "aun_runtime",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -46,7 +51,9 @@ async def test_demo_with_console_serves_the_scenario_until_interrupted() -> None
     process = await _start("demo", "--console", "--port", "0")
     try:
         url, _ = await _read_until_url(process)
-        _, transcript = await _read_until_url(process)  # printed again after the scenario, with the transcript
+        _, transcript = await _read_until_url(
+            process
+        )  # printed again after the scenario, with the transcript
         assert b"Good morning, lobby!" in transcript and b"serving until Ctrl-C" in transcript
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as http:
             async with http.get(url + "api/records?after=0") as response:
@@ -83,7 +90,9 @@ async def test_demo_console_with_allow_send_sends_as_an_agent() -> None:
                 # twice.local answers it twice, like any message: the runtime kept running for the page.
                 replies: list[dict[str, Any]] = []
                 while len(replies) < 2:
-                    event = await asyncio.wait_for(next_event(stream, skip=("hello", "agents", "status")), TIMEOUT)
+                    event = await asyncio.wait_for(
+                        next_event(stream, skip=("hello", "agents", "status")), TIMEOUT
+                    )
                     replies += [
                         r["message"]
                         for r in event.json()
@@ -109,9 +118,11 @@ async def test_console_command_watches_a_file_and_refuses_to_send(tmp_path: Path
     try:
         url, line = await _read_until_url(process)
         assert b"read-only" in line
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as http:
-            async with http.get(url + "api/info") as response:
-                assert (await response.json())["state"] == "waiting"  # no runtime has written it yet
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as http,
+            http.get(url + "api/info") as response,
+        ):
+            assert (await response.json())["state"] == "waiting"  # no runtime has written it yet
         process.send_signal(signal.SIGINT)
         out, _ = await asyncio.wait_for(process.communicate(), TIMEOUT)
         assert process.returncode == 0 and b"console stopped" in out
