@@ -265,7 +265,9 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
 
         # Sending is on for this console: the page speaks as a local agent, through its send tool.
         await _open(page, "app.local ↔ coder.local")
+        await expect(page.locator("#c-mentions-label")).to_be_hidden()  # mentions are for groups
         await page.locator("#c-from").select_option("app.local")
+        await expect(page.locator("#c-to")).to_have_value("coder.local")
         await page.locator("#c-text").fill("and the linters?")
         await page.locator("#composer button[type=submit]").click()
         asked = _thread(page, "and the linters?")
