@@ -202,6 +202,7 @@ async def test_console_shows_a_live_scenario_with_autonomous_semantics(page: Pag
         await page.screenshot(path=str(ARTIFACT))
         await page.uncheck("#show-muted")
         await expect(filtered).to_be_hidden()
+        await page.close()  # before the console stops, so the page does not try to reconnect
     await runtime.close()
 
 
@@ -273,4 +274,5 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         asked = _thread(page, "and the linters?")
         await expect(asked.locator(":scope > .replies > article.msg")).to_have_count(2, timeout=WAIT_MS)
         assert any(m.message and m.message.text == "and the linters?" for m in runtime.archive.records())
+        await page.close()  # before the console stops, so the page does not try to reconnect
     await runtime.close()
