@@ -48,7 +48,7 @@ def test_read_only_archive_sees_the_writer_and_never_writes(tmp_path: Path) -> N
     with pytest.raises(RuntimeError, match="read-only"):
         reader.record_agent("x.local", role="agent", mode="autonomous", description="")
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        reader._db.execute("DELETE FROM archive")  # SQLite itself refuses: the file is opened mode=ro
+        reader._writer.read(lambda db: db.execute("DELETE FROM records"))  # SQLite refuses: mode=ro
     reader.close()
     writer.close()
 
@@ -77,7 +77,7 @@ async def test_registration_records_agents_and_inboxes(tmp_path: Path) -> None:
 def test_an_archive_from_before_the_agents_table_reads_as_no_agents(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     archive = Archive(path)
-    archive._db.execute("DROP TABLE agents")
+    archive._writer.read(lambda db: db.execute("DROP TABLE agents"))
     archive.close()
     assert Archive(path, read_only=True).agents() == []
 
