@@ -20,9 +20,10 @@ The console reads only the archive (SQLite, WAL mode, opened read-only), so anyt
 the archive schema can be watched, a gateway included. Sending as an agent is possible only with a
 runtime in this process and ``allow_send=True``.
 
-Agent cards come from the archive's ``agents`` table, which the runtime fills at registration
-(AID, role, mode, description). Its ``card`` column is where an agent's agent.md text goes; the
-card view shows it when it is there, and the runtime's metadata otherwise.
+Agent cards come from the archive's ``agents`` table, which the runtime fills at registration:
+AID, role (agent or application inbox), mode, description, and the agent's agent.md when it has one
+(``register_agent(..., card=...)`` or the class's ``agent_md``). The page shows the card's fields
+and body, and the runtime's metadata for an agent without one.
 
 Why this stack:
 

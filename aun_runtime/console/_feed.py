@@ -25,7 +25,8 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
 
-from .._archive import Archive, ArchiveRow
+from .._archive import AgentEntry, Archive, ArchiveRow
+from ..agentmd import AgentMDError, parse_agent_md
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
 
@@ -61,6 +62,29 @@ def encode_records(records: list[ArchiveRow]) -> str:
     return "[" + ",".join(encode_record(record) for record in records) + "]"
 
 
+def encode_agents(entries: list[AgentEntry]) -> str:
+    """The agents table as JSON, each agent.md card also parsed into its fields for the page."""
+    items = []
+    for entry in entries:
+        item: dict[str, object] = asdict(entry)
+        if entry.card:
+            try:
+                card = parse_agent_md(entry.card)
+            except AgentMDError as exc:  # a foreign archive may hold anything: show it, say why
+                item["card_error"] = str(exc)
+            else:
+                item["card_fields"] = {
+                    "name": card.name,
+                    "type": card.type,
+                    "version": card.version,
+                    "description": card.description,
+                    "tags": list(card.tags),
+                    "body": card.body,
+                }
+        items.append(item)
+    return json.dumps(items, ensure_ascii=False, default=str)
+
+
 class ArchiveFeed:
     """Polls one archive and wakes the pages that follow it.
 
@@ -85,6 +109,7 @@ class ArchiveFeed:
         #: The agents table as JSON, and a counter that moves whenever it changes.
         self.agents_json = "[]"
         self.agents_version = 0
+        self._agents: list[AgentEntry] = []
         self._changed = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
@@ -123,7 +148,7 @@ class ArchiveFeed:
             return
         try:
             head = archive.last_id()
-            agents = json.dumps([asdict(entry) for entry in archive.agents()], ensure_ascii=False)
+            agents = archive.agents()
         except sqlite3.OperationalError as exc:  # a file whose writer has not created the tables yet
             self._set_state("waiting", f"{archive.path}: {exc}")
             return
@@ -131,8 +156,9 @@ class ArchiveFeed:
             self._set_state("closed", f"the archive was closed: {exc}")
             return
         moved = self._set_state("live", "")
-        if agents != self.agents_json:
-            self.agents_json = agents
+        if agents != self._agents:  # encoded (and cards parsed) only when the table changed
+            self._agents = agents
+            self.agents_json = encode_agents(agents)
             self.agents_version += 1
             moved = True
         if head != self.head:

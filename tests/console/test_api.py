@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -10,7 +11,9 @@ import aiohttp
 import pytest
 
 from aun_runtime import AUNRuntime
+from aun_runtime._archive import AgentEntry
 from aun_runtime.console import Console
+from aun_runtime.console._feed import encode_agents
 from aun_runtime.testing import Recorder, Replier
 
 from .conftest import TIMEOUT, next_event
@@ -313,6 +316,37 @@ async def test_agents_are_listed_with_role_mode_and_description(
     assert agents["app.local"]["role"] == "inbox"
 
 
+async def test_agent_md_cards_are_served_parsed(
+    runtime: AUNRuntime, open_console: OpenConsole, http: aiohttp.ClientSession
+) -> None:
+    card = (
+        "---\naid: rec.local\nname: Recorder\ntype: assistant\nversion: 0.1.0\n"
+        "description: keeps what it hears\ntags: [memory]\n---\nKeeps everything.\n"
+    )
+    await runtime.register_agent("rec.local", Recorder, card=card)
+    console = await open_console(runtime)
+    async with http.get(console.url + "api/agents") as response:
+        (agent,) = await response.json()
+    assert agent["card"] == card
+    assert agent["description"] == "keeps what it hears"
+    assert agent["card_fields"] == {
+        "name": "Recorder",
+        "type": "assistant",
+        "version": "0.1.0",
+        "description": "keeps what it hears",
+        "tags": ["memory"],
+        "body": "Keeps everything.\n",
+    }
+
+
 def test_sending_needs_a_runtime_in_this_process(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match="allow_send needs the runtime"):
         Console(tmp_path / "a.sqlite", allow_send=True)
+
+
+def test_an_invalid_card_from_a_foreign_archive_is_shown_with_its_error() -> None:
+    entries = [AgentEntry("x.local", "agent", "autonomous", "", "no front matter here", 0)]
+    (item,) = json.loads(encode_agents(entries))
+    assert item["card"] == "no front matter here"
+    assert "front matter" in item["card_error"]
+    assert "card_fields" not in item

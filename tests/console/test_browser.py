@@ -70,6 +70,12 @@ class Observer(AUNAgent):
 class Coder(AUNAgent):
     """Runs its own test tool when asked, shows that it did, and says how it went."""
 
+    agent_md = (
+        "---\naid: coder.local\nname: Coder\ntype: codeagent\nversion: 1.2.0\n"
+        "description: Runs its own test tool when asked\ntags: [python, tests]\n---\n"
+        "# Coder\nAsk it to run the tests; it shows its tool use and says how it went.\n"
+    )
+
     @event
     async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
         await self.reply(ToolCallPayload(call_id="t1", name="run_tests", arguments={"path": "tests/"}))
@@ -258,11 +264,16 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         await page.locator("#failures-link").click()
         await expect(page.locator("#view .alert")).to_have_count(3)
 
-        # The agent's card: AID, mode and description from the runtime.
+        # The agent's card: AID, mode and description from the runtime, and its agent.md.
         await page.locator("#agents a.item", has_text="coder.local").click()
         card = page.locator(".card")
         await expect(card).to_contain_text("autonomous")
         await expect(card).to_contain_text("Runs its own test tool when asked")
+        await expect(card.locator(".agent-md h3")).to_have_text("agent.md: Coder")
+        await expect(card.locator(".agent-md .tag-chip")).to_have_text(["python", "tests"])
+        await expect(card.locator(".agent-md-body")).to_contain_text("Ask it to run the tests")
+        await page.locator("#agents a.item", has_text="raiser.local").click()
+        await expect(page.locator(".card .hint")).to_contain_text("No agent.md card registered")
 
         # Sending is on for this console: the page speaks as a local agent, through its send tool.
         await _open(page, "app.local ↔ coder.local")

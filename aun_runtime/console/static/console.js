@@ -440,13 +440,31 @@
         h("dt", { text: "role" }), h("dd", { text: a.role === "inbox" ? "application inbox" : a.role }),
         h("dt", { text: "description" }), h("dd", { text: a.description || "—" }),
         h("dt", { text: "traffic" }), h("dd", { text: `${sent} sent · ${received} received · ${filtered} filtered (archived)` })),
-      a.card ? h("pre", { class: "agent-md", text: a.card })
-        : h("p", { class: "hint", text: "No agent.md card registered; this is the runtime's metadata." }),
+      agentMd(a),
       h("h3", { text: "Conversations" }),
       h("ul", { class: "links" }, [...convs].map((key) => h("li", {}, h("a", { href: `#c=${encodeURIComponent(key)}`, text: convTitle(S.convs.get(key)) })))),
       agentFailures(aid),
       agentThoughts(aid));
     $("view").replaceChildren(card);
+  }
+
+  // The agent's agent.md: its fields, then its Markdown body as text (never as HTML).
+  function agentMd(a) {
+    const f = a.card_fields;
+    if (f) {
+      return h("section", { class: "agent-md" },
+        h("h3", { text: `agent.md: ${f.name}` }),
+        h("dl", {},
+          h("dt", { text: "type" }), h("dd", { text: f.type }),
+          h("dt", { text: "version" }), h("dd", { text: f.version }),
+          f.tags.length ? [h("dt", { text: "tags" }), h("dd", {}, f.tags.map((t) => h("span", { class: "chip tag-chip", text: t })))] : null),
+        f.body.trim() ? h("pre", { class: "agent-md-body", text: f.body.trim() }) : null);
+    }
+    if (a.card) {
+      return h("section", { class: "agent-md" },
+        h("p", { class: "error", text: a.card_error || "" }), h("pre", { class: "agent-md-body", text: a.card }));
+    }
+    return h("p", { class: "hint", text: "No agent.md card registered; this is the runtime's metadata." });
   }
 
   function agentFailures(aid) {
