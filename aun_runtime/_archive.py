@@ -420,29 +420,32 @@ class Archive:
         return [_record(row) for row in rows]
 
     def rows_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRow]:
-        """As :meth:`records_after`, but unparsed: each message stays the JSON it was stored as.
+        """As :meth:`records_after`, but unparsed, and only what is already written.
 
-        A reader that only passes records on (a console sending them to a browser) skips the
-        validation and re-encoding of every message, which is nearly all of the cost of a read.
+        Each message stays the JSON it was stored as: a reader that only passes records on (a
+        console sending them to a browser) skips the validation and re-encoding of every message,
+        which is nearly all of the cost of a read. And it neither pushes nor waits for records still
+        waiting to be written, so a reader that polls never makes the runtime wait for the disk;
+        they show up at its next look, at most ``flush_interval`` later.
         """
-        self._hand_over()
         sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
-        rows = self._writer.read(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        rows = self._writer.read_committed(lambda db: db.execute(sql, (after_id, limit)).fetchall())
         return [
             ArchiveRow(int(i), str(o), str(k), r, str(b), int(t), bool(m), None if m else a)
             for i, o, k, r, b, t, m, a in rows
         ]
 
     def last_id(self) -> int:
-        """The id of the newest record (0 for an empty archive)."""
-        self._hand_over()
-        return int(self._writer.read(lambda db: db.execute("SELECT MAX(id) FROM archive").fetchone()[0] or 0))
+        """The id of the newest record written (0 for an empty archive); like :meth:`rows_after`,
+        it does not wait for records still waiting to be written."""
+        sql = "SELECT MAX(id) FROM records"
+        return int(self._writer.read_committed(lambda db: db.execute(sql).fetchone()[0] or 0))
 
     def agents(self) -> list[AgentEntry]:
         """Every AID registered by a runtime writing this archive, in registration order."""
         sql = "SELECT aid, role, mode, description, card, registered_at FROM agents ORDER BY registered_at"
         try:
-            rows = self._writer.read(lambda db: db.execute(sql).fetchall())
+            rows = self._writer.read_committed(lambda db: db.execute(sql).fetchall())
         except sqlite3.OperationalError:  # an archive written before the table existed
             return []
         return [

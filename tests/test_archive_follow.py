@@ -88,7 +88,11 @@ def test_rows_after_keeps_each_message_as_stored() -> None:
     archive.record("b.local", RecordKind.RECEIVED, message)
     archive.record_thought("b.local", "hm", about="m1")
     archive.record_event("a.local", RecordKind.DEAD_LETTER, "no route", None)
+    # A follower reads what is written; it never makes the writer hurry, nor waits for it.
+    assert archive.rows_after(0) == [] and archive.last_id() == 0
+    archive.flush()
     received, thought, dead = archive.rows_after(0)
+    assert archive.last_id() == dead.id
     assert received.is_message and received.body == message.to_json()
     assert AUNMessage.from_json(received.body) == message
     assert (thought.kind, thought.body, thought.about, thought.is_message) == ("thought", "hm", "m1", False)

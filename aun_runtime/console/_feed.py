@@ -152,7 +152,7 @@ class ArchiveFeed:
         except sqlite3.OperationalError as exc:  # a file whose writer has not created the tables yet
             self._set_state("waiting", f"{archive.path}: {exc}")
             return
-        except (sqlite3.ProgrammingError, RuntimeError) as exc:  # the runtime closed its archive
+        except sqlite3.ProgrammingError as exc:  # the runtime closed its archive
             self._set_state("closed", f"the archive was closed: {exc}")
             return
         moved = self._set_state("live", "")
