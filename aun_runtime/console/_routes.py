@@ -41,7 +41,13 @@ RECONNECT_DELAY_MS = 1000
 _ASSETS = {
     "index.html": "text/html",
     "console.css": "text/css",
+    # The page's JavaScript modules, loaded by the browser as they are: no bundler, no build step.
     "console.js": "text/javascript",
+    "dom.js": "text/javascript",
+    "model.js": "text/javascript",
+    "message.js": "text/javascript",
+    "views.js": "text/javascript",
+    "composer.js": "text/javascript",
 }
 _SECURITY_HEADERS = {
     # Everything the page needs comes from this server; nothing inline, nothing from elsewhere.

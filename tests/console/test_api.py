@@ -294,7 +294,8 @@ async def test_page_and_assets_are_served_with_a_strict_policy(
         assert "default-src 'self'" in response.headers["Content-Security-Policy"]
         page = await response.text()
     assert 'src="static/console.js"' in page
-    for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css")):
+    modules = ("console.js", "dom.js", "model.js", "message.js", "views.js", "composer.js")
+    for name, kind in [*((m, "text/javascript") for m in modules), ("console.css", "text/css")]:
         async with http.get(console.url + "static/" + name) as response:
             assert (response.status, response.content_type) == (200, kind)
     for name in ("missing.js", "..%2F_console.py"):

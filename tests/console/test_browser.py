@@ -81,6 +81,8 @@ class Coder(AUNAgent):
         await self.reply(ToolCallPayload(call_id="t1", name="run_tests", arguments={"path": "tests/"}))
         await self.reply(ToolResultPayload(call_id="t1", ok=True, result="12 passed"))
         await self.reply("All 12 tests pass.")
+        # A follow-up that does not say what it answers still belongs to the thread it was sent in.
+        await self.send(message.from_aid, "Coverage report follows.")
 
 
 @pytest.fixture
@@ -230,11 +232,12 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         await _open(page, "app.local ↔ coder.local")
         request = _thread(page, "please run the tests")
         replies = request.locator(":scope > .replies > article.msg")
-        await expect(replies).to_have_count(2, timeout=WAIT_MS)  # the tool note and the answer
+        await expect(replies).to_have_count(3, timeout=WAIT_MS)  # the tool note, the answer, a follow-up
         note = replies.nth(0).locator(".tool-note")
         await expect(note).to_contain_text("coder.local used its tool run_tests")
         await expect(note.locator(".tool-result.ok")).to_contain_text("12 passed")
         await expect(replies.nth(1).locator(":scope > .text")).to_have_text("All 12 tests pass.")
+        await expect(replies.nth(2).locator(":scope > .text")).to_have_text("Coverage report follows.")
 
         # A dead letter stands out in red; so does a handler failure; a loop stop in amber.
         with pytest.raises(UnknownAIDError):
@@ -283,7 +286,7 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         await page.locator("#c-text").fill("and the linters?")
         await page.locator("#composer button[type=submit]").click()
         asked = _thread(page, "and the linters?")
-        await expect(asked.locator(":scope > .replies > article.msg")).to_have_count(2, timeout=WAIT_MS)
+        await expect(asked.locator(":scope > .replies > article.msg")).to_have_count(3, timeout=WAIT_MS)
         assert any(m.message and m.message.text == "and the linters?" for m in runtime.archive.records())
         await page.close()  # before the console stops, so the page does not try to reconnect
     await runtime.close()
