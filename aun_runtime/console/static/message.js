@@ -2,7 +2,6 @@
 import { h, clock, snip } from "./dom.js";
 import { S, MAX_ALERT_TEXT, answeredId, convTitle, isProactive, parentOf, repliesOf, statusOf } from "./model.js";
 
-
 function mentionChips(m) {
   const mentions = (m.payload && m.payload.mentions) || [];
   return mentions.map((x) => h("span", { class: "mention", text: "@" + (x.aid || x.scope || "?") }));
