@@ -25,7 +25,7 @@ from aun_runtime import (
     event,
 )
 from aun_runtime.console import Console
-from aun_runtime.testing import Bouncer, Raiser, Speaker
+from aun_runtime.testing import Bouncer, Forwarder, Raiser, Speaker
 
 from .conftest import TEST_POLL_INTERVAL, TIMEOUT
 
@@ -297,6 +297,18 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         asked = _thread(page, "and the linters?")
         await expect(asked.locator(":scope > .replies > article.msg")).to_have_count(3, timeout=WAIT_MS)
         assert any(m.message and m.message.text == "and the linters?" for m in runtime.archive.records())
+
+        # An answer sent in another conversation is pointed to from the message it answers.
+        await runtime.register_agent("fwd.local", lambda: Forwarder(to="raiser.local"))
+        await inbox.send("fwd.local", "pass it on")
+        await _open(page, "app.local ↔ fwd.local")
+        elsewhere = _thread(page, "pass it on").locator(".elsewhere")
+        await expect(elsewhere).to_have_text("answered in fwd.local ↔ raiser.local", timeout=WAIT_MS)
+        await elsewhere.locator("a").click()
+        await expect(page.locator("#view-header h2")).to_have_text("fwd.local ↔ raiser.local")
+        await expect(_thread(page, "fwd: pass it on").locator(":scope > header .tag.re")).to_have_text(
+            "re “pass it on” in app.local ↔ fwd.local"
+        )
         await page.close()  # before the console stops, so the page does not try to reconnect
     await runtime.close()
 

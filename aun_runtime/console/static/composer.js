@@ -1,6 +1,6 @@
 // Sending as a local agent from the page: shown only when the console allows it.
 import { $, h, snip } from "./dom.js";
-import { S } from "./model.js";
+import { S, summaryOf } from "./model.js";
 
 
 function localAids() {
@@ -20,7 +20,7 @@ export function drawComposer() {
   if (current && [...select.options].some((o) => o.value === current)) select.value = current;
   if (S.replyTo) {
     $("reply-chip").hidden = false;
-    $("reply-what").textContent = `${S.replyTo.m.from_aid}: “${snip(S.replyTo.m.payload && S.replyTo.m.payload.text, 50)}”`;
+    $("reply-what").textContent = `${S.replyTo.m.from_aid}: “${snip(summaryOf(S.replyTo.m), 50)}”`;
   } else $("reply-chip").hidden = true;
   prefillTarget();
 }

@@ -1,6 +1,6 @@
 // Drawing one message with everything that became of it, and its replies under it.
 import { h, clock, snip } from "./dom.js";
-import { S, MAX_ALERT_TEXT, answeredId, convTitle, isProactive, parentOf, repliesOf, statusOf } from "./model.js";
+import { S, MAX_ALERT_TEXT, answeredId, convTitle, isProactive, parentOf, repliesOf, statusOf, summaryOf } from "./model.js";
 
 function mentionChips(m) {
   const mentions = (m.payload && m.payload.mentions) || [];
@@ -44,6 +44,20 @@ function toolResultLine(e, p) {
     ok ? " → ok: " : " → failed: ",
     h("code", { text: snip(typeof value === "string" ? value : JSON.stringify(value), 160) }),
     e.call ? null : h("span", { class: "hint", text: ` (call ${p.call_id})` }));
+}
+
+// Answers sent in another conversation (a reply to a group message sent directly, a workflow
+// passing work on): counted here, with a way to follow them.
+function elsewhereLine(e) {
+  const counts = new Map();
+  for (const id of S.children.get(e.id) || []) {
+    const child = S.msgs.get(id);
+    if (child && child.conv !== e.conv) counts.set(child.conv, (counts.get(child.conv) || 0) + 1);
+  }
+  if (!counts.size) return null;
+  const links = [...counts].map(([key, n]) =>
+    h("a", { href: `#c=${encodeURIComponent(key)}`, text: `${convTitle(S.convs.get(key))}${n > 1 ? ` (${n})` : ""}` }));
+  return h("div", { class: "elsewhere" }, "answered in ", links.flatMap((link, i) => (i ? [", ", link] : [link])));
 }
 
 function fateLine(e) {
@@ -96,7 +110,7 @@ export function drawMessage(e, depth) {
   } else if (answeredId(m) && !parentOf(e)) {
     const parent = S.msgs.get(answeredId(m));
     const where = parent ? ` in ${convTitle(S.convs.get(parent.conv))}` : "";
-    const what = parent ? `“${snip(parent.m.payload && parent.m.payload.text, 40)}”` : answeredId(m).slice(0, 8);
+    const what = parent ? `“${snip(summaryOf(parent.m), 40)}”` : answeredId(m).slice(0, 8);
     tags.push(h("a", { class: "tag re", href: parent ? `#c=${encodeURIComponent(parent.conv)}` : null, text: `re ${what}${where}` }));
   }
   const target = m.group_id ? `#${m.group_id}` : m.to;
@@ -120,6 +134,8 @@ export function drawMessage(e, depth) {
     el.append(h("div", { class: "alert loop-stop", text: `loop guard stopped ${e.loopStop.owner}: ${snip(e.loopStop.reason, MAX_ALERT_TEXT)}` }));
   }
   for (const t of e.thoughts) el.append(thoughtLine(t));
+  const elsewhere = elsewhereLine(e);
+  if (elsewhere) el.append(elsewhere);
   if (replies.length) {
     const box = h("div", { class: `replies${depth >= 4 ? " flat" : ""}`, "data-count": replies.length },
       h("div", { class: "replies-head", text: replies.length === 1 ? "1 reply" : `${replies.length} replies` }));

@@ -198,6 +198,16 @@ export function statusOf(e) {
   return { cls: "sent", label: "sent" };
 }
 
+// What a person would read of a message in one line: its text, a json payload's fallback text or
+// kind, a tool's name, or the payload type.
+export function summaryOf(m) {
+  const p = m.payload || {};
+  if (p.type === "text") return p.text;
+  if (p.type === "json") return p.fallback_text || p.kind;
+  if (p.type === "tool_call") return `tool ${p.name}`;
+  return `<${p.type}>`;
+}
+
 export function isProactive(m) {
   return !m.in_reply_to && !m.hops && role(m.from_aid) !== "inbox";
 }
