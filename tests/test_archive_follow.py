@@ -96,6 +96,11 @@ def test_rows_after_keeps_each_message_as_stored() -> None:
     assert received.is_message and received.body == message.to_json()
     assert AUNMessage.from_json(received.body) == message
     assert (thought.kind, thought.body, thought.about, thought.is_message) == ("thought", "hm", "m1", False)
-    assert (dead.kind, dead.reason, dead.body, dead.is_message) == ("dead_letter", "no route", "no route", False)
+    assert (dead.kind, dead.reason, dead.body, dead.is_message) == (
+        "dead_letter",
+        "no route",
+        "no route",
+        False,
+    )
     assert [r.id for r in archive.rows_after(received.id)] == [thought.id, dead.id]
     archive.close()
