@@ -103,7 +103,8 @@ class ArchiveFeed:
         self.archive: Archive | None = None
         #: The newest record id seen in the archive.
         self.head = 0
-        #: ``waiting`` (no archive yet), ``live``, or ``closed`` (the archive was closed under us).
+        #: ``waiting`` (no archive yet), ``live``, ``closed`` (the archive was closed under us) or
+        #: ``error`` (the file is not an archive).
         self.state = "waiting"
         self.detail = ""
         #: The agents table as JSON, and a counter that moves whenever it changes.
@@ -149,11 +150,14 @@ class ArchiveFeed:
         try:
             head = archive.last_id()
             agents = archive.agents()
+        except sqlite3.ProgrammingError as exc:  # the runtime closed its archive
+            self._set_state("closed", f"the archive was closed: {exc}")
+            return
         except sqlite3.OperationalError as exc:  # a file whose writer has not created the tables yet
             self._set_state("waiting", f"{archive.path}: {exc}")
             return
-        except sqlite3.ProgrammingError as exc:  # the runtime closed its archive
-            self._set_state("closed", f"the archive was closed: {exc}")
+        except sqlite3.DatabaseError as exc:  # not an archive at all: say so, and keep looking
+            self._set_state("error", f"{archive.path} cannot be read as an archive: {exc}")
             return
         moved = self._set_state("live", "")
         if agents != self._agents:  # encoded (and cards parsed) only when the table changed
@@ -206,5 +210,5 @@ class ArchiveFeed:
             return []
         try:
             return archive.rows_after(after_id, limit=limit)
-        except sqlite3.OperationalError:
-            return []  # tables not there yet: the next tick says so
+        except sqlite3.DatabaseError:
+            return []  # no tables yet, or not an archive: the feed's state says which

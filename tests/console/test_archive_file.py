@@ -109,3 +109,18 @@ async def test_console_reports_when_the_runtime_closes_its_archive(
                 break
     async with http.get(console.url + "api/records?after=0") as response:
         assert (await response.json())["records"] == []  # answers, rather than failing on a closed file
+
+
+async def test_a_file_that_is_no_archive_is_reported_not_fatal(
+    tmp_path: Path, open_console: OpenConsole, http: aiohttp.ClientSession
+) -> None:
+    path = tmp_path / "notes.sqlite"
+    path.write_text("these are not the records you are looking for\n" * 200)
+    console = await open_console(path)
+    async with http.get(console.url + "api/info") as response:
+        info = await response.json()
+    assert info["state"] == "error"
+    assert "cannot be read as an archive" in info["detail"]
+    async with http.get(console.url + "api/records?after=0") as response:
+        assert response.status == 200
+        assert (await response.json())["records"] == []

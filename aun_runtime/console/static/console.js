@@ -38,7 +38,7 @@ window.addEventListener("hashchange", () => show(viewFromHash()));
 // ---- the live stream --------------------------------------------------------------------------
 
 function setConnection(state, detail) {
-  const labels = { live: "live", waiting: "waiting for the archive", closed: "archive closed", lost: "reconnecting…", connecting: "connecting…" };
+  const labels = { live: "live", waiting: "waiting for the archive", closed: "archive closed", error: "archive unreadable", lost: "reconnecting…", connecting: "connecting…" };
   const conn = $("conn");
   conn.className = `conn conn-${state}`;
   conn.textContent = labels[state] || state;
