@@ -292,6 +292,10 @@ class AUNRuntime:
         register_wire_serializers(self.core)  # contract classes imported since the last registration
         await self.core.register_factory(aid, make)
         await self.core.add_subscription(TypeSubscription(inbox_topic_type(aid), aid))
+        for group in self._groups.values():  # groups it was made a member of before it existed
+            if aid in group.members:
+                group.floors[aid] = group.last_seq  # what was posted before is already a dead letter
+                await self._subscribe(group, aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
 
@@ -407,8 +411,14 @@ class AUNRuntime:
             return
         group.members.add(aid)
         group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
+        if aid in self._endpoints:
+            await self._subscribe(group, aid)
+
+    async def _subscribe(self, group: GroupState, aid: str) -> None:
+        # Only local agents hold a subscription: the core could not deliver to anyone else, and one
+        # recipient it cannot create would cost every other member its copy.
         if aid not in group.subscriptions:
-            subscription = TypeSubscription(group_topic_type(group_id), aid)
+            subscription = TypeSubscription(group_topic_type(group.group_id), aid)
             await self.core.add_subscription(subscription)
             group.subscriptions[aid] = subscription.id
 
@@ -545,13 +555,7 @@ class AUNRuntime:
     async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
         if target is None:
-            if aid_domain(to) == self.domain:
-                error: UndeliverableError = UnknownAIDError(f"no agent {to} is registered in this runtime")
-            else:
-                error = NoRouteError(
-                    f"no gateway route to {to}: it is outside the local domain {self.domain!r}"
-                )
-            raise self._undeliverable(AUNMessage(**fields), error)
+            raise self._undeliverable(AUNMessage(**fields), self._no_agent(to))
         message_id = fields["message_id"]
         try:
             await target.mailbox.reserve(message_id)
@@ -582,9 +586,13 @@ class AUNRuntime:
             raise error
         message_id = fields["message_id"]
         reserved: list[Mailbox] = []
+        absent: list[str] = []
         for aid in group.members:
             endpoint = self._endpoints.get(aid)
-            if aid == sender or endpoint is None:
+            if aid == sender:
+                continue
+            if endpoint is None:
+                absent.append(aid)
                 continue
             # A group message reaches every member alike, so a full mailbox cannot refuse its copy
             # here: under ``block`` the sender waits for room; otherwise arrival decides.
@@ -605,9 +613,16 @@ class AUNRuntime:
             for mailbox in reserved:
                 mailbox.cancel_reservation(message_id)
             raise
+        for aid in absent:  # members with no agent here: their copies are dead letters, the rest go out
+            self._dead_letter(aid, message, self._no_agent(aid))
         return message
 
     # -- failures ----------------------------------------------------------------------------------
+
+    def _no_agent(self, aid: str) -> UndeliverableError:
+        if aid_domain(aid) == self.domain:
+            return UnknownAIDError(f"no agent {aid} is registered in this runtime")
+        return NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
 
     def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
         self._dead_letter(message.from_aid, message, error)
