@@ -10,6 +10,12 @@ that wrote during the turn. Twenty concurrent senders cost one commit, not twent
 costs one commit and no waiting. WAL mode with ``synchronous=NORMAL`` makes a commit survive a
 crash of the process (what a restart is); only a power loss can drop the last commits.
 
+Checkpoints (copying the WAL into the database file, with an fsync) never run on the event loop:
+automatic checkpoints are off for the loop's connection, and a :class:`Checkpointer` thread with its
+own connection runs a passive checkpoint every :data:`CHECKPOINT_INTERVAL` seconds (SQLite releases
+the GIL while it works). The WAL therefore holds at most about one interval of writes before it is
+reused; it is truncated when the database closes.
+
 Schema::
 
     meta            (key PK, value)                                  -- schema version, issuer domain
@@ -34,14 +40,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["Database"]
+__all__ = ["Checkpointer", "Database"]
+
+log = logging.getLogger("aun_runtime.gateway")
 
 SCHEMA_VERSION = "1"
+#: Seconds between passive WAL checkpoints, the bound on how much the WAL grows between them.
+CHECKPOINT_INTERVAL = 1.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -96,6 +108,7 @@ class Database:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer thread does it
         self.conn.execute("PRAGMA foreign_keys=OFF")
         self.conn.executescript(_SCHEMA)
         self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -104,6 +117,8 @@ class Database:
         #: Called after a failed commit rolled everything back, so in-memory caches drop what they
         #: learned from the lost writes.
         self.on_rollback: list[Callable[[], None]] = []
+        self._checkpointer = Checkpointer(path, CHECKPOINT_INTERVAL)
+        self._checkpointer.start()
 
     def meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -164,4 +179,33 @@ class Database:
 
     def close(self) -> None:
         self._commit_now()
+        self._checkpointer.stop()
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
+
+
+class Checkpointer(threading.Thread):
+    """Runs passive WAL checkpoints on its own connection, off the event loop."""
+
+    def __init__(self, path: Path, interval: float) -> None:
+        super().__init__(name=f"gateway-checkpointer-{path.name}", daemon=True)
+        self.path = path
+        self.interval = interval
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=1000")
+        try:
+            while not self._stopping.wait(self.interval):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # a busy or failing disk: try again next interval
+                    log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=10)
