@@ -14,8 +14,10 @@ Usage::
         print(server.url)            # ws://127.0.0.1:54321/aun
         print(server.root_ca_path)   # the root a client must trust
 
-Each socket gets a ``challenge`` notification at once; each text frame is one JSON-RPC request,
-handled in order; answers and pushes leave through the connection's bounded writer queue.
+Each socket gets a ``challenge`` notification at once; each text frame is one JSON-RPC request.
+Requests of one connection start in the order they arrive and may overlap while they wait for their
+commit (up to ``requests_in_flight``); answers and pushes leave through the connection's bounded
+writer queue.
 """
 
 from __future__ import annotations
