@@ -196,22 +196,33 @@ def _cursor_wire(ack: int, group: Group, member: Member) -> dict[str, Any]:
     return {"current_seq": ack, "latest_seq": group.message_seq, "join_seq": member.join_seq}
 
 
+async def _advance_cursor(
+    call: Call, group: Group, *, message_seq: int | None = None, event_seq: int | None = None
+) -> tuple[int, int]:
+    """Move this device's message and/or event cursor forward (clamped to the group's latest; never
+    backwards), committing if it moved. Returns (message ack, event ack)."""
+    device_id, slot_id = call.own_device()
+    ack, event_ack = current = call.core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
+    if message_seq is not None:
+        ack = max(ack, min(message_seq, group.message_seq))
+    if event_seq is not None:
+        event_ack = max(event_ack, min(event_seq, group.event_seq))
+    if (ack, event_ack) != current:
+        call.core.groups.set_cursor(group.group_id, call.aid, device_id, slot_id, ack, event_ack)
+        await call.core.db.commit()
+    return ack, event_ack
+
+
 async def pull(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
     group = find_group(call)
     member = require_member(call, group)
-    device_id, slot_id = call.own_device()
     if "window_mode" in params.raw:
         raise RPCError.bad_param("window_mode", "tail-window pulls are not supported: pull forward with after_seq")
     after = params.integer("after_seq", default=0)
     limit = params.integer("limit", default=50, minimum=1, maximum=core.limits.max_page)
-    ack, event_ack = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
-    if "ack_up_to_seq" in params.raw:
-        requested = min(params.integer("ack_up_to_seq"), group.message_seq)
-        if requested > ack:
-            ack = requested
-            core.groups.set_cursor(group.group_id, call.aid, device_id, slot_id, ack, event_ack)
-            await core.db.commit()
+    requested = params.integer("ack_up_to_seq") if "ack_up_to_seq" in params.raw else None
+    ack, _ = await _advance_cursor(call, group, message_seq=requested)
     rows, more = core.groups.messages(group.group_id, max(after, member.join_seq), limit, core.limits.max_page_bytes)
     return {
         "group_id": group.group_id, "group_aid": group.group_id, "messages": rows, "has_more": more,
@@ -220,16 +231,9 @@ async def pull(call: Call) -> dict[str, Any]:
 
 
 async def ack(call: Call) -> dict[str, Any]:
-    core = call.core
     group = find_group(call)
     member = require_member(call, group)
-    device_id, slot_id = call.own_device()
-    ack_seq, event_ack = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
-    requested = min(call.params.integer("up_to_seq"), group.message_seq)
-    if requested > ack_seq:
-        ack_seq = requested
-        core.groups.set_cursor(group.group_id, call.aid, device_id, slot_id, ack_seq, event_ack)
-        await core.db.commit()
+    ack_seq, _ = await _advance_cursor(call, group, message_seq=call.params.integer("up_to_seq"))
     return {"group_id": group.group_id, "ack_seq": ack_seq, "cursor": _cursor_wire(ack_seq, group, member)}
 
 
@@ -247,16 +251,9 @@ async def pull_events(call: Call) -> dict[str, Any]:
 
 
 async def ack_events(call: Call) -> dict[str, Any]:
-    core = call.core
     group = find_group(call)
     require_member(call, group)
-    device_id, slot_id = call.own_device()
-    ack_seq, event_ack = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
-    requested = min(call.params.integer("event_seq"), group.event_seq)
-    if requested > event_ack:
-        event_ack = requested
-        core.groups.set_cursor(group.group_id, call.aid, device_id, slot_id, ack_seq, event_ack)
-        await core.db.commit()
+    _, event_ack = await _advance_cursor(call, group, event_seq=call.params.integer("event_seq"))
     return {"group_id": group.group_id, "ack_seq": event_ack}
 
 

@@ -173,23 +173,42 @@ class RawIdentity:
         return conn
 
 
-async def raw_register(server: GatewayServer, name: str) -> RawIdentity:
-    """Register and log in ``name.<issuer>`` by hand: create_aid, aid_login1, aid_login2."""
+class PendingLogin:
+    """An AID registered by hand, halfway through logging in (after ``auth.aid_login1``)."""
+
+    def __init__(self, conn: RawConnection, aid: str, key: ec.EllipticCurvePrivateKey, cert_pem: str,
+                 phase1: dict[str, Any]) -> None:
+        self.conn, self.aid, self.key, self.cert_pem, self.phase1 = conn, aid, key, cert_pem, phase1
+
+    def proof(self, signer: ec.EllipticCurvePrivateKey | None = None) -> dict[str, Any]:
+        """``auth.aid_login2`` params, signed by the AID's key (or by ``signer``)."""
+        client_time = str(time.time())
+        signature = (signer or self.key).sign(f"{self.phase1['nonce']}:{client_time}".encode(), ec.ECDSA(hashes.SHA256()))
+        return {"aid": self.aid, "request_id": self.phase1["request_id"], "nonce": self.phase1["nonce"],
+                "client_time": client_time, "signature": base64.b64encode(signature).decode()}
+
+
+def spki_b64(key: ec.EllipticCurvePrivateKey) -> str:
+    der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(der).decode()
+
+
+async def start_login(server: GatewayServer, name: str) -> PendingLogin:
+    """Register ``name.<issuer>`` with a fresh key and run ``auth.aid_login1`` on a new socket."""
     aid = f"{name}.{server.issuer}"
     key = ec.generate_private_key(ec.SECP256R1())
-    spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     conn = await RawConnection.open(server)
-    created = (await conn.call("auth.create_aid", {"aid": aid, "public_key": base64.b64encode(spki).decode(),
-                                                    "curve": "P-256"}))["result"]
-    phase1 = (await conn.call("auth.aid_login1", {"aid": aid, "cert": created["cert"], "client_nonce": "n0nce"}))["result"]
-    client_time = str(time.time())
-    proof = key.sign(f"{phase1['nonce']}:{client_time}".encode(), ec.ECDSA(hashes.SHA256()))
-    phase2 = (await conn.call("auth.aid_login2", {
-        "aid": aid, "request_id": phase1["request_id"], "nonce": phase1["nonce"], "client_time": client_time,
-        "signature": base64.b64encode(proof).decode(),
-    }))["result"]
-    await conn.close()
-    return RawIdentity(aid, key, created["cert"], phase2["access_token"], phase2["refresh_token"])
+    cert = (await conn.call("auth.create_aid", {"aid": aid, "public_key": spki_b64(key), "curve": "P-256"}))["result"]["cert"]
+    phase1 = (await conn.call("auth.aid_login1", {"aid": aid, "cert": cert, "client_nonce": "n0nce"}))["result"]
+    return PendingLogin(conn, aid, key, cert, phase1)
+
+
+async def raw_register(server: GatewayServer, name: str) -> RawIdentity:
+    """Register and log in ``name.<issuer>`` by hand: create_aid, aid_login1, aid_login2."""
+    login = await start_login(server, name)
+    phase2 = (await login.conn.call("auth.aid_login2", login.proof()))["result"]
+    await login.conn.close()
+    return RawIdentity(login.aid, login.key, login.cert_pem, phase2["access_token"], phase2["refresh_token"])
 
 
 @pytest.fixture

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
-import time
 from pathlib import Path
 
 import websockets
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from aun_runtime.gateway import GatewayLimits, GatewayServer
 
-from .conftest import RawConnection, raw_register, unique_name
+from .conftest import RawConnection, raw_register, spki_b64, start_login, unique_name
 
 
 async def test_challenge_nonce_is_bound_to_its_socket_and_single_use(gateway: GatewayServer) -> None:
@@ -56,58 +53,30 @@ async def test_unconnected_socket_is_closed_at_the_challenge_deadline(tmp_path: 
 
 
 async def test_login_nonce_is_single_use(gateway: GatewayServer) -> None:
-    aid = f"{unique_name('alice')}.{gateway.issuer}"
-    key = ec.generate_private_key(ec.SECP256R1())
-    spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    conn = await RawConnection.open(gateway)
-    cert = (await conn.call("auth.create_aid", {"aid": aid, "public_key": base64.b64encode(spki).decode()}))["result"]["cert"]
-    phase1 = (await conn.call("auth.aid_login1", {"aid": aid, "cert": cert, "client_nonce": "abc"}))["result"]
-    client_time = str(time.time())
-    proof = base64.b64encode(key.sign(f"{phase1['nonce']}:{client_time}".encode(), ec.ECDSA(hashes.SHA256()))).decode()
-    login2 = {"aid": aid, "request_id": phase1["request_id"], "nonce": phase1["nonce"], "client_time": client_time,
-              "signature": proof}
-    assert (await conn.call("auth.aid_login2", login2))["result"]["status"] == "ok"
-    assert (await conn.call("auth.aid_login2", login2))["error"]["code"] == -32002  # replayed
-    await conn.close()
+    login = await start_login(gateway, unique_name("alice"))
+    proof = login.proof()
+    assert (await login.conn.call("auth.aid_login2", proof))["result"]["status"] == "ok"
+    assert (await login.conn.call("auth.aid_login2", proof))["error"]["code"] == -32002  # replayed
+    await login.conn.close()
 
 
-async def test_login_nonce_deadline_and_wrong_key(tmp_path: Path) -> None:
+async def test_login_nonce_deadline(tmp_path: Path) -> None:
     async with GatewayServer(port=0, data_dir=tmp_path / "gw", limits=GatewayLimits(login_nonce_ttl=0.0)) as server:
-        me = await raw_register_expecting_expired_nonce(server)
-        assert me == -32002
-    async with GatewayServer(port=0, data_dir=tmp_path / "gw2") as server:
-        aid = f"{unique_name('alice')}.{server.issuer}"
-        owner, thief = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-        spki = owner.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-        conn = await RawConnection.open(server)
-        cert = (await conn.call("auth.create_aid", {"aid": aid, "public_key": base64.b64encode(spki).decode()}))["result"]["cert"]
-        phase1 = (await conn.call("auth.aid_login1", {"aid": aid, "cert": cert, "client_nonce": "abc"}))["result"]
-        client_time = str(time.time())
-        proof = thief.sign(f"{phase1['nonce']}:{client_time}".encode(), ec.ECDSA(hashes.SHA256()))
-        answer = await conn.call("auth.aid_login2", {"aid": aid, "request_id": phase1["request_id"],
-                                                     "nonce": phase1["nonce"], "client_time": client_time,
-                                                     "signature": base64.b64encode(proof).decode()})
-        assert answer["error"]["code"] == -32003  # no proof of possession, no token
-        thief_spki = thief.public_key().public_bytes(serialization.Encoding.DER,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo)
-        taken = await conn.call("auth.create_aid", {"aid": aid, "public_key": base64.b64encode(thief_spki).decode()})
-        assert taken["error"]["code"] == -32004  # nobody re-registers an AID with another key
-        await conn.close()
+        login = await start_login(server, unique_name("alice"))
+        assert (await login.conn.call("auth.aid_login2", login.proof()))["error"]["code"] == -32002
+        await login.conn.close()
 
 
-async def raw_register_expecting_expired_nonce(server: GatewayServer) -> int:
-    aid = f"{unique_name('alice')}.{server.issuer}"
-    key = ec.generate_private_key(ec.SECP256R1())
-    spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    conn = await RawConnection.open(server)
-    cert = (await conn.call("auth.create_aid", {"aid": aid, "public_key": base64.b64encode(spki).decode()}))["result"]["cert"]
-    phase1 = (await conn.call("auth.aid_login1", {"aid": aid, "cert": cert, "client_nonce": "abc"}))["result"]
-    client_time = str(time.time())
-    proof = base64.b64encode(key.sign(f"{phase1['nonce']}:{client_time}".encode(), ec.ECDSA(hashes.SHA256()))).decode()
-    answer = await conn.call("auth.aid_login2", {"aid": aid, "request_id": phase1["request_id"],
-                                                 "nonce": phase1["nonce"], "client_time": client_time, "signature": proof})
-    await conn.close()
-    return int(answer["error"]["code"])
+async def test_login_needs_the_aids_own_key_and_an_aid_keeps_its_key(gateway: GatewayServer) -> None:
+    login = await start_login(gateway, unique_name("alice"))
+    thief = ec.generate_private_key(ec.SECP256R1())
+    answer = await login.conn.call("auth.aid_login2", login.proof(signer=thief))
+    assert answer["error"]["code"] == -32003  # no proof of possession, no token
+    taken = await login.conn.call("auth.create_aid", {"aid": login.aid, "public_key": spki_b64(thief)})
+    assert taken["error"]["code"] == -32004  # nobody re-registers an AID with another key
+    again = await login.conn.call("auth.create_aid", {"aid": login.aid, "public_key": spki_b64(login.key)})
+    assert again["result"]["cert"] == login.cert_pem  # the owner registering again gets the same certificate
+    await login.conn.close()
 
 
 async def test_refresh_rotates_and_a_reused_refresh_token_ends_the_family(gateway: GatewayServer) -> None:
