@@ -142,16 +142,20 @@ async def _start(console: Console) -> str:
 
 
 async def _wait_for_stop() -> None:
-    # Ctrl-C cancels the main task (asyncio.run does that); SIGTERM ends the wait the same way.
+    # Ctrl-C and SIGTERM end the wait. Both get a handler of their own: a process started in the
+    # background by a shell inherits SIGINT ignored, and would otherwise never hear Ctrl-C's signal.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError):  # no signal handlers on some platforms
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    handled: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on some platforms
+            loop.add_signal_handler(signum, stop.set)
+            handled.append(signum)
     try:
         await stop.wait()
     finally:
-        with contextlib.suppress(NotImplementedError):
-            loop.remove_signal_handler(signal.SIGTERM)
+        for signum in handled:
+            loop.remove_signal_handler(signum)
 
 
 def _run_until_stopped(main: Coroutine[Any, Any, None]) -> int:
