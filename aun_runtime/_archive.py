@@ -179,18 +179,32 @@ class Archive:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._pending:
+        if not self._pending and not self._has_extra_writes():
             return
         pending, self._pending = self._pending, []
         now = _now_ms()
         self._db.execute("BEGIN")
         try:
             self._db.executemany(_INSERT, (_row(item, now) for item in pending))
+            self._write_extra(self._db)
         except BaseException:
             self._db.execute("ROLLBACK")
             self._pending[:0] = pending
             raise
         self._db.execute("COMMIT")
+        self._committed()
+
+    # Hooks for a subclass that keeps more state in the same file and wants it written in the same
+    # transaction as the records (the distributed worker's journal). No-ops here.
+
+    def _has_extra_writes(self) -> bool:
+        return False
+
+    def _write_extra(self, db: sqlite3.Connection) -> None:
+        """Write more rows inside the flush transaction; raising rolls the whole batch back."""
+
+    def _committed(self) -> None:
+        """Called after a flush transaction has committed."""
 
     def close(self) -> None:
         """Write what is waiting and close the file. Idempotent."""
