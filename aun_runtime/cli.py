@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import cast
 
 from ._runtime import AUNRuntime
+from .distributed._cli import add_commands as add_distributed_commands
 
 App = Callable[[AUNRuntime], Awaitable[None]]
 
@@ -73,11 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = commands.add_parser("run", help="run an application given as module:function")
     run.add_argument("app", help="e.g. agents.demo:app")
     run.add_argument("--archive", default=":memory:", help="SQLite file for the archive (default: in memory)")
+    add_distributed_commands(commands)
     args = parser.parse_args(argv)
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if hasattr(args, "run"):  # a subcommand that brings its own entry point
+        return int(args.run(args))
     spec = DEMO_APP if args.command == "demo" else args.app
     asyncio.run(run_app(load_app(spec), archive=args.archive))
     return 0
