@@ -52,7 +52,6 @@ from protocols.errors import AUNError, InvalidMessageError
 from ._agent import INBOUND, AUNAgent, coerce_mentions
 from ._archive import Archive, RecordKind
 from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
-from ._directory import AIDStatus, Directory, GroupInfo
 from ._core import (
     AUNSingleThreadedRuntime,
     agent_id,
@@ -62,6 +61,7 @@ from ._core import (
     inbox_topic_type,
     register_wire_serializers,
 )
+from ._directory import AIDStatus, Directory, GroupInfo
 from ._errors import (
     AgentRegistrationError,
     HopLimitExceeded,

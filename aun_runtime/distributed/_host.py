@@ -52,7 +52,8 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         # and serves the AUN servicer and directory service, then reuses autogen-ext's start/stop.
         self._server = grpc.aio.server(options=_SERVER_OPTIONS)
         self._servicer = servicer = AUNHostServicer()
-        agent_worker_pb2_grpc.add_AgentRpcServicer_to_server(servicer, self._server)  # type: ignore[no-untyped-call]
+        self._aun_servicer = servicer
+        agent_worker_pb2_grpc.add_AgentRpcServicer_to_server(servicer, self._server)
         self._server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(
@@ -89,8 +90,8 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
 
     @property
     def stats(self) -> HostStats:
-        return self._servicer.stats
+        return self._aun_servicer.stats
 
     @property
     def servicer(self) -> AUNHostServicer:
-        return self._servicer
+        return self._aun_servicer

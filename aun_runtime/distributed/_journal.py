@@ -22,6 +22,7 @@ Tables added to the archive file::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import sqlite3
 import uuid
@@ -140,10 +141,8 @@ class JournalArchive(Archive):
     def request_commit(self) -> None:
         """Commit soon (within ``commit_interval``)."""
         if self._timer is None and not self._closed:
-            try:
+            with contextlib.suppress(RuntimeError):  # no loop: the next flush writes it
                 self._timer = asyncio.get_running_loop().call_later(self._flush_interval, self.flush)
-            except RuntimeError:
-                pass  # no loop: the next flush writes it
 
     @property
     def pending_commit(self) -> bool:

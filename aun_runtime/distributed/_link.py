@@ -21,7 +21,15 @@ from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_
 
 from ._errors import HostUnavailableError
 from ._tls import TLSConfig
-from ._wire import DIRECTORY_SERVICE, DIRECTORY_TYPE, HELLO_TYPE, WORKER_METADATA, control_event, decode_json, encode_json
+from ._wire import (
+    DIRECTORY_SERVICE,
+    DIRECTORY_TYPE,
+    HELLO_TYPE,
+    WORKER_METADATA,
+    control_event,
+    decode_json,
+    encode_json,
+)
 
 __all__ = ["HostLink"]
 
@@ -128,7 +136,7 @@ class HostLink:
         queue: asyncio.Queue[agent_worker_pb2.Message | None] = asyncio.Queue()
         self._queue = queue
         self._snapshot.clear()
-        stub = agent_worker_pb2_grpc.AgentRpcStub(channel)  # type: ignore[no-untyped-call]
+        stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
         call = stub.OpenChannel(_drain(queue), metadata=self.metadata)
         queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker}, sender=self.worker))
         reader = asyncio.get_running_loop().create_task(self._read(call))

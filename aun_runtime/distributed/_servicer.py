@@ -24,7 +24,15 @@ from autogen_ext.runtimes.grpc._worker_runtime_host_servicer import GrpcWorkerAg
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
 from .._errors import RPCForbiddenError
-from ._wire import DIRECTORY_TYPE, HELLO_TYPE, ORIGIN_ATTR, WORKER_AGENT_PREFIX, WORKER_METADATA, control_event, event_json
+from ._wire import (
+    DIRECTORY_TYPE,
+    HELLO_TYPE,
+    ORIGIN_ATTR,
+    WORKER_AGENT_PREFIX,
+    WORKER_METADATA,
+    control_event,
+    event_json,
+)
 
 __all__ = ["AUNHostServicer", "HostStats"]
 
@@ -138,17 +146,17 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
 
     # -- registration ------------------------------------------------------------------------------
 
-    async def RegisterAgent(  # type: ignore[override]
+    async def RegisterAgent(
         self, request: agent_worker_pb2.RegisterAgentTypeRequest, context: Any
     ) -> agent_worker_pb2.RegisterAgentTypeResponse:
         metadata = _metadata(context)
         client_id, worker = metadata.get("client-id", ""), metadata.get(WORKER_METADATA)
         current = self._agent_type_to_client_id.get(request.type)
-        if current is not None and current != client_id and worker is not None:
-            if self._client_worker.get(current) == worker:
-                # The same worker on a new connection: the old one is dead or dying. Take over.
-                logger.info("host: worker %s reconnected; its old connection is let go", worker)
-                await self._on_client_disconnect(current)
+        same_worker = worker is not None and self._client_worker.get(current or "") == worker
+        if current is not None and current != client_id and same_worker:
+            # The same worker on a new connection: the old one is dead or dying. Take over.
+            logger.info("host: worker %s reconnected; its old connection is let go", worker)
+            await self._on_client_disconnect(current)
         response: agent_worker_pb2.RegisterAgentTypeResponse = await super().RegisterAgent(request, context)
         if worker is None or request.type.startswith(WORKER_AGENT_PREFIX):
             return response

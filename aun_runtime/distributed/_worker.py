@@ -54,11 +54,20 @@ from .._errors import AgentRegistrationError, RPCForbiddenError
 from ._directory_view import DirectoryView
 from ._errors import HostUnavailableError, OutboxFullError
 from ._inbound import Inbound
-from ._journal import DELIVERY, DEFAULT_COMMIT_INTERVAL, Commit, Delivery, JournalArchive
+from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
 from ._link import HostLink
 from ._outbox import DEFAULT_WINDOW, Outbox
 from ._tls import TLSConfig
-from ._wire import ACK_PREFIX, BASE_ATTR, DIRECTORY_TYPE, ORIGIN_ATTR, SEQ_ATTR, WORKER_AGENT_PREFIX, control_event, event_json
+from ._wire import (
+    ACK_PREFIX,
+    BASE_ATTR,
+    DIRECTORY_TYPE,
+    ORIGIN_ATTR,
+    SEQ_ATTR,
+    WORKER_AGENT_PREFIX,
+    control_event,
+    event_json,
+)
 
 __all__ = ["WorkerRuntime", "WorkerStats"]
 
@@ -306,7 +315,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
 
         async def make() -> T:
             made = agent_factory()
-            return await made if isinstance(made, Awaitable) else made  # type: ignore[return-value]
+            return await made if isinstance(made, Awaitable) else made
 
         self._agent_factories[agent_type.type] = make
         self._types.append(agent_type.type)
