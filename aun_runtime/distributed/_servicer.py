@@ -157,6 +157,9 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             # The same worker on a new connection: the old one is dead or dying. Take over.
             logger.info("host: worker %s reconnected; its old connection is let go", worker)
             await self._on_client_disconnect(current)
+        elif current is not None and current != client_id and current in self._client_worker:
+            holder = self._client_worker[current]
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{request.type} is held by the live worker {holder}")
         response: agent_worker_pb2.RegisterAgentTypeResponse = await super().RegisterAgent(request, context)
         if worker is None or request.type.startswith(WORKER_AGENT_PREFIX):
             return response
@@ -197,7 +200,11 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
 
     async def leave_call(self, request: dict[str, Any], context: Any) -> dict[str, Any]:
         """A worker stops for good: its AIDs and groups are released, not kept for."""
-        worker = _metadata(context).get(WORKER_METADATA, "?")
+        metadata = _metadata(context)
+        worker = metadata.get(WORKER_METADATA, "?")
+        # Let go of its registrations now, not when the connection closes: the next worker to
+        # register the same AIDs must not find them taken.
+        await super()._on_client_disconnect(metadata.get("client-id", ""))
         released = [aid for aid, (w, _, _) in self._aids.items() if w == worker]
         for aid in released:
             del self._aids[aid]

@@ -145,6 +145,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._busy = 0
         self._progress = asyncio.Event()
         self._ready_error: BaseException | None = None
+        self._refused = asyncio.Event()
+        self._started = False
         self._timer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handled = 0
@@ -163,13 +165,18 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._running = True
         self._link.start()
         self._timer = asyncio.get_running_loop().create_task(self._tick())
+        refused = asyncio.ensure_future(self._refused.wait())
+        connected = asyncio.ensure_future(self._link.wait_connected(None))
         try:
-            await self._link.wait_connected(self.connect_timeout)
-        except TimeoutError:
+            await asyncio.wait([refused, connected], timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            refused.cancel()
+            connected.cancel()
+        if not self._link.connected:
             await self._shutdown(leave=False)
             error = self._ready_error or self._link.last_error
             if isinstance(error, AgentRegistrationError):
-                raise error from None
+                raise error
             raise HostUnavailableError(
                 f"no host at {self._link.address} within {self.connect_timeout:g} s"
                 + (f" ({error})" if error else "")
@@ -247,16 +254,24 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
 
     async def _on_ready(self) -> None:
         """A session has its snapshot: register what this worker holds, then resume the streams."""
-        try:
-            for agent_type in list(self._types):
+        lost: set[str] = set()
+        for agent_type in list(self._types):
+            try:
                 await self._register_with_host(agent_type)
-            for subscription in list(self._subscriptions):
+            except AgentRegistrationError as exc:
+                if not self._started:  # at start, a conflict is the caller's to fix
+                    self._ready_error = exc
+                    self._refused.set()
+                    raise
+                # Another worker took it while this one was cut off: say so, serve the rest.
+                logger.error("worker %s: %s; it keeps its other AIDs", self.name, exc)
+                lost.add(agent_type)
+        for subscription in list(self._subscriptions):
+            if getattr(subscription, "agent_type", None) not in lost:
                 await self._subscribe_with_host(subscription)
-            await self.directory.announce()
-        except AgentRegistrationError as exc:
-            self._ready_error = exc
-            raise
+        await self.directory.announce()
         self.directory.online = True
+        self._started = True
         held = [t for t in self._types if not t.startswith(WORKER_AGENT_PREFIX)]
         logger.info("worker %s: registered %d AIDs: %s", self.name, len(held), ", ".join(held) or "-")
         self._outbox.connected = True
@@ -286,6 +301,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
                 )
                 return
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
+                    raise AgentRegistrationError(exc.details()) from None
                 if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
                     raise
                 if asyncio.get_running_loop().time() > deadline:
