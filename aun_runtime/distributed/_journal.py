@@ -44,9 +44,11 @@ CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NU
     through INTEGER NOT NULL, PRIMARY KEY (origin, aid));
 """
 
-#: Seconds between a change and its commit. Short, because outgoing messages and acknowledgements
-#: wait for it; long enough that a burst of deliveries shares one transaction.
-DEFAULT_COMMIT_INTERVAL = 0.002
+#: While deliveries are being handled, seconds between a change and its commit: a busy worker
+#: commits a batch of handlings per transaction (and sends one acknowledgement per sender for it).
+#: An idle worker commits at the end of the current burst of work instead, so a lone message
+#: never waits for this.
+DEFAULT_COMMIT_INTERVAL = 0.01
 
 
 @dataclass(eq=False)
@@ -90,6 +92,8 @@ class JournalArchive(Archive):
         self._out_streams: dict[str, int] = {}
         self._handled: dict[tuple[str, str], int] = {}
         self.on_commit: Callable[[Commit], None] | None = None
+        #: True while deliveries are being handled (then commits are batched by time).
+        self.busy: Callable[[], bool] = lambda: False
 
     # -- identity ----------------------------------------------------------------------------------
 
@@ -103,13 +107,6 @@ class JournalArchive(Archive):
         return name
 
     # -- delivery scopes ---------------------------------------------------------------------------
-
-    def _add(self, item: _Pending) -> None:
-        scope = DELIVERY.get()
-        if scope is not None and not scope.sealed:
-            scope.records.append(item)
-            return
-        super()._add(item)
 
     def seal(self, scope: Delivery) -> None:
         """Move a finished delivery's records and stream position into the write batch, together.
@@ -139,10 +136,32 @@ class JournalArchive(Archive):
         self.request_commit()
 
     def request_commit(self) -> None:
-        """Commit soon (within ``commit_interval``)."""
+        """Commit soon: at the end of this burst of work if idle, within ``commit_interval`` if busy."""
         if self._timer is None and not self._closed:
+            delay = self._flush_interval if self.busy() else 0.0
             with contextlib.suppress(RuntimeError):  # no loop: the next flush writes it
-                self._timer = asyncio.get_running_loop().call_later(self._flush_interval, self.flush)
+                self._timer = asyncio.get_running_loop().call_later(delay, self.flush)
+
+    def commit_soon(self) -> None:
+        """The worker went idle: commit what waits at the end of this burst, not at the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.pending_commit:
+            self.request_commit()
+
+    def _add(self, item: _Pending) -> None:
+        scope = DELIVERY.get()
+        if scope is not None and not scope.sealed:
+            scope.records.append(item)
+            return
+        if self._closed:
+            raise RuntimeError("the archive is closed")
+        self._pending.append(item)
+        if len(self._pending) >= self._batch_size:
+            self.flush()
+        else:
+            self.request_commit()
 
     @property
     def pending_commit(self) -> bool:

@@ -138,6 +138,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._outbox.load()
         self._inbound = Inbound(self.archive)
         self.archive.on_commit = self._on_commit
+        self.archive.busy = lambda: self._busy > 0
         self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
         self._subscriptions: list[Subscription] = [
             TypeSubscription(ACK_PREFIX + self.name, WORKER_AGENT_PREFIX + self.name)
@@ -476,6 +477,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             if scope is not None:
                 self._seal(scope)
             self._busy -= 1
+            if not self._busy:
+                self.archive.commit_soon()
             self._changed()
 
     async def _handle(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
