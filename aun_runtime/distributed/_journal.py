@@ -131,9 +131,10 @@ class JournalArchive(Archive):
         self._out_streams[aid] = seq
 
     def outbox_done(self, aid: str, through: int) -> None:
+        """Acknowledged rows go with the next commit; no hurry (a row kept too long is sent again
+        after a crash, and skipped by its receiver)."""
         if through > self._outbox_done.get(aid, 0):
             self._outbox_done[aid] = through
-        self.request_commit()
 
     def request_commit(self) -> None:
         """Commit soon: at the end of this burst of work if idle, within ``commit_interval`` if busy."""
@@ -165,7 +166,8 @@ class JournalArchive(Archive):
 
     @property
     def pending_commit(self) -> bool:
-        return bool(self._pending) or self._has_extra_writes()
+        """Something waits whose commit others wait for (acknowledged rows do not count)."""
+        return bool(self._pending or self._outbox_rows or self._handled)
 
     def _has_extra_writes(self) -> bool:
         return bool(self._outbox_rows or self._outbox_done or self._handled)

@@ -75,6 +75,9 @@ logger = logging.getLogger("aun_runtime.distributed")
 
 T = TypeVar("T", bound=Agent)
 _Attr = cloudevent_pb2.CloudEvent.CloudEventAttributeValue
+#: Seconds between two acknowledgements from this worker: a busy or chatty worker sends one per
+#: interval (for every sender and stream at once) instead of one per message or commit.
+ACK_INTERVAL = 0.005
 #: Seconds a registration waits for the host to let go of the same AID held by a connection that
 #: is closing (a worker just stopped, or killed and restarted).
 REGISTRATION_WAIT = 10.0
@@ -151,6 +154,9 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._timer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handled = 0
+        self._acks_due: dict[str, dict[str, int]] = {}
+        self._ack_timer: asyncio.TimerHandle | None = None
+        self._last_ack = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -202,6 +208,9 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.archive.flush()
+        if self._ack_timer is not None:  # what was handled is acknowledged before the link goes
+            self._ack_timer.cancel()
+            self._flush_acks()
         if leave and self._link.connected:
             try:
                 await self._link.directory_call("Leave", {"groups": sorted(self.directory.held_groups)})
@@ -221,7 +230,12 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             await self._progress.wait()
 
     def _is_idle(self) -> bool:
-        return not self._busy and not self.archive.pending_commit and self._outbox.settled()
+        return (
+            not self._busy
+            and not self.archive.pending_commit
+            and not self._acks_due
+            and self._outbox.settled()
+        )
 
     def _changed(self) -> None:
         self._progress.set()
@@ -521,8 +535,23 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._changed()
 
     def _send_acks(self, acks: Mapping[str, Mapping[str, int]]) -> None:
+        """Acknowledge, at most once per ``ACK_INTERVAL`` per worker: one hop through the host
+        then carries the positions of every stream that moved meanwhile."""
         for origin, positions in acks.items():
-            body = {"worker": self.name, "acks": dict(positions)}
+            due = self._acks_due.setdefault(origin, {})
+            for aid, through in positions.items():
+                due[aid] = max(through, due.get(aid, 0))
+        if self._ack_timer is None:
+            loop = asyncio.get_running_loop()
+            wait = max(0.0, self._last_ack + ACK_INTERVAL - loop.time())
+            self._ack_timer = loop.call_later(wait, self._flush_acks)
+
+    def _flush_acks(self) -> None:
+        self._ack_timer = None
+        self._last_ack = asyncio.get_running_loop().time()
+        due, self._acks_due = self._acks_due, {}
+        for origin, positions in due.items():
+            body = {"worker": self.name, "acks": positions}
             self._link.send(control_event(ACK_PREFIX + origin, body, sender=WORKER_AGENT_PREFIX + self.name))
 
     def _refuse_rpc(self, request: agent_worker_pb2.RpcRequest) -> None:
