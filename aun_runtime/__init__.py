@@ -45,6 +45,7 @@ from ._errors import (
 from ._inbox import Inbox
 from ._mailbox import Mailbox, OverflowPolicy
 from ._runtime import AUNRuntime, GroupInfo, RuntimeStats
+from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
     "AUNAgent",
@@ -53,6 +54,8 @@ __all__ = [
     "AUNMessage",
     "AUNRuntime",
     "AUNSingleThreadedRuntime",
+    "AgentCard",
+    "AgentMDError",
     "AgentRegistrationError",
     "Archive",
     "ArchiveRecord",

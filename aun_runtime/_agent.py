@@ -38,14 +38,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 
-from protocols.aun import AIDMention, AUNMessage, Mention, ScopeMention
+from protocols.aun import AUNMessage, Mention
 from protocols.contract import decode_contract
 
 from ._archive import ArchiveRecord, RecordKind
 from ._errors import HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
 
 if TYPE_CHECKING:
-    from ._runtime import AUNRuntime, PayloadLike, _Endpoint
+    from ._endpoint import Endpoint
+    from ._payload import PayloadLike
+    from ._runtime import AUNRuntime
 
 __all__ = ["AUNAgent"]
 
@@ -74,6 +76,8 @@ class AUNAgent(RoutedAgent):
     #: Every AUN agent is autonomous: it decides whether, when and how often to answer. Even one that
     #: always answers is autonomous as far as the protocol is concerned.
     mode: ClassVar[str] = "autonomous"
+    #: The agent's agent.md card (YAML front matter + Markdown), checked when the agent is registered.
+    agent_md: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -88,9 +92,9 @@ class AUNAgent(RoutedAgent):
     def __init__(self, description: str = "") -> None:
         super().__init__(description)
         self._aun: AUNRuntime | None = None
-        self._endpoint: _Endpoint | None = None
+        self._endpoint: Endpoint | None = None
 
-    def _attach(self, runtime: AUNRuntime, endpoint: _Endpoint) -> None:
+    def _attach(self, runtime: AUNRuntime, endpoint: Endpoint) -> None:
         self._aun = runtime
         self._endpoint = endpoint
 
@@ -267,16 +271,3 @@ class AUNAgent(RoutedAgent):
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`save_state` returned. Default: nothing to restore."""
-
-
-def coerce_mentions(mentions: Sequence[str | Mention]) -> tuple[AIDMention | ScopeMention, ...]:
-    """``["bob.local", "all"]`` -> structured mentions."""
-    out: list[AIDMention | ScopeMention] = []
-    for item in mentions:
-        if isinstance(item, AIDMention | ScopeMention):
-            out.append(item)
-        elif item == "all":
-            out.append(ScopeMention())
-        else:
-            out.append(AIDMention(aid=item))
-    return tuple(out)

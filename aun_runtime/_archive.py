@@ -4,29 +4,46 @@ Nothing that reaches a runtime is lost: each message is recorded once per agent 
 with what happened to it. The archive is what lets an agent in a ``mention`` group fold the talk it
 was not shown into its next addressed turn, what a console draws, and what a dead letter points to.
 
-Schema (one table, ``archive``)::
+Schema: messages are stored once, and each agent's view of them is a small record::
 
-    id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
-    owner        TEXT NOT NULL         -- whose view the record belongs to (an AID)
-    kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
-    reason       TEXT                  -- why filtered, dead-lettered or stopped
-    message_id   TEXT                  -- the message's id (NULL for thoughts)
-    from_aid     TEXT                  -- sender
-    to_aid       TEXT                  -- recipient of a direct message
-    group_id     TEXT                  -- group of a group message
-    thread       TEXT                  -- conversation thread
-    in_reply_to  TEXT                  -- the message answered (for a thought: the message it is about)
-    body         TEXT NOT NULL         -- the message as JSON, or a thought's text
-    created_at   INTEGER NOT NULL      -- ms since the epoch: the message's creation (or the record's)
-    recorded_at  INTEGER NOT NULL      -- ms since the epoch: when the record was made
+    messages                              -- one row per message, however many agents it concerns
+        id           INTEGER PRIMARY KEY
+        message_id   TEXT NOT NULL         -- the message's id (unique per sender)
+        from_aid     TEXT NOT NULL
+        to_aid       TEXT                  -- recipient of a direct message
+        group_id     TEXT                  -- group of a group message
+        thread       TEXT                  -- conversation thread
+        in_reply_to  TEXT                  -- the message answered
+        created_at   INTEGER NOT NULL      -- ms since the epoch
+        body         TEXT NOT NULL         -- the whole message as JSON
 
-    UNIQUE (owner, kind, from_aid, message_id) for kinds sent / received / filtered:
-    a message is archived exactly once per agent, even if it is delivered twice.
+    records                               -- one row per agent a message (or thought) concerns
+        id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
+        owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
+        kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
+        reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
+                                           -- id of the message it is about
+        message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
+        text         TEXT                  -- a thought's text, or an event's description
+        recorded_at  INTEGER NOT NULL      -- ms since the epoch
+
+    archive (a view)                      -- records joined with their messages, one row per record:
+        id, owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,
+        in_reply_to (for a thought: the message it is about), body (message JSON or text),
+        created_at, recorded_at
+
+A group message to ten agents is one ``messages`` row and eleven ``records`` rows (ten receivers
+and the sender), not eleven copies of its body.
 
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
-comes first, and always before any read and on :meth:`Archive.close`. The file uses WAL mode so
-another process (a console) can read while the runtime writes.
+comes first, and always before any read and on :meth:`Archive.close`. The inserts run in a writer
+thread (:mod:`aun_runtime._archive_writer`), so the event loop only appends to a list. The file
+uses WAL mode so another process (a console) can read while the runtime writes.
+
+A message is archived once per agent: the channel drops redeliveries before they reach the archive
+(and reloads recent keys from it after a restart), so the table needs no unique index, which would
+double the cost of every insert.
 """
 
 from __future__ import annotations
@@ -34,12 +51,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from protocols.aun import AUNMessage
+
+from ._archive_writer import ArchiveWriter
 
 __all__ = ["Archive", "ArchiveRecord", "RecordKind"]
 
@@ -56,33 +76,50 @@ class RecordKind(StrEnum):
 
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS archive (
+CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
-    owner TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    reason TEXT,
-    message_id TEXT,
-    from_aid TEXT,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
     to_aid TEXT,
     group_id TEXT,
     thread TEXT,
     in_reply_to TEXT,
-    body TEXT NOT NULL,
     created_at INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message INTEGER REFERENCES messages(id),
+    text TEXT,
     recorded_at INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS archive_owner ON archive(owner, id);
-CREATE INDEX IF NOT EXISTS archive_group ON archive(group_id, id);
-CREATE INDEX IF NOT EXISTS archive_thread ON archive(thread, id);
-CREATE INDEX IF NOT EXISTS archive_kind ON archive(kind, id);
-CREATE UNIQUE INDEX IF NOT EXISTS archive_once ON archive(owner, kind, from_aid, message_id)
-    WHERE kind IN ('sent', 'received', 'filtered');
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE VIEW IF NOT EXISTS archive AS
+SELECT r.id, r.owner, r.kind,
+       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
+       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
+       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
+       COALESCE(m.body, r.text, '') AS body,
+       COALESCE(m.created_at, r.recorded_at) AS created_at,
+       r.recorded_at
+FROM records r LEFT JOIN messages m ON m.id = r.message;
 """
 
-_INSERT = (
-    "INSERT OR IGNORE INTO archive (owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,"
-    " in_reply_to, body, created_at, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_RECORD = (
+    "INSERT INTO records (owner, kind, reason, message, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+#: Messages whose row id the writer remembers, so that the records of one message written in later
+#: batches (a reply's receipt after its send) point to the same row. A message's records arrive
+#: within moments of each other; one that is forgotten merely gets a second row.
+_MESSAGE_ROW_MEMORY = 65_536
 _COLUMNS = "id, owner, kind, reason, body, recorded_at, message_id IS NOT NULL, in_reply_to"
 
 #: Records written per transaction. 512 amortises the commit to a few microseconds per record
@@ -137,10 +174,15 @@ class Archive:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+        self._next_message_row = int(
+            db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+        )
+        self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._writer = ArchiveWriter(db, self._write_batch)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._pending: list[_Pending] = []
@@ -166,53 +208,81 @@ class Archive:
             raise RuntimeError("the archive is closed")
         self._pending.append(item)
         if len(self._pending) >= self._batch_size:
-            self.flush()
+            self._hand_over()
         elif self._timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return  # no loop: the next read or close writes it
-            self._timer = loop.call_later(self._flush_interval, self.flush)
+            self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
-    def flush(self) -> None:
-        """Write every waiting record now, in one transaction."""
+    def _hand_over(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._pending and not self._has_extra_writes():
-            return
-        pending, self._pending = self._pending, []
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._writer.submit(pending)
+
+    def _write_batch(self, db: sqlite3.Connection, batch: Sequence[_Pending]) -> None:
+        # Runs in the writer thread, inside a transaction.
         now = _now_ms()
-        self._db.execute("BEGIN")
+        known = self._message_rows
+        next_row = self._next_message_row
+        added: list[tuple[str, str]] = []
+        messages: list[tuple[object, ...]] = []
+        records: list[tuple[object, ...]] = []
+        for owner, kind, reason, message, text, created in batch:
+            row: int | None = None
+            if message is not None:
+                key = (message.from_aid, message.message_id)
+                row = known.get(key)
+                if row is None:
+                    row, next_row = next_row, next_row + 1
+                    known[key] = row
+                    added.append(key)
+                    messages.append(
+                        (
+                            row,
+                            message.message_id,
+                            message.from_aid,
+                            message.to,
+                            message.group_id,
+                            message.thread,
+                            message.in_reply_to,
+                            message.created_at,
+                            message.to_json(),
+                        )
+                    )
+            records.append((owner, str(kind), reason, row, text, created or now))
         try:
-            self._db.executemany(_INSERT, (_row(item, now) for item in pending))
-            self._write_extra(self._db)
+            db.executemany(_INSERT_MESSAGE, messages)
+            db.executemany(_INSERT_RECORD, records)
         except BaseException:
-            self._db.execute("ROLLBACK")
-            self._pending[:0] = pending
+            for key in added:  # the transaction is rolled back: these rows do not exist
+                known.pop(key, None)
             raise
-        self._db.execute("COMMIT")
-        self._committed()
+        self._next_message_row = next_row
+        while len(known) > _MESSAGE_ROW_MEMORY:
+            known.popitem(last=False)
 
-    # Hooks for a subclass that keeps more state in the same file and wants it written in the same
-    # transaction as the records (the distributed worker's journal). No-ops here.
+    def flush(self) -> None:
+        """Write every waiting record now and wait until it is committed."""
+        self._hand_over()
+        self._writer.wait()
 
-    def _has_extra_writes(self) -> bool:
-        return False
-
-    def _write_extra(self, db: sqlite3.Connection) -> None:
-        """Write more rows inside the flush transaction; raising rolls the whole batch back."""
-
-    def _committed(self) -> None:
-        """Called after a flush transaction has committed."""
+    @property
+    def transactions(self) -> int:
+        """Write transactions committed so far (one per batch)."""
+        return self._writer.transactions
 
     def close(self) -> None:
         """Write what is waiting and close the file. Idempotent."""
         if self._closed:
             return
-        self.flush()
+        self._hand_over()
         self._closed = True
-        self._db.close()
+        self._writer.close()
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -266,7 +336,7 @@ class Archive:
 
     def count(self, *, owner: str | None = None, kind: RecordKind | str | None = None) -> int:
         """How many records match."""
-        self.flush()
+        self._hand_over()
         where, args = ["1 = 1"], []
         if owner is not None:
             where.append("owner = ?")
@@ -274,8 +344,8 @@ class Archive:
         if kind is not None:
             where.append("kind = ?")
             args.append(str(kind))
-        row = self._db.execute(f"SELECT COUNT(*) FROM archive WHERE {' AND '.join(where)}", args).fetchone()
-        return int(row[0])
+        sql = f"SELECT COUNT(*) FROM archive WHERE {' AND '.join(where)}"
+        return int(self._writer.read(lambda db: db.execute(sql, args).fetchone()[0]))
 
     def seen_keys(self, owner: str, limit: int) -> list[tuple[str, str]]:
         """The newest ``limit`` (sender, message_id) pairs delivered or filtered for ``owner``.
@@ -283,18 +353,18 @@ class Archive:
         A channel seeds its duplicate filter with these, so a redelivery after a restart is still
         recognised.
         """
-        self.flush()
-        rows = self._db.execute(
+        self._hand_over()
+        sql = (
             "SELECT from_aid, message_id FROM archive WHERE owner = ? AND kind IN ('received', 'filtered')"
-            " ORDER BY id DESC LIMIT ?",
-            (owner, limit),
-        ).fetchall()
+            " ORDER BY id DESC LIMIT ?"
+        )
+        rows = self._writer.read(lambda db: db.execute(sql, (owner, limit)).fetchall())
         return [(str(a), str(m)) for a, m in reversed(rows)]
 
     def _select(self, where: str, args: Sequence[object], limit: int) -> list[ArchiveRecord]:
-        self.flush()
+        self._hand_over()
         sql = f"SELECT {_COLUMNS} FROM archive WHERE {where} ORDER BY id DESC LIMIT ?"
-        rows = self._db.execute(sql, [*args, limit]).fetchall()
+        rows = self._writer.read(lambda db: db.execute(sql, [*args, limit]).fetchall())
         return [_record(row) for row in reversed(rows)]
 
 
@@ -304,28 +374,6 @@ def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) 
     names = [str(RecordKind(k)) for k in kinds]
     args.extend(names)
     return f"kind IN ({', '.join('?' * len(names))})"
-
-
-def _row(item: _Pending, now: int) -> tuple[object, ...]:
-    owner, kind, reason, message, text, created = item
-    if kind is RecordKind.THOUGHT:  # ``reason`` carries the id of the message the thought is about
-        return (owner, str(kind), None, None, None, None, None, None, reason, text or "", created, now)
-    if message is None:
-        return (owner, str(kind), reason, None, None, None, None, None, None, text or "", created or now, now)
-    return (
-        owner,
-        str(kind),
-        reason,
-        message.message_id,
-        message.from_aid,
-        message.to,
-        message.group_id,
-        message.thread,
-        message.in_reply_to,
-        message.to_json(),
-        message.created_at,
-        now,
-    )
 
 
 def _record(row: tuple[object, ...]) -> ArchiveRecord:

@@ -9,23 +9,35 @@ An :class:`~aun_runtime.AUNRuntime` carries messages over any autogen-core ``Age
   not the bare ``__name__`` autogen-core would use (two ``Task`` classes must never collide);
 * :class:`AUNSingleThreadedRuntime`, the embedded default core: autogen-core's single-threaded
   runtime with ``send_message`` refused before anything is queued (an intervention handler would
-  make ``stop_when_idle`` hang in 0.7.5) and without the event-log serialisation nobody reads.
+  make ``stop_when_idle`` hang in 0.7.5), and a publish path without the spans, eager log
+  formatting and event-log serialisation that cost most of a delivery when nobody is tracing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
+from collections.abc import Awaitable
 from typing import Any, NoReturn
 
 from autogen_core import (
     EVENT_LOGGER_NAME,
     JSON_DATA_CONTENT_TYPE,
+    Agent,
     AgentId,
     AgentRuntime,
     CancellationToken,
+    MessageContext,
+    MessageHandlerContext,
     SingleThreadedAgentRuntime,
     TopicId,
 )
+
+# A private class of the pinned autogen-core (0.7.5): the lean publish path puts the same envelopes
+# on the same queue. tests/test_core.py fails loudly if a new version moves any of it.
+from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
+from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel
 
 from protocols.aun import AUNMessage
@@ -104,7 +116,18 @@ def register_wire_serializers(core: AgentRuntime) -> None:
 
 
 class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
-    """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted serialisation."""
+    """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted per-delivery work.
+
+    Args:
+        tracer_provider: an OpenTelemetry tracer provider. With one, every publish goes through
+            autogen-core's own traced path, so spans keep autogen-core's names and existing
+            dashboards work. Without one (the default), publishes take a lean path: same queue,
+            same subscriptions, same handler calls, no spans and no eager log formatting.
+    """
+
+    def __init__(self, *, tracer_provider: TracerProvider | None = None) -> None:
+        super().__init__(tracer_provider=tracer_provider)
+        self._lean = tracer_provider is None
 
     async def send_message(
         self,
@@ -116,6 +139,66 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
         message_id: str | None = None,
     ) -> NoReturn:
         raise RPCForbiddenError()
+
+    async def publish_message(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        if not self._lean:
+            await super().publish_message(
+                message, topic_id, sender=sender, cancellation_token=cancellation_token, message_id=message_id
+            )
+            return
+        await self._message_queue.put(
+            PublishMessageEnvelope(
+                message=message,
+                cancellation_token=cancellation_token or CancellationToken(),
+                sender=sender,
+                topic_id=topic_id,
+                message_id=message_id or uuid.uuid4().hex,
+            )
+        )
+
+    async def _process_publish(self, message_envelope: PublishMessageEnvelope) -> None:
+        if not self._lean:
+            await super()._process_publish(message_envelope)
+            return
+        try:
+            deliveries: list[Awaitable[Any]] = []
+            sender = message_envelope.sender
+            for recipient in await self._subscription_manager.get_subscribed_recipients(
+                message_envelope.topic_id
+            ):
+                if sender is not None and recipient == sender:
+                    continue  # a publish is never delivered back to its sender
+                context = MessageContext(
+                    sender=sender,
+                    topic_id=message_envelope.topic_id,
+                    is_rpc=False,
+                    cancellation_token=message_envelope.cancellation_token,
+                    message_id=message_envelope.message_id,
+                )
+                try:
+                    agent = await self._get_agent(recipient)
+                except Exception as exc:  # one recipient that cannot be created costs no one else a copy
+                    logger.error("cannot deliver to %s: %s", recipient, exc, exc_info=exc)
+                    continue
+                deliveries.append(_deliver(agent, message_envelope.message, context))
+            if len(deliveries) == 1:
+                await deliveries[0]  # one recipient (every direct message): no task to spare
+            else:
+                await asyncio.gather(*deliveries)
+        except BaseException as exc:
+            logger.error("error delivering a publish on %s", message_envelope.topic_id, exc_info=exc)
+            if not self._ignore_unhandled_handler_exceptions:
+                self._background_exception = exc
+        finally:
+            self._message_queue.task_done()
 
     def _try_serialize(self, message: Any) -> str:
         # autogen-core serialises every message up to three times per delivery for its event log,
@@ -129,4 +212,10 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
         await self._message_queue.join()
 
 
+async def _deliver(agent: Agent, message: Any, context: MessageContext) -> Any:
+    with MessageHandlerContext.populate_context(agent.id):
+        return await agent.on_message(message, ctx=context)
+
+
+logger = logging.getLogger("aun_runtime")
 _EVENT_LOGGER = logging.getLogger(EVENT_LOGGER_NAME)

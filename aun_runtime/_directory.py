@@ -10,22 +10,14 @@ consults it for routing, unknown-AID detection and group membership when its cor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from protocols.aun import DispatchMode
 
+from ._groups import GroupInfo
+
 __all__ = ["AIDStatus", "Directory", "GroupInfo"]
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    """A group as it stands now."""
-
-    group_id: str
-    members: frozenset[str]
-    dispatch_mode: DispatchMode
 
 
 class AIDStatus(StrEnum):
@@ -53,6 +45,10 @@ class Directory(Protocol):
 
     def group(self, group_id: str) -> GroupInfo | None:
         """The group as this process sees it, or None if there is no such group."""
+        ...
+
+    def group_ids(self) -> list[str]:
+        """Every group this process sees."""
         ...
 
     async def create_group(

@@ -15,8 +15,10 @@ pushed back; under ``block`` they queue anyway and are counted as ``overflowed``
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Awaitable
 from enum import StrEnum
+from typing import TypeVar
 
 from ._errors import MailboxFullError
 
@@ -29,6 +31,8 @@ DEFAULT_MAILBOX_CAPACITY = 1024
 #: enough for any handler that makes progress; finite so that two full mailboxes waiting on each
 #: other (A sends to B while B sends to A) cannot hang a runtime forever.
 DEFAULT_BLOCK_TIMEOUT = 30.0
+
+T = TypeVar("T")
 
 
 class OverflowPolicy(StrEnum):
@@ -48,9 +52,10 @@ class Mailbox:
     """
 
     __slots__ = (
-        "_lock",
+        "_busy",
         "_reserved",
         "_room",
+        "_turns",
         "block_timeout",
         "capacity",
         "high_water",
@@ -74,7 +79,8 @@ class Mailbox:
         self.high_water = 0
         self.overflowed = 0
         self._reserved: Counter[str] = Counter()
-        self._lock = asyncio.Lock()  # asyncio.Lock wakes waiters first-come, first-served
+        self._busy = False  # a message is being handled
+        self._turns: deque[asyncio.Future[None]] = deque()  # messages waiting for their turn, in order
         self._room: asyncio.Event | None = None
 
     @property
@@ -119,9 +125,37 @@ class Mailbox:
         self._take()
         return True
 
-    def turn(self) -> asyncio.Lock:
-        """``async with mailbox.turn():`` handles one message; others wait in arrival order."""
-        return self._lock
+    async def take_turn(self, handle: Awaitable[T]) -> T:
+        """Await ``handle`` when every message that arrived before has been handled.
+
+        The turn passes straight to the next waiter, so no later arrival can overtake an earlier one.
+        """
+        if self._busy:
+            turn = asyncio.get_running_loop().create_future()
+            self._turns.append(turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._pass_turn()  # it was ours already: hand it on
+                if asyncio.iscoroutine(handle):
+                    handle.close()  # never started, and never will be
+                raise
+        else:
+            self._busy = True
+        try:
+            return await handle
+        finally:
+            self._pass_turn()
+
+    def _pass_turn(self) -> None:
+        turns = self._turns
+        while turns:
+            turn = turns.popleft()
+            if not turn.done():  # a waiter cancelled while waiting has given up its place
+                turn.set_result(None)
+                return
+        self._busy = False
 
     def release(self) -> None:
         """A message is done (handled, filtered or failed): free its place."""

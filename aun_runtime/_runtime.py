@@ -21,37 +21,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import itertools
 import logging
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
-from autogen_core import AgentRuntime, MessageContext, TypeSubscription
-from pydantic import BaseModel
+from autogen_core import AgentRuntime, TypeSubscription
 
 from protocols.aun import (
     AUNMessage,
     DispatchMode,
     Mention,
-    Payload,
-    TextPayload,
     aid_domain,
     new_message_id,
     parse_dispatch_mode,
-    payload_from_json,
     validate_aid,
     validate_group_id,
 )
-from protocols.contract import AUNContract
-from protocols.errors import AUNError, InvalidMessageError
+from protocols.errors import AUNError
 
-from ._agent import INBOUND, AUNAgent, coerce_mentions
+from ._agent import INBOUND, AUNAgent
 from ._archive import Archive, RecordKind
-from ._channel import DEFAULT_DEDUP_WINDOW, Admission, Channel
+from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
     AUNSingleThreadedRuntime,
     agent_id,
@@ -61,7 +54,8 @@ from ._core import (
     inbox_topic_type,
     register_wire_serializers,
 )
-from ._directory import AIDStatus, Directory, GroupInfo
+from ._directory import AIDStatus, Directory
+from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,
     HopLimitExceeded,
@@ -73,9 +67,12 @@ from ._errors import (
     UnknownAIDError,
     UnknownGroupError,
 )
+from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._payload import PayloadLike, coerce_payload
 from ._transcript import render_transcript
+from .agentmd import AgentCard, parse_agent_md
 
 __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
 
@@ -87,7 +84,6 @@ DEFAULT_MAX_HOPS = 32
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
 
-PayloadLike: TypeAlias = Payload | AUNContract | str | dict[str, Any]
 AgentT = TypeVar("AgentT", bound=AUNAgent)
 AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
 
@@ -102,80 +98,6 @@ class RuntimeStats:
     duplicates: int = 0
     dead_letters: int = 0
     loop_stops: int = 0
-
-
-@dataclass
-class _Group:
-    """A group's state. Membership is measured in group seqs: a member sees exactly the messages
-    posted while it was a member, even when a change races with messages still in flight."""
-
-    group_id: str
-    dispatch_mode: DispatchMode
-    members: set[str] = field(default_factory=set)
-    subscriptions: dict[str, str] = field(default_factory=dict)  # aid -> core subscription id
-    spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
-    last_seq: int = 0
-
-    def next_seq(self) -> int:
-        self.last_seq += 1
-        return self.last_seq
-
-    def was_member(self, aid: str, seq: int) -> bool:
-        return any(after < seq <= through for after, through in self.spans.get(aid, ()))
-
-
-_STILL_MEMBER = sys.maxsize
-
-
-class _Endpoint:
-    """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
-
-    __slots__ = ("_channel", "aid", "description", "eager", "mailbox", "runtime", "seq")
-
-    def __init__(
-        self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
-    ) -> None:
-        self.runtime = runtime
-        self.aid = aid
-        self.mailbox = mailbox
-        self.description = description
-        self.eager = eager
-        self.seq = itertools.count(1)
-        self._channel: Channel | None = None
-
-    @property
-    def channel(self) -> Channel:
-        # Created on first use: it reads the archive to recognise redeliveries across restarts.
-        if self._channel is None:
-            self._channel = Channel(self.aid, self.runtime.archive, self.runtime.dedup_window)
-        return self._channel
-
-    async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        runtime = self.runtime
-        is_envelope = isinstance(message, AUNMessage)
-        message_id = message.message_id if is_envelope else (ctx.message_id or "")
-        mailbox = self.mailbox
-        if not mailbox.arrive(message_id):
-            runtime._dead_letter(self.aid, message if is_envelope else None, MailboxFullError("mailbox full"))
-            return
-        try:
-            async with mailbox.turn():
-                if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
-                    await agent._dispatch(message, ctx)
-                    return
-                if message.group_id is not None and not runtime._was_member(message, self.aid):
-                    return  # posted while this agent was not in the group: never its message
-                verdict = self.channel.admit(message)
-                stats = runtime.stats
-                if verdict is Admission.DELIVER:
-                    stats.delivered += 1
-                    await agent._dispatch(message, ctx)
-                elif verdict is Admission.FILTERED:
-                    stats.filtered += 1
-                else:
-                    stats.duplicates += 1
-        finally:
-            mailbox.release()
 
 
 class AUNRuntime:
@@ -194,7 +116,7 @@ class AUNRuntime:
             :class:`AUNSingleThreadedRuntime`). A core that keeps its own archive (a distributed
             worker journals into it) supplies it when ``archive`` is not given; a core with a
             ``directory`` (:class:`~aun_runtime._directory.Directory`) tells the runtime about AIDs
-            and groups held by other processes.
+            and groups held by other processes, and then holds the groups.
 
     Example:
         .. code-block:: python
@@ -234,8 +156,8 @@ class AUNRuntime:
         self.dedup_window = dedup_window
         self.core: AgentRuntime = core if core is not None else AUNSingleThreadedRuntime()
         self.stats = RuntimeStats()
-        self._endpoints: dict[str, _Endpoint] = {}
-        self._groups: dict[str, _Group] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        self._groups: dict[str, GroupState] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
@@ -323,23 +245,33 @@ class AUNRuntime:
         *,
         description: str = "",
         eager: bool | None = None,
+        card: AgentCard | str | None = None,
     ) -> None:
         """Make ``aid`` a local agent, created by ``factory`` on its first message.
 
         Args:
             aid: the agent's AID.
             factory: an :class:`AUNAgent` subclass, or a callable returning an instance.
-            description: one line for metadata (default: the class docstring's first line).
+            description: one line for metadata (default: the card's, or the class docstring's first line).
             eager: create the agent when the runtime starts rather than on its first message. Default:
                 true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
+            card: the agent's agent.md (text or parsed); default: the class's ``agent_md``, if any.
 
         Raises:
             InvalidAIDError: ``aid`` is not a valid AID.
-            AgentRegistrationError: ``aid`` is already registered.
+            AgentRegistrationError: ``aid`` is already registered, or the card is for another AID.
+            AgentMDError: the card is not a valid agent.md.
         """
         validate_aid(aid)
         if aid in self._endpoints:
             raise AgentRegistrationError(f"{aid} is already registered in this runtime")
+        if card is None and isinstance(factory, type):
+            card = getattr(factory, "agent_md", None)
+        parsed = parse_agent_md(card) if isinstance(card, str) else card
+        if parsed is not None and parsed.aid != aid:
+            raise AgentRegistrationError(f"the agent.md given for {aid} describes {parsed.aid}")
+        if parsed is not None and not description:
+            description = parsed.description
         if isinstance(factory, type):
             if not issubclass(factory, AUNAgent):
                 raise AgentRegistrationError(f"{factory.__name__} is not an AUNAgent subclass")
@@ -348,7 +280,8 @@ class AUNRuntime:
             if not description and factory.__doc__:
                 description = factory.__doc__.strip().splitlines()[0]
         mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
-        endpoint = _Endpoint(self, aid, mailbox, description, bool(eager))
+        endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
+        endpoint.card = parsed
         self._endpoints[aid] = endpoint
 
         async def make() -> AUNAgent:
@@ -364,6 +297,10 @@ class AUNRuntime:
         register_wire_serializers(self.core)  # contract classes imported since the last registration
         await self.core.register_factory(aid, make)
         await self.core.add_subscription(TypeSubscription(inbox_topic_type(aid), aid))
+        for group in self._groups.values():  # groups it was made a member of before it existed
+            if aid in group.members:
+                group.floors[aid] = group.last_seq  # what was posted before is already a dead letter
+                await self._subscribe(group, aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
 
@@ -392,7 +329,7 @@ class AUNRuntime:
     async def _instantiate(self, aid: str) -> AUNAgent:
         return await self.agent_instance(aid, AUNAgent)
 
-    async def _start_agent(self, endpoint: _Endpoint) -> None:
+    async def _start_agent(self, endpoint: Endpoint) -> None:
         agent = await self._instantiate(endpoint.aid)
         # Awaited, not spawned: what agents say first happens in registration order, every run alike.
         await self._run_proactive(endpoint.aid, agent.on_start)
@@ -415,6 +352,23 @@ class AUNRuntime:
         if endpoint is None:
             raise UnknownAIDError(f"{aid} is not registered in this runtime")
         return {"aid": aid, "mode": AUNAgent.mode, "description": endpoint.description}
+
+    def agent_card(self, aid: str) -> AgentCard | None:
+        """The agent.md card of a local agent, if it has one."""
+        endpoint = self._endpoints.get(aid)
+        if endpoint is None:
+            raise UnknownAIDError(f"{aid} is not registered in this runtime")
+        return endpoint.card
+
+    def aids(self) -> list[str]:
+        """The AIDs registered in this runtime, in registration order."""
+        return list(self._endpoints)
+
+    def groups(self) -> list[GroupInfo]:
+        """Every group of this runtime as it stands now."""
+        if self._directory is not None:
+            return [info for gid in self._directory.group_ids() if (info := self._directory.group(gid))]
+        return [self.group(group_id) for group_id in self._groups]
 
     def mailbox(self, aid: str) -> Mailbox:
         """The mailbox of a local agent (for inspection: occupancy, high water, overflow count)."""
@@ -455,7 +409,7 @@ class AUNRuntime:
             return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
         if group_id in self._groups:
             raise AgentRegistrationError(f"group {group_id} already exists")
-        group = _Group(group_id, parse_dispatch_mode(dispatch_mode))
+        group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
         self._groups[group_id] = group
         for aid in members:
             await self.add_member(group_id, aid)
@@ -471,9 +425,15 @@ class AUNRuntime:
         if aid in group.members:
             return
         group.members.add(aid)
-        group.spans.setdefault(aid, []).append([group.last_seq, _STILL_MEMBER])
+        group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
+        if aid in self._endpoints:
+            await self._subscribe(group, aid)
+
+    async def _subscribe(self, group: GroupState, aid: str) -> None:
+        # Only local agents hold a subscription: the core could not deliver to anyone else, and one
+        # recipient it cannot create would cost every other member its copy.
         if aid not in group.subscriptions:
-            subscription = TypeSubscription(group_topic_type(group_id), aid)
+            subscription = TypeSubscription(group_topic_type(group.group_id), aid)
             await self.core.add_subscription(subscription)
             group.subscriptions[aid] = subscription.id
 
@@ -530,7 +490,7 @@ class AUNRuntime:
             return True  # a group of another runtime: its own members list decided
         return group.was_member(aid, message.seq)
 
-    def _group(self, group_id: str) -> _Group:
+    def _group(self, group_id: str) -> GroupState:
         group = self._groups.get(group_id)
         if group is None:
             raise UnknownGroupError(f"no group {group_id!r} in this runtime; create it with create_group()")
@@ -583,9 +543,7 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        body = _coerce_payload(payload, mentions)
         inbound = INBOUND.get()
-        reply_to_id = in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to
         cause = (
             inbound if inbound is not None else in_reply_to if isinstance(in_reply_to, AUNMessage) else None
         )
@@ -599,138 +557,134 @@ class AUNRuntime:
         if group_id is not None and self._directory is not None:
             info = self._directory.group(group_id)
             mode = info.dispatch_mode if info is not None else None
-        message = AUNMessage(
-            message_id=message_id,
-            from_aid=sender,
-            to=to,
-            group_id=group_id,
-            payload=body,
-            in_reply_to=reply_to_id,
-            thread=thread,
-            hops=hops,
-            dispatch_mode=mode,
-        )
+        # The message is built once, when its seq is known; until then it is these fields.
+        fields: dict[str, Any] = {
+            "message_id": message_id,
+            "from_aid": sender,
+            "to": to,
+            "group_id": group_id,
+            "payload": coerce_payload(payload, mentions),
+            "in_reply_to": in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to,
+            "thread": thread,
+            "hops": hops,
+            "dispatch_mode": mode,
+        }
         if hops > self.max_hops:
             self.stats.loop_stops += 1
             error = HopLimitExceeded(thread, hops, self.max_hops)
-            self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), message)
+            self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), AUNMessage(**fields))
             logger.warning("loop guard: %s", error)
             raise error
         if group_id is not None and self._directory is not None:
-            message = await self._publish_to_members(message, self._directory)
+            message = await self._publish_to_members(group_id, fields, self._directory)
         elif group_id is not None:
-            message = await self._publish_to_group(message)
+            message = await self._publish_to_group(group_id, fields)
         else:
-            message = await self._publish_direct(message)
+            message = await self._publish_direct(validate_aid(to or ""), fields)
         self.stats.sent += 1
         return message
 
-    async def _publish_direct(self, message: AUNMessage) -> AUNMessage:
-        to = message.to
-        assert to is not None
+    async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
         if target is None and self._directory is not None:
-            return await self._publish_remote(message, self._directory)
+            return await self._publish_remote(to, AUNMessage(**fields), self._directory)
         if target is None:
-            if aid_domain(to) == self.domain:
-                raise self._undeliverable(
-                    message, UnknownAIDError(f"no agent {to} is registered in this runtime")
-                )
-            raise self._undeliverable(
-                message,
-                NoRouteError(f"no gateway route to {to}: it is outside the local domain {self.domain!r}"),
-            )
+            raise self._undeliverable(AUNMessage(**fields), self._no_agent(to))
+        message_id = fields["message_id"]
         try:
-            await target.mailbox.reserve(message.message_id)
+            await target.mailbox.reserve(message_id)
         except MailboxFullError as exc:
-            raise self._undeliverable(message, MailboxFullError(f"{to}: {exc}")) from None
-        # The inbox position is taken only now, after any wait for room, so seq follows arrival order.
-        message = message.model_copy(update={"seq": next(target.seq)})
-        self.archive.record(message.from_aid, RecordKind.SENT, message)
+            raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:
+            # The inbox position is taken only now, after any wait for room: seq follows arrival order.
+            message = AUNMessage(**fields, seq=next(target.seq))
+            self.archive.record(message.from_aid, RecordKind.SENT, message)
             # The sender is left out on purpose: the core never delivers a publish back to its sender,
             # and an agent may well write to itself.
-            await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
+            await self.core.publish_message(message, inbox_topic(to), message_id=message_id)
         except BaseException:
-            target.mailbox.cancel_reservation(message.message_id)
+            target.mailbox.cancel_reservation(message_id)
             raise
         return message
 
-    async def _publish_to_group(self, message: AUNMessage) -> AUNMessage:
-        group_id = message.group_id
-        assert group_id is not None
+    async def _publish_to_group(self, group_id: str, fields: dict[str, Any]) -> AUNMessage:
         group = self._groups.get(group_id)
+        sender = fields["from_aid"]
         if group is None:
-            raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r} in this runtime"))
-        if message.from_aid not in group.members:
-            error = NotAGroupMemberError(f"{message.from_aid} is not a member of group {group_id}")
-            self._dead_letter(message.from_aid, message, error)
+            raise self._undeliverable(
+                AUNMessage(**fields), UnknownGroupError(f"no group {group_id!r} in this runtime")
+            )
+        if sender not in group.members:
+            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
+            self._dead_letter(sender, AUNMessage(**fields), error)
             raise error
+        message_id = fields["message_id"]
         reserved: list[Mailbox] = []
+        absent: list[str] = []
         for aid in group.members:
             endpoint = self._endpoints.get(aid)
-            if aid == message.from_aid or endpoint is None:
+            if aid == sender:
+                continue
+            if endpoint is None:
+                absent.append(aid)
                 continue
             # A group message reaches every member alike, so a full mailbox cannot refuse its copy
             # here: under ``block`` the sender waits for room; otherwise arrival decides.
             if endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
-                    await endpoint.mailbox.reserve(message.message_id)
+                    await endpoint.mailbox.reserve(message_id)
                     reserved.append(endpoint.mailbox)
-        # Its place in the group is taken only now: seq follows publish order, and membership
-        # spans are measured in it.
-        message = message.model_copy(update={"seq": group.next_seq()})
-        self.archive.record(message.from_aid, RecordKind.SENT, message)
-        sender = agent_id(message.from_aid) if message.from_aid in self._endpoints else None
         try:
+            # Its place in the group is taken only now: seq follows publish order, and membership
+            # spans are measured in it.
+            message = AUNMessage(**fields, seq=group.next_seq())
+            self.archive.record(sender, RecordKind.SENT, message)
+            core_sender = agent_id(sender) if sender in self._endpoints else None
             await self.core.publish_message(
-                message, group_topic(group_id), sender=sender, message_id=message.message_id
+                message, group_topic(group_id), sender=core_sender, message_id=message_id
             )
         except BaseException:
             for mailbox in reserved:
-                mailbox.cancel_reservation(message.message_id)
+                mailbox.cancel_reservation(message_id)
             raise
+        for aid in absent:  # members with no agent here: their copies are dead letters, the rest go out
+            self._dead_letter(aid, message, self._no_agent(aid))
         return message
 
-    async def _publish_remote(self, message: AUNMessage, directory: Directory) -> AUNMessage:
+    async def _publish_remote(self, to: str, message: AUNMessage, directory: Directory) -> AUNMessage:
         """A direct message to an AID this process does not hold, with a directory to ask."""
-        to = message.to
-        assert to is not None
         status = directory.aid_status(to)
-        if status is AIDStatus.UNKNOWN and aid_domain(to) != self.domain:
-            raise self._undeliverable(
-                message,
-                NoRouteError(f"no gateway route to {to}: it is outside the local domain {self.domain!r}"),
-            )
-        if status is AIDStatus.UNKNOWN and not directory.keeps_undeliverable:
-            raise self._undeliverable(message, UnknownAIDError(f"no worker holds {to}"))
-        if status is not AIDStatus.UNKNOWN:
+        if status is AIDStatus.UNKNOWN and (aid_domain(to) != self.domain or not directory.keeps_undeliverable):
+            raise self._undeliverable(message, self._no_agent(to))
+        if status is not AIDStatus.UNKNOWN:  # held, or away: kept for it until it is back
             self.archive.record(message.from_aid, RecordKind.SENT, message)
         await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
         if status is AIDStatus.UNKNOWN:
             raise self._undeliverable(
                 message,
                 UnknownAIDError(
-                    f"no worker holds {to}: the message is kept and will be delivered if a worker "
-                    "registers it"
+                    f"no worker holds {to}: the message is kept and will be delivered if a worker registers it"
                 ),
             )
         return message
 
-    async def _publish_to_members(self, message: AUNMessage, directory: Directory) -> AUNMessage:
-        """A group message through a directory: one copy to each member the sender sees now."""
-        group_id = message.group_id
-        assert group_id is not None
+    async def _publish_to_members(self, group_id: str, fields: dict[str, Any], directory: Directory) -> AUNMessage:
+        """A group message through a directory: one copy to each member the sender sees now.
+
+        Members held here or by another process (or away) get their copy; a member nobody holds
+        gets a dead letter instead, as in one process.
+        """
         info = directory.group(group_id)
+        sender = fields["from_aid"]
+        message = AUNMessage(**fields)
         if info is None:
             raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r}"))
-        if message.from_aid not in info.members:
-            error = NotAGroupMemberError(f"{message.from_aid} is not a member of group {group_id}")
-            self._dead_letter(message.from_aid, message, error)
+        if sender not in info.members:
+            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
+            self._dead_letter(sender, message, error)
             raise error
-        recipients = sorted(info.members - {message.from_aid})
         reserved: list[tuple[str, Mailbox]] = []
-        for aid in recipients:
+        for aid in sorted(info.members - {sender}):
             endpoint = self._endpoints.get(aid)
             if endpoint is not None and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
@@ -738,19 +692,24 @@ class AUNRuntime:
                     reserved.append((aid, endpoint.mailbox))
         # Membership may have changed while waiting for room: the members seen now receive it.
         info = directory.group(group_id) or info
-        recipients = sorted(info.members - {message.from_aid})
         for aid, mailbox in reserved:
             if aid not in info.members:
                 mailbox.cancel_reservation(message.message_id)
-        self.archive.record(message.from_aid, RecordKind.SENT, message)
-        sender = agent_id(message.from_aid) if message.from_aid in self._endpoints else None
-        for aid in recipients:
-            await self.core.publish_message(
-                message, inbox_topic(aid), sender=sender, message_id=message.message_id
-            )
+        self.archive.record(sender, RecordKind.SENT, message)
+        core_sender = agent_id(sender) if sender in self._endpoints else None
+        for aid in sorted(info.members - {sender}):
+            if aid not in self._endpoints and directory.aid_status(aid) is AIDStatus.UNKNOWN:
+                self._dead_letter(aid, message, self._no_agent(aid))
+                continue
+            await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
         return message
 
     # -- failures ----------------------------------------------------------------------------------
+
+    def _no_agent(self, aid: str) -> UndeliverableError:
+        if aid_domain(aid) == self.domain:
+            return UnknownAIDError(f"no agent {aid} is registered in this runtime")
+        return NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
 
     def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
         self._dead_letter(message.from_aid, message, error)
@@ -798,25 +757,3 @@ class AUNRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _coerce_payload(payload: PayloadLike, mentions: Sequence[str | Mention] | None) -> Payload:
-    body: Payload
-    if isinstance(payload, str):
-        body = TextPayload(text=payload)
-    elif isinstance(payload, AUNContract):
-        body = payload.to_payload()
-    elif isinstance(payload, dict):
-        body = payload_from_json(payload)
-    elif isinstance(payload, BaseModel):
-        body = payload
-    else:
-        raise InvalidMessageError(
-            f"cannot send a {type(payload).__name__}: pass a payload, a contract instance, a dict or a string",
-            field="payload",
-        )
-    if mentions:
-        if not isinstance(body, TextPayload):
-            raise InvalidMessageError("mentions ride on text payloads only", field="payload.mentions")
-        body = body.model_copy(update={"mentions": body.mentions + coerce_mentions(mentions)})
-    return body

@@ -30,7 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autogen_core import MessageContext, RoutedAgent, TopicId, TypeSubscription, event, try_get_known_serializers_for_type
+from autogen_core import (
+    MessageContext,
+    RoutedAgent,
+    TopicId,
+    TypeSubscription,
+    event,
+    try_get_known_serializers_for_type,
+)
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime, GrpcWorkerAgentRuntimeHost
 from pydantic import BaseModel
 

@@ -25,10 +25,11 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import secrets
 import time
-import uuid
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -118,8 +119,17 @@ def validate_group_id(group_id: str) -> str:
 
 
 def new_message_id() -> str:
-    """A fresh, globally unique message id."""
-    return uuid.uuid4().hex
+    """A fresh, globally unique message id: 32 hex digits, like a UUID.
+
+    A random 64-bit prefix drawn once per process, then a counter: unique across processes (a prefix
+    collision is a 1 in 2**64 event), and an order of magnitude cheaper than asking the OS for 16
+    random bytes per message.
+    """
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
+
+
+_ID_PREFIX = secrets.token_hex(8)
+_ID_COUNTER = itertools.count(1)
 
 
 def _now_ms() -> int:

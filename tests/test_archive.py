@@ -24,10 +24,11 @@ def test_writes_are_batched_and_every_read_sees_them(tmp_path: Path) -> None:
     for n in range(9):
         archive.record("b.local", RecordKind.RECEIVED, _message(n))
     assert _rows_on_disk(path) == 0  # still waiting for a full batch
-    archive.record("b.local", RecordKind.RECEIVED, _message(9))
-    assert _rows_on_disk(path) == 10  # one transaction for the batch
+    archive.record("b.local", RecordKind.RECEIVED, _message(9))  # the batch is full: handed over
     archive.record("b.local", RecordKind.RECEIVED, _message(10))
-    assert [r.text for r in archive.history("b.local")][-1] == "#10"  # a read flushes first
+    assert [r.text for r in archive.history("b.local")][-1] == "#10"  # a read writes everything first
+    assert _rows_on_disk(path) == 11
+    assert archive.transactions == 2  # the full batch, then the one record the read pushed out
     archive.close()
 
 
@@ -42,13 +43,23 @@ async def test_a_timer_writes_a_partial_batch(tmp_path: Path) -> None:
     archive.close()
 
 
-def test_a_message_is_archived_once_per_owner_and_kind(tmp_path: Path) -> None:
-    archive = Archive(tmp_path / "a.sqlite")
-    message = _message(1)
-    archive.record("b.local", RecordKind.RECEIVED, message)
-    archive.record("b.local", RecordKind.RECEIVED, message)
-    archive.record("a.local", RecordKind.SENT, message)
-    assert archive.count() == 2
+def test_a_failed_write_is_reported_and_its_records_are_kept(tmp_path: Path) -> None:
+    import pytest
+
+    from aun_runtime._archive_writer import ArchiveWriteError
+
+    path = tmp_path / "a.sqlite"
+    archive = Archive(path)
+    with sqlite3.connect(path) as other:  # another process holds the write lock
+        other.execute("PRAGMA busy_timeout = 0")
+        other.execute("BEGIN IMMEDIATE")
+        archive._writer._db.execute("PRAGMA busy_timeout = 0")
+        archive.record("b.local", RecordKind.RECEIVED, _message(1))
+        with pytest.raises(ArchiveWriteError, match="locked"):
+            archive.flush()
+        other.execute("ROLLBACK")
+    archive.flush()  # the kept batch goes in now
+    assert [r.text for r in archive.history("b.local")] == ["#1"]
     archive.close()
 
 

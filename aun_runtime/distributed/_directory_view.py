@@ -59,6 +59,13 @@ class DirectoryView:
     def group(self, group_id: str) -> GroupInfo | None:
         return self._groups.get(group_id)
 
+    def group_ids(self) -> list[str]:
+        return sorted(self._groups)
+
+    def mark_held(self, aid: str, worker: str) -> None:
+        """This worker has just registered ``aid``: no need to wait for the host to say so."""
+        self.apply({"aids": {aid: [worker, AIDStatus.HELD.value]}})
+
     async def create_group(self, group_id: str, members: Sequence[str], dispatch_mode: DispatchMode) -> GroupInfo:
         if not self.online:
             if group_id in self._groups:

@@ -78,14 +78,17 @@ class Commit:
 class JournalArchive(Archive):
     """An :class:`Archive` that also journals the worker's delivery state in the same file.
 
+    Unlike the plain archive, which hands batches to a writer thread, the journal commits on the
+    event loop: what waits for a commit (outgoing messages, acknowledgements) must know it happened.
+
     Args:
         path: the SQLite file, or ``":memory:"`` (then nothing survives the process).
-        commit_interval: seconds a change may wait for its commit.
+        commit_interval: seconds a change may wait for its commit while the worker is busy.
     """
 
     def __init__(self, path: str | Path = ":memory:", *, commit_interval: float = DEFAULT_COMMIT_INTERVAL):
         super().__init__(path, flush_interval=commit_interval)
-        self._db.executescript(_TABLES)
+        self._writer.read(lambda db: db.executescript(_TABLES))
         self.durable = self.path != ":memory:"
         self._outbox_rows: list[tuple[str, int, bytes]] = []
         self._outbox_done: dict[str, int] = {}
@@ -99,14 +102,31 @@ class JournalArchive(Archive):
 
     def worker_name(self) -> str:
         """The worker's name, made once and kept in the file: a restarted worker is the same worker."""
-        row = self._db.execute("SELECT value FROM aun_meta WHERE key = 'worker'").fetchone()
-        if row is not None:
-            return str(row[0])
-        name = f"w-{uuid.uuid4().hex[:12]}"
-        self._db.execute("INSERT INTO aun_meta (key, value) VALUES ('worker', ?)", (name,))
-        return name
+
+        def read_or_make(db: sqlite3.Connection) -> str:
+            row = db.execute("SELECT value FROM aun_meta WHERE key = 'worker'").fetchone()
+            if row is not None:
+                return str(row[0])
+            name = f"w-{uuid.uuid4().hex[:12]}"
+            db.execute("INSERT INTO aun_meta (key, value) VALUES ('worker', ?)", (name,))
+            return name
+
+        return self._writer.read(read_or_make)
 
     # -- delivery scopes ---------------------------------------------------------------------------
+
+    def _add(self, item: _Pending) -> None:
+        scope = DELIVERY.get()
+        if scope is not None and not scope.sealed:
+            scope.records.append(item)
+            return
+        if self._closed:
+            raise RuntimeError("the archive is closed")
+        self._pending.append(item)
+        if len(self._pending) >= self._batch_size:
+            self._hand_over()
+        else:
+            self.request_commit()
 
     def seal(self, scope: Delivery) -> None:
         """Move a finished delivery's records and stream position into the write batch, together.
@@ -120,7 +140,7 @@ class JournalArchive(Archive):
         scope.records.clear()
         self._handled[(scope.origin, scope.aid)] = scope.seq
         if len(self._pending) >= self._batch_size:
-            self.flush()
+            self._hand_over()
         else:
             self.request_commit()
 
@@ -141,7 +161,7 @@ class JournalArchive(Archive):
         if self._timer is None and not self._closed:
             delay = self._flush_interval if self.busy() else 0.0
             with contextlib.suppress(RuntimeError):  # no loop: the next flush writes it
-                self._timer = asyncio.get_running_loop().call_later(delay, self.flush)
+                self._timer = asyncio.get_running_loop().call_later(delay, self._hand_over)
 
     def commit_soon(self) -> None:
         """The worker went idle: commit what waits at the end of this burst, not at the timer."""
@@ -151,26 +171,36 @@ class JournalArchive(Archive):
         if self.pending_commit:
             self.request_commit()
 
-    def _add(self, item: _Pending) -> None:
-        scope = DELIVERY.get()
-        if scope is not None and not scope.sealed:
-            scope.records.append(item)
-            return
-        if self._closed:
-            raise RuntimeError("the archive is closed")
-        self._pending.append(item)
-        if len(self._pending) >= self._batch_size:
-            self.flush()
-        else:
-            self.request_commit()
-
     @property
     def pending_commit(self) -> bool:
         """Something waits whose commit others wait for (acknowledged rows do not count)."""
         return bool(self._pending or self._outbox_rows or self._handled)
 
-    def _has_extra_writes(self) -> bool:
-        return bool(self._outbox_rows or self._outbox_done or self._handled)
+    def _hand_over(self) -> None:
+        """Commit now, on this thread: records, outbox rows and positions in one transaction."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not (self._pending or self._outbox_rows or self._outbox_done or self._handled):
+            return
+        pending, self._pending = self._pending, []
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("BEGIN")
+            try:
+                self._write_batch(db, pending)
+                self._write_extra(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+        try:
+            self._writer.read(write)
+        except BaseException:
+            self._pending[:0] = pending  # kept for the next attempt; nothing was sent for it
+            raise
+        self._committed()
 
     def _write_extra(self, db: sqlite3.Connection) -> None:
         if self._outbox_rows:
@@ -180,9 +210,7 @@ class JournalArchive(Archive):
                 list(self._out_streams.items()),
             )
         if self._outbox_done:
-            db.executemany(
-                "DELETE FROM aun_outbox WHERE aid = ? AND seq <= ?", list(self._outbox_done.items())
-            )
+            db.executemany("DELETE FROM aun_outbox WHERE aid = ? AND seq <= ?", list(self._outbox_done.items()))
         if self._handled:
             db.executemany(
                 "INSERT OR REPLACE INTO aun_in_streams (origin, aid, through) VALUES (?, ?, ?)",
@@ -201,15 +229,13 @@ class JournalArchive(Archive):
     # -- loading after a restart ---------------------------------------------------------------------
 
     def load_outbox(self) -> list[tuple[str, int, bytes]]:
-        return [
-            (str(a), int(s), bytes(e))
-            for a, s, e in self._db.execute("SELECT aid, seq, event FROM aun_outbox ORDER BY aid, seq")
-        ]
+        rows = self._writer.read(lambda db: db.execute("SELECT aid, seq, event FROM aun_outbox ORDER BY aid, seq").fetchall())
+        return [(str(a), int(n), bytes(e)) for a, n, e in rows]
 
     def load_out_streams(self) -> dict[str, int]:
-        return {str(a): int(n) for a, n in self._db.execute("SELECT aid, last_seq FROM aun_out_streams")}
+        rows = self._writer.read(lambda db: db.execute("SELECT aid, last_seq FROM aun_out_streams").fetchall())
+        return {str(a): int(n) for a, n in rows}
 
     def load_in_streams(self) -> dict[tuple[str, str], int]:
-        rows = self._db.execute("SELECT origin, aid, through FROM aun_in_streams")
+        rows = self._writer.read(lambda db: db.execute("SELECT origin, aid, through FROM aun_in_streams").fetchall())
         return {(str(o), str(a)): int(n) for o, a, n in rows}
-

@@ -314,6 +314,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
                 await self._link.stub.RegisterAgent(
                     agent_worker_pb2.RegisterAgentTypeRequest(type=agent_type), metadata=self._link.metadata
                 )
+                if not agent_type.startswith(WORKER_AGENT_PREFIX):
+                    self.directory.mark_held(agent_type, self.name)
                 return
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
