@@ -141,3 +141,38 @@ async def team_in_one_process(runtime: AUNRuntime) -> None:
     await team_writer_side(runtime)
     await team_reviewer_side(runtime)
     await team_kickoff(runtime)
+
+
+# -- the reflection team (agents/reflection.py), split across workers or in one process ------------
+
+REFLECTION_TASK = "Print the first 10 Fibonacci numbers, space-separated."
+
+
+async def reflection_coder_side(runtime: AUNRuntime) -> None:
+    from agents.reflection import Coder
+    from agents.stand_ins.reflection import reflection_team
+
+    model = reflection_team()
+    await runtime.register_agent("coder.local", lambda: Coder(model, executor="executor.local"))
+    await runtime.open_inbox("app.local")
+
+
+async def reflection_review_side(runtime: AUNRuntime) -> None:
+    from agents.reflection import Executor, Reviewer
+    from agents.stand_ins.reflection import reflection_team
+
+    model = reflection_team()
+    await runtime.register_agent("executor.local", lambda: Executor(reviewer="reviewer.local"))
+    await runtime.register_agent("reviewer.local", lambda: Reviewer(model, coder="coder.local"))
+
+
+async def reflection_kickoff(runtime: AUNRuntime) -> None:
+    from protocols.reflection import CodingTaskMsg
+
+    await runtime.send("coder.local", CodingTaskMsg(task=REFLECTION_TASK, task_id="fib"), sender="app.local")
+
+
+async def reflection_in_one_process(runtime: AUNRuntime) -> None:
+    await reflection_coder_side(runtime)
+    await reflection_review_side(runtime)
+    await reflection_kickoff(runtime)

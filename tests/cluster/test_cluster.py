@@ -18,7 +18,8 @@ def _trace(archive: Path, owners: list[str]) -> dict[str, list[tuple[str, str, s
     for owner in owners:
         rows = query(
             archive,
-            "SELECT kind, from_aid, json_extract(body, '$.payload.text') FROM archive"
+            "SELECT kind, from_aid, COALESCE(json_extract(body, '$.payload.text'),"
+            " json_extract(body, '$.payload.fallback_text')) FROM archive"
             " WHERE owner = ? AND kind IN ('received', 'filtered') ORDER BY id",
             (owner,),
         )
@@ -55,6 +56,34 @@ async def test_a_team_split_across_workers_leaves_the_same_trace_as_in_one_proce
     wait_until(finished, what="the final post to reach app.local")
     wait_until(lambda: len(_trace(side_b, ["scribe.local"])["scribe.local"]) >= 4, what="the scribe's last post")
     split = _trace(side_a, ["writer.local", "app.local"]) | _trace(side_b, ["reviewer.local", "scribe.local"])
+    assert split == expected
+
+
+async def test_the_reflection_team_split_across_workers_leaves_the_same_trace_as_in_one_process(
+    host: str, procs: list[Process], tmp_path: Path
+) -> None:
+    owners = ["coder.local", "executor.local", "reviewer.local", "app.local"]
+    single = tmp_path / "single.sqlite"
+    runtime = AUNRuntime(archive=single)
+    await runtime.start()
+    await apps.reflection_in_one_process(runtime)
+    await runtime.settle()
+    await runtime.close()
+    expected = _trace(single, owners)
+    [(_, sender, result)] = expected["app.local"]
+    assert (sender, result) == ("reviewer.local", "task fib approved after 2 round(s)")
+    assert len(expected["executor.local"]) == 2  # the first attempt was rejected, the second approved
+
+    side_a, side_b = tmp_path / "coder.sqlite", tmp_path / "review.sqlite"
+    procs.append(start_worker(host, f"{APPS}:reflection_coder_side", side_a))
+    procs.append(start_worker(host, f"{APPS}:reflection_review_side", side_b))
+    procs.append(start_worker(host, f"{APPS}:reflection_kickoff", tmp_path / "kick.sqlite"))
+
+    def finished() -> bool:
+        return _count(side_a, "SELECT COUNT(*) FROM archive WHERE owner='app.local' AND kind='received'") >= 1
+
+    wait_until(finished, what="the coding result to reach app.local")
+    split = _trace(side_a, ["coder.local", "app.local"]) | _trace(side_b, ["executor.local", "reviewer.local"])
     assert split == expected
 
 
