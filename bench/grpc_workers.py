@@ -200,7 +200,9 @@ def _run(kind: str, flood: int, paced: int, rate: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if kind == "aun":
-                host = _Child([sys.executable, "-m", "aun_runtime", "host", "--address", "127.0.0.1:0"], "aun-host")
+                profile_dir = os.environ.get("BENCH_PROFILE_DIR")
+                profiled = ["-m", "cProfile", "-o", f"{profile_dir}/aun-host.prof"] if profile_dir else []
+                host = _Child([sys.executable, *profiled, "-m", "aun_runtime", "host", "--address", "127.0.0.1:0"], "aun-host")
                 children.append(host)
                 address = host.expect("aun-runtime host ready on ")
             else:
@@ -228,6 +230,8 @@ def _run(kind: str, flood: int, paced: int, rate: float) -> dict[str, Any]:
                 child.tell("exit")
             for child in (source, sink):
                 child.proc.wait(timeout=30)
+            host.proc.terminate()  # the CLI host stops on SIGTERM, the raw one on "exit"
+            host.proc.wait(timeout=30)
         finally:
             for child in children:
                 child.kill()
