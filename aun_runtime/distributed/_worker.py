@@ -75,6 +75,10 @@ logger = logging.getLogger("aun_runtime.distributed")
 
 T = TypeVar("T", bound=Agent)
 _Attr = cloudevent_pb2.CloudEvent.CloudEventAttributeValue
+_UNKNOWN_SENDER = AgentId("unknown", "unknown")
+#: Prepared events kept per (topic, sender, type): one per recipient AID in practice. Cleared when
+#: full, which only costs rebuilding them.
+_TEMPLATE_CACHE = 4096
 #: Seconds between two acknowledgements from this worker: a busy or chatty worker sends one per
 #: interval (for every sender and stream at once) instead of one per message or commit.
 ACK_INTERVAL = 0.005
@@ -154,6 +158,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._timer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handled = 0
+        self._templates: dict[tuple[str, ...], cloudevent_pb2.CloudEvent] = {}
         self._acks_due: dict[str, dict[str, int]] = {}
         self._ack_timer: asyncio.TimerHandle | None = None
         self._last_ack = 0.0
@@ -418,27 +423,39 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self.archive.request_commit()
 
     def _event(self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str) -> cloudevent_pb2.CloudEvent:
-        registry = self._serialization_registry
-        # Contract classes travel under their namespaced wire name, not autogen's bare __name__.
-        wire_name = getattr(type(message), "wire_name", None)
-        type_name = wire_name if isinstance(wire_name, str) else registry.type_name(message)
-        data = registry.serialize(message, type_name=type_name, data_content_type=JSON_DATA_CONTENT_TYPE)
-        sender_id = sender or AgentId("unknown", "unknown")
-        return cloudevent_pb2.CloudEvent(
-            id=message_id,
-            spec_version="1.0",
-            type=topic_id.type,
-            source=topic_id.source,
-            attributes={
-                "datacontenttype": _Attr(ce_string=JSON_DATA_CONTENT_TYPE),
-                "dataschema": _Attr(ce_string=type_name),
-                "agagentsendertype": _Attr(ce_string=sender_id.type),
-                "agagentsenderkey": _Attr(ce_string=sender_id.key),
-                "agmsgkind": _Attr(ce_string="publish"),
-                ORIGIN_ATTR: _Attr(ce_string=self.name),
-            },
-            binary_data=data,
-        )
+        if isinstance(message, AUNMessage):  # the common case: the envelope knows its JSON
+            type_name, data = AUNMessage.wire_name, message.to_json().encode()
+        else:
+            registry = self._serialization_registry
+            # Contract classes travel under their namespaced wire name, not autogen's bare __name__.
+            wire_name = getattr(type(message), "wire_name", None)
+            type_name = wire_name if isinstance(wire_name, str) else registry.type_name(message)
+            data = registry.serialize(message, type_name=type_name, data_content_type=JSON_DATA_CONTENT_TYPE)
+        sender_id = sender or _UNKNOWN_SENDER
+        key = (topic_id.type, topic_id.source, sender_id.type, sender_id.key, type_name)
+        template = self._templates.get(key)
+        if template is None:
+            if len(self._templates) >= _TEMPLATE_CACHE:
+                self._templates.clear()
+            template = self._templates[key] = cloudevent_pb2.CloudEvent(
+                spec_version="1.0",
+                type=topic_id.type,
+                source=topic_id.source,
+                attributes={
+                    "datacontenttype": _Attr(ce_string=JSON_DATA_CONTENT_TYPE),
+                    "dataschema": _Attr(ce_string=type_name),
+                    "agagentsendertype": _Attr(ce_string=sender_id.type),
+                    "agagentsenderkey": _Attr(ce_string=sender_id.key),
+                    "agmsgkind": _Attr(ce_string="publish"),
+                    ORIGIN_ATTR: _Attr(ce_string=self.name),
+                },
+            )
+        # Copying a prepared event is far cheaper than building its attribute map per message.
+        event = cloudevent_pb2.CloudEvent()
+        event.CopyFrom(template)
+        event.id = message_id
+        event.binary_data = data
+        return event
 
     # -- receiving ---------------------------------------------------------------------------------
 
@@ -499,11 +516,13 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
 
     async def _handle(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
         attributes = event.attributes
-        message = self._serialization_registry.deserialize(
-            event.binary_data,
-            type_name=attributes["dataschema"].ce_string,
-            data_content_type=attributes["datacontenttype"].ce_string,
-        )
+        schema = attributes["dataschema"].ce_string
+        if schema == AUNMessage.wire_name:
+            message: Any = AUNMessage.model_validate_json(event.binary_data)
+        else:
+            message = self._serialization_registry.deserialize(
+                event.binary_data, type_name=schema, data_content_type=attributes["datacontenttype"].ce_string
+            )
         sender = AgentId(attributes["agagentsendertype"].ce_string, attributes["agagentsenderkey"].ce_string)
         topic_id = TopicId(event.type, event.source)
         if scope is not None:
