@@ -9,6 +9,7 @@ been lost). The position "handled through N" is journaled with the handling itse
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ from ._journal import JournalArchive
 from ._outbox import DEFAULT_WINDOW
 
 __all__ = ["REORDER_LIMIT", "Inbound"]
+
+logger = logging.getLogger("aun_runtime.distributed")
 
 #: Deliveries that may wait for an earlier one, per stream. A sender has at most its window on the
 #: wire, so this is never reached by a well-behaved sender; past it, a delivery is dropped and the
@@ -27,6 +30,7 @@ REORDER_LIMIT = 2 * DEFAULT_WINDOW
 class _InStream:
     handled: int  # committed: handled through this number
     dispatched: int  # handed to the agent (handled, or being handled)
+    sealed: int  # handled through this number without a gap (committed or about to be)
     early: dict[int, Any] = field(default_factory=dict)
 
 
@@ -35,7 +39,7 @@ class Inbound:
 
     def __init__(self, journal: JournalArchive) -> None:
         self._streams: dict[tuple[str, str], _InStream] = {
-            key: _InStream(through, through) for key, through in journal.load_in_streams().items()
+            key: _InStream(through, through, through) for key, through in journal.load_in_streams().items()
         }
         self.duplicates = 0
         self.reordered = 0
@@ -46,10 +50,11 @@ class Inbound:
         key = (origin, aid)
         stream = self._streams.get(key)
         if stream is None:
-            stream = self._streams[key] = _InStream(0, 0)
+            stream = self._streams[key] = _InStream(0, 0, 0)
         if base - 1 > stream.dispatched and not stream.early:
             # Everything below base was handled by an earlier holder of this AID.
-            stream.dispatched = stream.handled = base - 1
+            logger.info("stream %s -> %s starts at %d: what came before was handled elsewhere", origin, aid, base)
+            stream.dispatched = stream.handled = stream.sealed = base - 1
         expected = stream.dispatched + 1
         if seq < expected:
             self.duplicates += 1
@@ -70,6 +75,19 @@ class Inbound:
             stream.dispatched += 1
             ready.append((stream.dispatched, nxt))
         return ready, False
+
+    def sealed(self, origin: str, aid: str, seq: int) -> int | None:
+        """Delivery ``seq`` is finished: the stream's new gap-free position, or None if it cannot move.
+
+        Deliveries of one stream finish in order (one agent, one mailbox); one that was abandoned
+        (the worker stopping under it) leaves a gap that nothing after it may jump.
+        """
+        stream = self._streams[(origin, aid)]
+        if seq != stream.sealed + 1:
+            logger.warning("stream %s -> %s: %d finished after a gap at %d; not acknowledged", origin, aid, seq, stream.sealed + 1)
+            return None
+        stream.sealed = seq
+        return seq
 
     def committed(self, handled: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
         """Positions now durable; returns the acknowledgements to send, per origin worker."""

@@ -128,17 +128,20 @@ class JournalArchive(Archive):
         else:
             self.request_commit()
 
-    def seal(self, scope: Delivery) -> None:
-        """Move a finished delivery's records and stream position into the write batch, together.
+    def seal(self, scope: Delivery, position: int | None) -> None:
+        """Move a finished delivery's records and its stream's new position into the write batch.
 
-        The caller adds the delivery's outbox rows first; nothing here can start a commit halfway.
+        ``position`` is how far the stream is now handled without a gap (None: not moved, because
+        an earlier delivery was abandoned). The caller adds the delivery's outbox rows first;
+        nothing here can start a commit halfway.
         """
         scope.sealed = True
         if self._closed:
             raise RuntimeError("the archive is closed")
         self._pending.extend(scope.records)
         scope.records.clear()
-        self._handled[(scope.origin, scope.aid)] = scope.seq
+        if position is not None:
+            self._handled[(scope.origin, scope.aid)] = position
         if len(self._pending) >= self._batch_size:
             self._hand_over()
         else:

@@ -154,6 +154,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._progress = asyncio.Event()
         self._ready_error: BaseException | None = None
         self._refused = asyncio.Event()
+        self._closing = False
         self._started = False
         self._timer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -206,6 +207,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
 
     async def _shutdown(self, *, leave: bool) -> None:
         self._running = False
+        self._closing = True  # from now on nothing new is handed to an agent: it is sent again later
         if self._timer is not None:
             self._timer.cancel()
         tasks = list(self._tasks)
@@ -475,6 +477,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             for aid, through in event_json(event)["acks"].items():
                 self._outbox.acknowledged(aid, int(through))
             self._changed()
+        elif self._closing:
+            return  # stopping: not acknowledged, so its sender sends it again to the next run
         elif topic.startswith(INBOX_PREFIX) and ORIGIN_ATTR in event.attributes:
             attributes = event.attributes
             origin = attributes[ORIGIN_ATTR].ce_string
@@ -500,15 +504,24 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
     async def _deliver(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
         self._busy += 1
         DELIVERY.set(scope)
+        finished = False
         try:
             await self._handle(scope, event)
+            finished = True
         except Exception as exc:  # the runtime's own failure: the handling is recorded, never silent
             owner = scope.aid if scope is not None else event.type
             self.archive.record_event(owner, RecordKind.DEAD_LETTER, f"{type(exc).__name__}: {exc}", None)
             logger.error("worker %s: could not deliver %s: %s", self.name, event.type, exc, exc_info=exc)
+            finished = True
         finally:
-            if scope is not None:
+            if scope is not None and finished:
                 self._seal(scope)
+            elif scope is not None:
+                # Cancelled half-way (the worker is stopping): nothing of it is kept, nothing is
+                # acknowledged, and its sender sends it again to the next run of this worker.
+                scope.sealed = True
+                scope.records.clear()
+                scope.sends.clear()
             self._busy -= 1
             if not self._busy:
                 self.archive.commit_soon()
@@ -545,7 +558,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         for aid, event in scope.sends:
             self._outbox.append(aid, event)
         scope.sends.clear()
-        self.archive.seal(scope)
+        position = self._inbound.sealed(scope.origin, scope.aid, scope.seq)
+        self.archive.seal(scope, position)
         self._handled += 1
 
     def _on_commit(self, commit: Commit) -> None:

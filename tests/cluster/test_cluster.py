@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from aun_runtime import AUNRuntime
 
 from . import apps
@@ -87,8 +89,9 @@ async def test_the_reflection_team_split_across_workers_leaves_the_same_trace_as
     assert split == expected
 
 
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
 async def test_a_worker_killed_mid_stream_and_restarted_handles_each_message_exactly_once_in_order(
-    host: str, procs: list[Process], tmp_path: Path
+    host: str, procs: list[Process], tmp_path: Path, stop: str
 ) -> None:
     count = 500
     sink_db, source_db = tmp_path / "sink.sqlite", tmp_path / "source.sqlite"
@@ -102,8 +105,11 @@ async def test_a_worker_killed_mid_stream_and_restarted_handles_each_message_exa
         return _count(sink_db, "SELECT COUNT(*) FROM archive WHERE owner='sink.local' AND kind='received'")
 
     wait_until(lambda: received() >= 120, what="the sink to be well into the stream")
-    sink.proc.kill()  # SIGKILL: no flush, no goodbye
-    sink.proc.wait()
+    if stop == "SIGKILL":
+        sink.proc.kill()  # no flush, no goodbye
+        sink.proc.wait()
+    else:
+        assert sink.terminate() == 0  # a clean stop while handlers are running
     assert received() < count, "the kill must land in the middle of the stream"
     restarted = start_worker(host, f"{APPS}:sink", sink_db, env=slow)
     procs.append(restarted)

@@ -27,7 +27,7 @@ def test_what_a_handler_records_is_written_only_with_its_stream_position(tmp_pat
     assert journal.count(kind=RecordKind.THOUGHT) == 0
     assert JournalArchive(path).load_in_streams() == {}
 
-    journal.seal(scope)
+    journal.seal(scope, 1)
     journal.flush()
     assert journal.count(kind=RecordKind.THOUGHT) == 1
     assert JournalArchive(path).load_in_streams() == {("w-origin", "sink.local"): 1}
@@ -64,3 +64,14 @@ async def test_spans_are_made_only_when_a_tracer_provider_is_given() -> None:
         assert [s.name for s in exporter.get_finished_spans()] == ["aun deliver rec.local"]
     finally:
         await host.stop()
+
+
+def test_a_stream_position_never_jumps_a_delivery_that_was_abandoned(tmp_path: Path) -> None:
+    inbound = Inbound(JournalArchive(tmp_path / "g.sqlite"))
+    ready, _ = inbound.accept("a", "x.local", 1, 1, "one")
+    ready += inbound.accept("a", "x.local", 2, 1, "two")[0]
+    ready += inbound.accept("a", "x.local", 3, 1, "three")[0]
+    assert [seq for seq, _ in ready] == [1, 2, 3]
+    assert inbound.sealed("a", "x.local", 1) == 1
+    # 2 was cancelled half-way (the worker stopping); 3 finishing must not carry the position past 2
+    assert inbound.sealed("a", "x.local", 3) is None
