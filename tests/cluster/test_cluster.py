@@ -161,13 +161,16 @@ async def test_after_a_host_restart_workers_reconnect_and_nothing_is_lost(
     for worker in (sink, source):
         worker.wait_for_line(lambda s: "connected to" in s and "reconnect" not in s)
     assert any("registered sink.local" in line for line in restarted.lines)  # registered again
+    assert sum("connected (client" in line for line in restarted.lines) == 2  # both workers came back
 
 
 async def test_a_message_to_an_aid_nobody_holds_yet_arrives_once_its_worker_starts(
     host: str, procs: list[Process], tmp_path: Path
 ) -> None:
     early_db, late_db = tmp_path / "early.sqlite", tmp_path / "late.sqlite"
-    procs.append(start_worker(host, f"{APPS}:early_bird", early_db))
+    early = start_worker(host, f"{APPS}:early_bird", early_db)
+    procs.append(early)
+    early.wait_for_line(lambda s: "dead letter" in s and "late.local" in s)  # said, not only recorded
     wait_until(lambda: bool(query(early_db, "SELECT 1 FROM archive WHERE kind='dead_letter'")), what="a record")
     [(reason,)] = query(early_db, "SELECT reason FROM archive WHERE kind='dead_letter'")
     assert "UnknownAIDError" in reason and "kept" in reason  # refused for now, with a clear record
