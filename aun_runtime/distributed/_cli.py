@@ -4,13 +4,15 @@
 --host 127.0.0.1:50051 --app module:function`` connects, runs the app (an ``async def app(runtime)``
 that registers agents and groups, exactly as for ``aun-runtime run``), then serves until SIGINT or
 SIGTERM. Both print one ``ready`` line on stdout once they serve (scripts wait for it) and log one
-line per lifecycle event on stderr.
+line per lifecycle event on stderr. ``aun-runtime status --host ...`` prints the host's counters and
+directory as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -45,6 +47,12 @@ def add_commands(commands: Any) -> None:
     worker.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for the host at start")
     worker.set_defaults(run=_run_worker)
 
+    status = commands.add_parser("status", help="print a host's counters and directory as JSON")
+    status.add_argument("--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})")
+    status.add_argument("--tls-ca", help="PEM CA to trust: connect with TLS")
+    status.add_argument("--tls-server-name", help="name to check the host certificate against")
+    status.set_defaults(run=_run_status)
+
 
 def _logging() -> None:
     logging.getLogger("aun_runtime.distributed").setLevel(logging.INFO)
@@ -76,6 +84,33 @@ def _run_host(args: argparse.Namespace) -> int:
 
     asyncio.run(serve())
     return 0
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    import grpc
+
+    from ._wire import DIRECTORY_SERVICE, decode_json, encode_json
+
+    async def ask() -> int:
+        if args.tls_ca:
+            tls = TLSConfig(args.tls_ca, server_name=args.tls_server_name)
+            channel = grpc.aio.secure_channel(args.host, tls.channel_credentials(), options=tls.channel_options())
+        else:
+            channel = grpc.aio.insecure_channel(args.host)
+        call = channel.unary_unary(
+            f"/{DIRECTORY_SERVICE}/Stats", request_serializer=encode_json, response_deserializer=decode_json
+        )
+        try:
+            answer = await call({}, timeout=5)
+        except grpc.aio.AioRpcError as exc:
+            print(f"error: no answer from {args.host}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return 1
+        finally:
+            await channel.close()
+        print(json.dumps(answer, indent=2, sort_keys=True))
+        return 0
+
+    return asyncio.run(ask())
 
 
 def _run_worker(args: argparse.Namespace) -> int:

@@ -73,6 +73,14 @@ class Process:
             if predicate(line):
                 return line
 
+    def finish(self, timeout: float = READY_TIMEOUT) -> int:
+        """Wait for the process to exit and for all of its output to be read; its exit code."""
+        code = self.proc.wait(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while (line := self._queue.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            del line  # already kept in self.lines by the reader
+        return code
+
     @property
     def output(self) -> str:
         return "\n".join(self.lines)

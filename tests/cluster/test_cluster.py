@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,9 @@ async def test_a_message_to_an_aid_nobody_holds_yet_arrives_once_its_worker_star
 
     wait_until(lambda: bool(arrived()), what="the kept message")
     assert arrived() == [("early.local", "are you there yet?")]
+
+    status = Process(["status", "--host", host])
+    assert status.finish() == 0
+    report = json.loads(status.output)
+    assert report["aids"]["late.local"][1] == "held" and report["aids"]["early.local"][1] == "held"
+    assert report["stats"]["workers_connected"] == 2 and report["stats"]["registrations"] >= 2
