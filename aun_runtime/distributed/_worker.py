@@ -31,19 +31,16 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 from autogen_core import (
-    JSON_DATA_CONTENT_TYPE,
     Agent,
     AgentId,
     AgentType,
     CancellationToken,
-    MessageContext,
-    MessageHandlerContext,
     Subscription,
     TopicId,
     TypeSubscription,
 )
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
-from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
+from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 from opentelemetry.trace import TracerProvider
 
 from protocols.aun import AUNMessage
@@ -51,8 +48,11 @@ from protocols.aun import AUNMessage
 from .._archive import RecordKind
 from .._core import INBOX_PREFIX
 from .._errors import AgentRegistrationError, RPCForbiddenError
+from ._acks import Acknowledger
+from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
 from ._errors import HostUnavailableError, OutboxFullError
+from ._events import EventBuilder
 from ._inbound import Inbound
 from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
 from ._link import HostLink
@@ -65,7 +65,6 @@ from ._wire import (
     ORIGIN_ATTR,
     SEQ_ATTR,
     WORKER_AGENT_PREFIX,
-    control_event,
     event_json,
 )
 
@@ -74,14 +73,6 @@ __all__ = ["WorkerRuntime", "WorkerStats"]
 logger = logging.getLogger("aun_runtime.distributed")
 
 T = TypeVar("T", bound=Agent)
-_Attr = cloudevent_pb2.CloudEvent.CloudEventAttributeValue
-_UNKNOWN_SENDER = AgentId("unknown", "unknown")
-#: Prepared events kept per (topic, sender, type): one per recipient AID in practice. Cleared when
-#: full, which only costs rebuilding them.
-_TEMPLATE_CACHE = 4096
-#: Seconds between two acknowledgements from this worker: a busy or chatty worker sends one per
-#: interval (for every sender and stream at once) instead of one per message or commit.
-ACK_INTERVAL = 0.005
 #: Seconds a registration waits for the host to let go of the same AID held by a connection that
 #: is closing (a worker just stopped, or killed and restarted).
 REGISTRATION_WAIT = 10.0
@@ -136,7 +127,6 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self.archive = JournalArchive(archive, commit_interval=commit_interval)
         self.name = name or self.archive.worker_name()
         self.connect_timeout = connect_timeout
-        self._tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
         self._link = HostLink(
             host_address, self.name, tls, on_message=self._on_host_message, on_ready=self._on_ready, on_lost=self._on_lost
         )
@@ -144,25 +134,22 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._outbox = Outbox(self.archive, self._link.send, self.directory.aid_status, window=window)
         self._outbox.load()
         self._inbound = Inbound(self.archive)
+        self._events = EventBuilder(self.name, self._serialization_registry)
+        self._acks = Acknowledger(self.name, self._link.send)
+        tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
+        self._deliveries = DeliveryPath(self, tracer, self._changed)
         self.archive.on_commit = self._on_commit
-        self.archive.busy = lambda: self._busy > 0
+        self.archive.busy = lambda: self._deliveries.busy > 0
         self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
         self._subscriptions: list[Subscription] = [
             TypeSubscription(ACK_PREFIX + self.name, WORKER_AGENT_PREFIX + self.name)
         ]
-        self._busy = 0
         self._progress = asyncio.Event()
         self._ready_error: BaseException | None = None
         self._refused = asyncio.Event()
         self._closing = False
         self._started = False
         self._timer: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._handled = 0
-        self._templates: dict[tuple[str, ...], cloudevent_pb2.CloudEvent] = {}
-        self._acks_due: dict[str, dict[str, int]] = {}
-        self._ack_timer: asyncio.TimerHandle | None = None
-        self._last_ack = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -210,14 +197,10 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         self._closing = True  # from now on nothing new is handed to an agent: it is sent again later
         if self._timer is not None:
             self._timer.cancel()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._deliveries.cancel()
         self.archive.flush()
-        if self._ack_timer is not None:  # what was handled is acknowledged before the link goes
-            self._ack_timer.cancel()
-            self._flush_acks()
+        if self._acks.pending:  # what was handled is acknowledged before the link goes
+            self._acks.flush()
         if leave and self._link.connected:
             try:
                 await self._link.directory_call("Leave", {"groups": sorted(self.directory.held_groups)})
@@ -238,9 +221,9 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
 
     def _is_idle(self) -> bool:
         return (
-            not self._busy
+            not self._deliveries.busy
             and not self.archive.pending_commit
-            and not self._acks_due
+            and not self._acks.pending
             and self._outbox.settled()
         )
 
@@ -257,7 +240,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             sent=outbox.sent,
             resent=outbox.resent,
             acknowledged=outbox.acked,
-            handled=self._handled,
+            handled=self._deliveries.handled,
             duplicates_skipped=inbound.duplicates,
             reordered=inbound.reordered,
             unacknowledged=outbox.size,
@@ -407,7 +390,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
     ) -> None:
         """Publish. On ``aun.inbox.<aid>`` it goes through the outbox (kept until acknowledged);
         anything else is an autogen-ext publish (best effort, as autogen-ext does it)."""
-        event = self._event(message, topic_id, sender, message_id or str(uuid.uuid4()))
+        event = self._events.build(message, topic_id, sender, message_id or str(uuid.uuid4()))
         if not topic_id.type.startswith(INBOX_PREFIX):
             self._link.send(agent_worker_pb2.Message(cloudEvent=event))
             return
@@ -423,41 +406,6 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             return
         self._outbox.append(aid, event)
         self.archive.request_commit()
-
-    def _event(self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str) -> cloudevent_pb2.CloudEvent:
-        if isinstance(message, AUNMessage):  # the common case: the envelope knows its JSON
-            type_name, data = AUNMessage.wire_name, message.to_json().encode()
-        else:
-            registry = self._serialization_registry
-            # Contract classes travel under their namespaced wire name, not autogen's bare __name__.
-            wire_name = getattr(type(message), "wire_name", None)
-            type_name = wire_name if isinstance(wire_name, str) else registry.type_name(message)
-            data = registry.serialize(message, type_name=type_name, data_content_type=JSON_DATA_CONTENT_TYPE)
-        sender_id = sender or _UNKNOWN_SENDER
-        key = (topic_id.type, topic_id.source, sender_id.type, sender_id.key, type_name)
-        template = self._templates.get(key)
-        if template is None:
-            if len(self._templates) >= _TEMPLATE_CACHE:
-                self._templates.clear()
-            template = self._templates[key] = cloudevent_pb2.CloudEvent(
-                spec_version="1.0",
-                type=topic_id.type,
-                source=topic_id.source,
-                attributes={
-                    "datacontenttype": _Attr(ce_string=JSON_DATA_CONTENT_TYPE),
-                    "dataschema": _Attr(ce_string=type_name),
-                    "agagentsendertype": _Attr(ce_string=sender_id.type),
-                    "agagentsenderkey": _Attr(ce_string=sender_id.key),
-                    "agmsgkind": _Attr(ce_string="publish"),
-                    ORIGIN_ATTR: _Attr(ce_string=self.name),
-                },
-            )
-        # Copying a prepared event is far cheaper than building its attribute map per message.
-        event = cloudevent_pb2.CloudEvent()
-        event.CopyFrom(template)
-        event.id = message_id
-        event.binary_data = data
-        return event
 
     # -- receiving ---------------------------------------------------------------------------------
 
@@ -490,104 +438,18 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
                 origin, aid, attributes[SEQ_ATTR].ce_integer, attributes[BASE_ATTR].ce_integer, event
             )
             for seq, item in ready:
-                self._spawn(self._deliver(Delivery(origin, aid, seq), item))
+                self._deliveries.spawn(Delivery(origin, aid, seq), item)
             if reack:
-                self._send_acks({origin: {aid: self._inbound.position(origin, aid)}})
+                self._acks.due({origin: {aid: self._inbound.position(origin, aid)}})
         else:
-            self._spawn(self._deliver(None, event))  # a plain autogen-ext publish: best effort
-
-    def _spawn(self, work: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _deliver(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
-        self._busy += 1
-        DELIVERY.set(scope)
-        finished = False
-        try:
-            await self._handle(scope, event)
-            finished = True
-        except Exception as exc:  # the runtime's own failure: the handling is recorded, never silent
-            owner = scope.aid if scope is not None else event.type
-            self.archive.record_event(owner, RecordKind.DEAD_LETTER, f"{type(exc).__name__}: {exc}", None)
-            logger.error("worker %s: could not deliver %s: %s", self.name, event.type, exc, exc_info=exc)
-            finished = True
-        finally:
-            if scope is not None and finished:
-                self._seal(scope)
-            elif scope is not None:
-                # Cancelled half-way (the worker is stopping): nothing of it is kept, nothing is
-                # acknowledged, and its sender sends it again to the next run of this worker.
-                scope.sealed = True
-                scope.records.clear()
-                scope.sends.clear()
-            self._busy -= 1
-            if not self._busy:
-                self.archive.commit_soon()
-            self._changed()
-
-    async def _handle(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
-        attributes = event.attributes
-        schema = attributes["dataschema"].ce_string
-        if schema == AUNMessage.wire_name:
-            message: Any = AUNMessage.model_validate_json(event.binary_data)
-        else:
-            message = self._serialization_registry.deserialize(
-                event.binary_data, type_name=schema, data_content_type=attributes["datacontenttype"].ce_string
-            )
-        sender = AgentId(attributes["agagentsendertype"].ce_string, attributes["agagentsenderkey"].ce_string)
-        topic_id = TopicId(event.type, event.source)
-        if scope is not None:
-            recipients = [AgentId(scope.aid, "default")]
-        else:
-            recipients = [r for r in await self._subscription_manager.get_subscribed_recipients(topic_id) if r != sender]
-        for recipient in recipients:
-            agent = await self._get_agent(recipient)
-            ctx = MessageContext(
-                sender=sender, topic_id=topic_id, is_rpc=False, cancellation_token=CancellationToken(), message_id=event.id
-            )
-            with MessageHandlerContext.populate_context(agent.id):
-                if self._tracer is None:
-                    await agent.on_message(message, ctx)
-                else:
-                    with self._tracer.start_as_current_span(f"aun deliver {recipient.type}"):
-                        await agent.on_message(message, ctx)
-
-    def _seal(self, scope: Delivery) -> None:
-        for aid, event in scope.sends:
-            self._outbox.append(aid, event)
-        scope.sends.clear()
-        position = self._inbound.sealed(scope.origin, scope.aid, scope.seq)
-        self.archive.seal(scope, position)
-        self._handled += 1
+            self._deliveries.spawn(None, event)  # a plain autogen-ext publish: best effort
 
     def _on_commit(self, commit: Commit) -> None:
         if commit.outbox:
             self._outbox.committed(commit.outbox)
         if commit.handled:
-            self._send_acks(self._inbound.committed(commit.handled))
+            self._acks.due(self._inbound.committed(commit.handled))
         self._changed()
-
-    def _send_acks(self, acks: Mapping[str, Mapping[str, int]]) -> None:
-        """Acknowledge, at most once per ``ACK_INTERVAL`` per worker: one hop through the host
-        then carries the positions of every stream that moved meanwhile."""
-        for origin, positions in acks.items():
-            due = self._acks_due.setdefault(origin, {})
-            for aid, through in positions.items():
-                due[aid] = max(through, due.get(aid, 0))
-        if self._ack_timer is None:
-            loop = asyncio.get_running_loop()
-            wait = max(0.0, self._last_ack + ACK_INTERVAL - loop.time())
-            self._ack_timer = loop.call_later(wait, self._flush_acks)
-
-    def _flush_acks(self) -> None:
-        self._ack_timer = None
-        self._last_ack = asyncio.get_running_loop().time()
-        due, self._acks_due = self._acks_due, {}
-        for origin, positions in due.items():
-            body = {"worker": self.name, "acks": positions}
-            self._link.send(control_event(ACK_PREFIX + origin, body, sender=WORKER_AGENT_PREFIX + self.name))
 
     def _refuse_rpc(self, request: agent_worker_pb2.RpcRequest) -> None:
         logger.warning("worker %s: refused an RPC to %s: AUN has no request/response", self.name, request.target.type)
