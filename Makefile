@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/runtime_throughput.py
+	$(BIN)/python bench/gateway_relay.py
 	$(BIN)/python bench/grpc_workers.py
 
 clean:

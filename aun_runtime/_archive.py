@@ -35,11 +35,24 @@ Schema: messages are stored once, and each agent's view of them is a small recor
 A group message to ten agents is one ``messages`` row and eleven ``records`` rows (ten receivers
 and the sender), not eleven copies of its body.
 
+And one table of who takes part, written when an AID is registered, so that a reader in another
+process (a console) can tell agents from application inboxes and show each one's card::
+
+    agents
+        aid            TEXT PRIMARY KEY
+        role           TEXT NOT NULL        -- agent | inbox
+        mode           TEXT NOT NULL        -- the AUN behaviour mode (always autonomous)
+        description    TEXT NOT NULL
+        card           TEXT                 -- the agent's agent.md, when it has one
+        registered_at  INTEGER NOT NULL     -- ms since the epoch
+
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
 comes first, and always before any read and on :meth:`Archive.close`. The inserts run in a writer
 thread (:mod:`aun_runtime._archive_writer`), so the event loop only appends to a list. The file
-uses WAL mode so another process (a console) can read while the runtime writes.
+uses WAL mode so another process (a console) can read while the runtime writes:
+``Archive(path, read_only=True)`` opens such a file without ever writing to it, and
+:meth:`Archive.records_after` (or :meth:`Archive.rows_after`, unparsed) follows it page by page.
 
 A message is archived once per agent: the channel drops redeliveries before they reach the archive
 (and reloads recent keys from it after a restart), so the table needs no unique index, which would
@@ -56,12 +69,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from protocols.aun import AUNMessage
 
 from ._archive_writer import ArchiveWriter
 
-__all__ = ["Archive", "ArchiveRecord", "RecordKind"]
+__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "RecordKind"]
 
 
 class RecordKind(StrEnum):
@@ -106,6 +120,14 @@ SELECT r.id, r.owner, r.kind,
        COALESCE(m.created_at, r.recorded_at) AS created_at,
        r.recorded_at
 FROM records r LEFT JOIN messages m ON m.id = r.message;
+CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at INTEGER NOT NULL
+);
 """
 
 _INSERT_MESSAGE = (
@@ -143,6 +165,31 @@ class ArchiveRecord:
     about: str | None = None  #: for a thought: the id of the message it was about
 
 
+class ArchiveRow(NamedTuple):
+    """A record as stored, unparsed: for readers that pass messages on as JSON (a console)."""
+
+    id: int
+    owner: str
+    kind: str
+    reason: str | None
+    body: str  #: the message's JSON when ``is_message``, else the thought's or event's text
+    recorded_at: int
+    is_message: bool
+    about: str | None  #: for a thought: the id of the message it was about
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEntry:
+    """An AID registered with a runtime that writes this archive."""
+
+    aid: str
+    role: str  #: ``agent``, or ``inbox`` for an application's inbox
+    mode: str  #: the AUN behaviour mode: ``autonomous``
+    description: str
+    card: str | None  #: the agent's agent.md text, when it has one
+    registered_at: int
+
+
 _Pending = tuple[str, RecordKind, str | None, AUNMessage | None, str | None, int]
 
 
@@ -153,6 +200,11 @@ class Archive:
         path: the SQLite file (created with its directory if missing), or ``":memory:"``.
         batch_size: records per write transaction.
         flush_interval: seconds a record may wait before it is written.
+        read_only: open an existing file without ever writing to it (to follow an archive that
+            another process writes). Recording then raises.
+
+    Raises:
+        FileNotFoundError: ``read_only`` and there is no file at ``path``.
 
     Example:
         >>> archive = Archive(":memory:")
@@ -168,19 +220,25 @@ class Archive:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        read_only: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        self._next_message_row = int(
-            db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
-        )
+        self.read_only = read_only
+        if read_only:
+            db = _open_read_only(self.path)
+            self._next_message_row = 0  # never written
+        else:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._next_message_row = int(
+                db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+            )
         self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._writer = ArchiveWriter(db, self._write_batch)
         self._batch_size = batch_size
@@ -203,9 +261,29 @@ class Archive:
         """Record a dead letter or loop stop, with or without the message it concerns."""
         self._add((owner, kind, reason, message, None if message else reason, _now_ms()))
 
-    def _add(self, item: _Pending) -> None:
+    def record_agent(
+        self, aid: str, *, role: str, mode: str, description: str, card: str | None = None
+    ) -> None:
+        """Record that ``aid`` takes part (written at once: registrations are rare)."""
+        self._check_writable()
+        row = (aid, role, mode, description, card, _now_ms())
+        # Under the writer's lock, after what is queued: one statement at a time on the connection.
+        self._writer.read(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO agents (aid, role, mode, description, card, registered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+
+    def _check_writable(self) -> None:
         if self._closed:
             raise RuntimeError("the archive is closed")
+        if self.read_only:
+            raise RuntimeError(f"the archive {self.path} was opened read-only")
+
+    def _add(self, item: _Pending) -> None:
+        self._check_writable()
         self._pending.append(item)
         if len(self._pending) >= self._batch_size:
             self._hand_over()
@@ -330,6 +408,51 @@ class Archive:
         clause = "id > ? AND " + _kinds_clause(kinds, args)
         return self._select(clause, args, limit)
 
+    def records_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRecord]:
+        """The *first* ``limit`` records newer than ``after_id``, oldest first.
+
+        Where :meth:`records` answers "what happened last", this follows the archive as it grows:
+        pass the last id seen and get the next page, never a record twice and never a gap.
+        """
+        self._hand_over()
+        sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
+        rows = self._writer.read(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        return [_record(row) for row in rows]
+
+    def rows_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRow]:
+        """As :meth:`records_after`, but unparsed, and only what is already written.
+
+        Each message stays the JSON it was stored as: a reader that only passes records on (a
+        console sending them to a browser) skips the validation and re-encoding of every message,
+        which is nearly all of the cost of a read. And it neither pushes nor waits for records still
+        waiting to be written, so a reader that polls never makes the runtime wait for the disk;
+        they show up at its next look, at most ``flush_interval`` later.
+        """
+        sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
+        rows = self._writer.read_committed(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        return [
+            ArchiveRow(int(i), str(o), str(k), r, str(b), int(t), bool(m), None if m else a)
+            for i, o, k, r, b, t, m, a in rows
+        ]
+
+    def last_id(self) -> int:
+        """The id of the newest record written (0 for an empty archive); like :meth:`rows_after`,
+        it does not wait for records still waiting to be written."""
+        sql = "SELECT MAX(id) FROM records"
+        return int(self._writer.read_committed(lambda db: db.execute(sql).fetchone()[0] or 0))
+
+    def agents(self) -> list[AgentEntry]:
+        """Every AID registered by a runtime writing this archive, in registration order."""
+        sql = "SELECT aid, role, mode, description, card, registered_at FROM agents ORDER BY registered_at"
+        try:
+            rows = self._writer.read_committed(lambda db: db.execute(sql).fetchall())
+        except sqlite3.OperationalError:  # an archive written before the table existed
+            return []
+        return [
+            AgentEntry(str(a), str(r), str(m), str(d), None if c is None else str(c), int(t))
+            for a, r, m, d, c, t in rows
+        ]
+
     def dead_letters(self, limit: int = 1000) -> list[ArchiveRecord]:
         """Messages that could not be delivered or handled, oldest first."""
         return self.records(kinds=[RecordKind.DEAD_LETTER], limit=limit)
@@ -366,6 +489,18 @@ class Archive:
         sql = f"SELECT {_COLUMNS} FROM archive WHERE {where} ORDER BY id DESC LIMIT ?"
         rows = self._writer.read(lambda db: db.execute(sql, [*args, limit]).fetchall())
         return [_record(row) for row in reversed(rows)]
+
+
+def _open_read_only(path: str) -> sqlite3.Connection:
+    file = Path(path)
+    if path == ":memory:" or not file.is_file():
+        raise FileNotFoundError(
+            f"no archive file at {path}: a runtime creates it with AUNRuntime(archive=path)"
+        )
+    # mode=ro: SQLite itself refuses every write, so a reader can never disturb the writer's file.
+    return sqlite3.connect(
+        f"{file.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+    )
 
 
 def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) -> str:

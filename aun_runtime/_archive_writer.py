@@ -74,6 +74,14 @@ class ArchiveWriter:
         with self._lock:
             return query(self._db)
 
+    def read_committed(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on what is committed now, without waiting for queued batches.
+
+        For a reader that polls anyway (a console): it never makes the event loop wait for the disk.
+        """
+        with self._lock:
+            return query(self._db)
+
     def close(self) -> None:
         """Write what is queued, stop the thread, close the connection."""
         self.wait()

@@ -72,7 +72,7 @@ from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
 from ._payload import PayloadLike, coerce_payload
 from ._transcript import render_transcript
-from .agentmd import AgentCard, parse_agent_md
+from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
 __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
 
@@ -283,6 +283,15 @@ class AUNRuntime:
         endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
+        # Who takes part is archived too, so a reader in another process (a console) can tell agents
+        # from inboxes and show their cards.
+        self.archive.record_agent(
+            aid,
+            role="inbox" if factory is Inbox else "agent",
+            mode=AUNAgent.mode,
+            description=description,
+            card=card if isinstance(card, str) else None if parsed is None else render_agent_md(parsed),
+        )
 
         async def make() -> AUNAgent:
             created = factory()
