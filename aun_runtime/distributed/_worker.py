@@ -56,7 +56,7 @@ from ._events import EventBuilder
 from ._inbound import Inbound
 from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
 from ._link import HostLink
-from ._outbox import DEFAULT_WINDOW, Outbox
+from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._tls import TLSConfig
 from ._wire import (
     ACK_PREFIX,
@@ -109,6 +109,8 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         connect_timeout: seconds :meth:`start` waits for the first connection (None: forever).
         commit_interval: seconds a change waits for its journal commit.
         window: unacknowledged messages on the wire per recipient.
+        outbox_capacity: unacknowledged messages kept in all; past it a send is refused with
+            :class:`OutboxFullError` and a dead letter.
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
         connect_timeout: float | None = 30.0,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         window: int = DEFAULT_WINDOW,
+        outbox_capacity: int = DEFAULT_OUTBOX_CAPACITY,
     ) -> None:
         super().__init__(host_address, tracer_provider=tracer_provider)
         self.archive = JournalArchive(archive, commit_interval=commit_interval)
@@ -131,7 +134,9 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             host_address, self.name, tls, on_message=self._on_host_message, on_ready=self._on_ready, on_lost=self._on_lost
         )
         self.directory = DirectoryView(self._link.directory_call, self._on_held)
-        self._outbox = Outbox(self.archive, self._link.send, self.directory.aid_status, window=window)
+        self._outbox = Outbox(
+            self.archive, self._link.send, self.directory.aid_status, window=window, capacity=outbox_capacity
+        )
         self._outbox.load()
         self._inbound = Inbound(self.archive)
         self._events = EventBuilder(self.name, self._serialization_registry)

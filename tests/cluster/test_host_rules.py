@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from pydantic import BaseModel
 
-from aun_runtime import AUNError, RPCForbiddenError
-from aun_runtime.distributed import HostUnavailableError, TLSConfig, worker_runtime
+from aun_runtime import AUNError, AUNRuntime, RPCForbiddenError, UnknownAIDError
+from aun_runtime.distributed import HostUnavailableError, OutboxFullError, TLSConfig, WorkerRuntime, worker_runtime
 from aun_runtime.testing import Recorder
 
 from .processes import Process, start_host
@@ -127,3 +127,21 @@ async def test_tls_with_a_user_supplied_certificate(procs: list[Process], tmp_pa
     plain = worker_runtime(address, connect_timeout=2)
     with pytest.raises(HostUnavailableError):
         await plain.start()
+
+
+async def test_a_full_outbox_refuses_with_a_specific_error_and_a_dead_letter(host: str) -> None:
+    runtime = AUNRuntime(core=WorkerRuntime(host, outbox_capacity=3))
+    inbox = await runtime.open_inbox()
+    await runtime.start()
+    try:
+        for n in range(3):  # nobody holds it: each is refused for now, and kept
+            with pytest.raises(UnknownAIDError):
+                await inbox.send("nobody.local", f"kept {n}")
+        with pytest.raises(OutboxFullError, match="3 unacknowledged"):
+            await inbox.send("nobody.local", "one too many")
+        reasons = [r.reason or "" for r in runtime.archive.dead_letters()]
+        assert sum("OutboxFullError" in r for r in reasons) == 1
+        assert sum("is kept" in r for r in reasons) == 3
+        assert runtime.core.stats.kept == 3  # type: ignore[attr-defined]
+    finally:
+        await runtime.close()
