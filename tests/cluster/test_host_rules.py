@@ -17,7 +17,13 @@ from cryptography.x509.oid import NameOID
 from pydantic import BaseModel
 
 from aun_runtime import AUNError, AUNRuntime, RPCForbiddenError, UnknownAIDError
-from aun_runtime.distributed import HostUnavailableError, OutboxFullError, TLSConfig, WorkerRuntime, worker_runtime
+from aun_runtime.distributed import (
+    HostUnavailableError,
+    OutboxFullError,
+    TLSConfig,
+    WorkerRuntime,
+    worker_runtime,
+)
 from aun_runtime.testing import Recorder
 
 from .processes import Process, start_host
