@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import cast
 
 from ._runtime import AUNRuntime
+from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser, run_gateway
 
 App = Callable[[AUNRuntime], Awaitable[None]]
@@ -88,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_console_options(run)
     add_console_command(commands)
     add_gateway_parser(commands)
+    add_distributed_commands(commands)
     args = parser.parse_args(argv)
 
     logging.basicConfig(
@@ -97,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_console(args)
     if args.command == "gateway":
         return run_gateway(args)
+    if hasattr(args, "run"):  # a subcommand that brings its own entry point (host, worker, status)
+        return int(args.run(args))
     spec = DEMO_APP if args.command == "demo" else args.app
     if args.console:
         with contextlib.suppress(KeyboardInterrupt):
