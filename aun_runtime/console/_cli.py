@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from .._runtime import AUNRuntime
+from .._signals import stop_on_signal
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
@@ -142,20 +142,7 @@ async def _start(console: Console) -> str:
 
 
 async def _wait_for_stop() -> None:
-    # Ctrl-C and SIGTERM end the wait. Both get a handler of their own: a process started in the
-    # background by a shell inherits SIGINT ignored, and would otherwise never hear Ctrl-C's signal.
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    handled: list[signal.Signals] = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # no signal handlers on some platforms
-            loop.add_signal_handler(signum, stop.set)
-            handled.append(signum)
-    try:
-        await stop.wait()
-    finally:
-        for signum in handled:
-            loop.remove_signal_handler(signum)
+    await stop_on_signal().wait()
 
 
 def _run_until_stopped(main: Coroutine[Any, Any, None]) -> int:

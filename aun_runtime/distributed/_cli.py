@@ -14,10 +14,10 @@ import argparse
 import asyncio
 import json
 import logging
-import signal
 import sys
 from typing import Any
 
+from .._signals import stop_on_signal
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._tls import HostTLS, TLSConfig
 
@@ -29,26 +29,40 @@ logger = logging.getLogger("aun_runtime.distributed")
 def add_commands(commands: Any) -> None:
     """Add the ``host`` and ``worker`` subcommands to the ``aun-runtime`` parser."""
     host = commands.add_parser("host", help="serve the host of a cluster of workers")
-    host.add_argument("--address", default=DEFAULT_HOST_ADDRESS, help=f"host:port to bind (default {DEFAULT_HOST_ADDRESS}; port 0 picks one)")
+    host.add_argument(
+        "--address",
+        default=DEFAULT_HOST_ADDRESS,
+        help=f"host:port to bind (default {DEFAULT_HOST_ADDRESS}; port 0 picks one)",
+    )
     host.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
     host.add_argument("--tls-key", help="PEM private key of --tls-cert")
     host.add_argument("--tls-client-ca", help="PEM CA that must sign worker certificates (mutual TLS)")
     host.set_defaults(run=_run_host)
 
     worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
-    worker.add_argument("--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})")
-    worker.add_argument("--app", required=True, help="module:function registering the agents, e.g. agents.demo:app")
-    worker.add_argument("--archive", default=":memory:", help="SQLite file for archive and journal (durable worker)")
+    worker.add_argument(
+        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+    )
+    worker.add_argument(
+        "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
+    )
+    worker.add_argument(
+        "--archive", default=":memory:", help="SQLite file for archive and journal (durable worker)"
+    )
     worker.add_argument("--name", help="worker name (default: kept in the archive file)")
     worker.add_argument("--tls-ca", help="PEM CA (or self-signed certificate) to trust: connect with TLS")
     worker.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
     worker.add_argument("--tls-key", help="PEM key of --tls-cert")
     worker.add_argument("--tls-server-name", help="name to check the host certificate against")
-    worker.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for the host at start")
+    worker.add_argument(
+        "--connect-timeout", type=float, default=30.0, help="seconds to wait for the host at start"
+    )
     worker.set_defaults(run=_run_worker)
 
     status = commands.add_parser("status", help="print a host's counters and directory as JSON")
-    status.add_argument("--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})")
+    status.add_argument(
+        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+    )
     status.add_argument("--tls-ca", help="PEM CA to trust: connect with TLS")
     status.add_argument("--tls-server-name", help="name to check the host certificate against")
     status.set_defaults(run=_run_status)
@@ -57,14 +71,6 @@ def add_commands(commands: Any) -> None:
 def _logging() -> None:
     logging.getLogger("aun_runtime.distributed").setLevel(logging.INFO)
     logging.getLogger("autogen_core").setLevel(logging.WARNING)
-
-
-def _stop_on_signal() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
 
 
 def _run_host(args: argparse.Namespace) -> int:
@@ -76,7 +82,7 @@ def _run_host(args: argparse.Namespace) -> int:
     async def serve() -> None:
         host = AUNHost(args.address, tls=tls)
         await host.open()
-        stop = _stop_on_signal()
+        stop = stop_on_signal()
         print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
         await stop.wait()
         await host.stop(grace=1)
@@ -94,7 +100,9 @@ def _run_status(args: argparse.Namespace) -> int:
     async def ask() -> int:
         if args.tls_ca:
             tls = TLSConfig(args.tls_ca, server_name=args.tls_server_name)
-            channel = grpc.aio.secure_channel(args.host, tls.channel_credentials(), options=tls.channel_options())
+            channel = grpc.aio.secure_channel(
+                args.host, tls.channel_credentials(), options=tls.channel_options()
+            )
         else:
             channel = grpc.aio.insecure_channel(args.host)
         call = channel.unary_unary(
@@ -127,7 +135,7 @@ def _run_worker(args: argparse.Namespace) -> int:
         runtime = worker_runtime(
             args.host, archive=args.archive, name=args.name, tls=tls, connect_timeout=args.connect_timeout
         )
-        stop = _stop_on_signal()
+        stop = stop_on_signal()
         try:
             await runtime.start()
         except Exception as exc:
