@@ -28,6 +28,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/runtime_throughput.py --repeat 3
 	$(BIN)/python bench/idle_agents.py
 	$(BIN)/python bench/flood_memory.py
+	$(BIN)/python bench/gateway_relay.py
+	$(BIN)/python bench/grpc_workers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

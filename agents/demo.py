@@ -1,18 +1,38 @@
-"""The demo: a small autonomous scenario on the embedded runtime.
+"""The demo: the autonomous semantics, a reflection team and an observer group chat, on the embedded
+runtime.
 
 Run it with ``aun-runtime demo`` (or ``aun-runtime run agents.demo:app``). It shows
 
 * an agent that answers twice (one message, two replies),
 * an agent that stays silent (its message shows as delivered, not as an error),
 * an agent that speaks first, with nobody having written to it,
-* a group in ``mention`` mode, where what does not name an agent is archived, not shown to it.
+* a group in ``mention`` mode, where what does not name an agent is archived, not shown to it,
+* a reflection team (Coder, Executor, Reviewer) writing a program, really running it, and fixing it
+  after review,
+* observers in a group chat that speak when addressed or when the talk is theirs, and otherwise keep
+  silent.
+
+Offline (the default) the model is a deterministic stand-in. Set ``AUN_MODEL`` (with
+``AUN_MODEL_BASE_URL`` and ``AUN_MODEL_API_KEY``) to run the same scenes against a real model.
 """
 
 from __future__ import annotations
 
-from aun_runtime import AUNAgent, AUNRuntime
+import os
+from collections.abc import Callable
 
+from autogen_core.models import ChatCompletionClient
+
+from aun_runtime import AUNAgent, AUNRuntime
+from aun_runtime.models import model_client_from_env
+from protocols.reflection import CodingTaskMsg
+
+from . import stand_ins
 from .echo import EchoTwice, Quiet
+from .observer import ObserverAgent
+from .reflection import register_reflection_team
+
+__all__ = ["app", "autonomous_scene", "observer_scene", "reflection_scene"]
 
 
 class Herald(AUNAgent):
@@ -22,8 +42,15 @@ class Herald(AUNAgent):
         await self.group_send("lobby", "Good morning, lobby! twice, are you up?", mentions=["twice.local"])
 
 
-async def app(runtime: AUNRuntime) -> None:
-    """Register the cast, play the scenario, and let everything settle."""
+def demo_model(stand_in: Callable[[], ChatCompletionClient]) -> ChatCompletionClient:
+    """The configured model if there is one (``AUN_MODEL`` or ``AUN_MODEL_CLIENT``), else ``stand_in``."""
+    if os.environ.get("AUN_MODEL") or os.environ.get("AUN_MODEL_CLIENT"):
+        return model_client_from_env()
+    return stand_in()
+
+
+async def autonomous_scene(runtime: AUNRuntime) -> None:
+    """Two replies, silence, a proactive agent and a mention-mode group."""
     await runtime.register_agent("twice.local", EchoTwice)
     await runtime.register_agent("quiet.local", Quiet)
     inbox = await runtime.open_inbox("app.local")
@@ -37,3 +64,42 @@ async def app(runtime: AUNRuntime) -> None:
     await inbox.group_send("lobby", "Lunch at noon, for whoever reads this.")
     await inbox.group_send("lobby", "quiet, any objections?", mentions=["quiet.local"])
     await runtime.settle()
+
+
+async def reflection_scene(runtime: AUNRuntime) -> None:
+    """A Coder, an Executor and a Reviewer; the first attempt is wrong, the second is approved."""
+    await register_reflection_team(runtime, demo_model(stand_ins.reflection_team))
+    if not runtime.is_local("app.local"):
+        await runtime.open_inbox("app.local")
+    task = CodingTaskMsg(task="Print the first 10 Fibonacci numbers, space-separated.", task_id="fib")
+    await runtime.send("coder.local", task, sender="app.local")
+    await runtime.settle()
+
+
+async def observer_scene(runtime: AUNRuntime) -> None:
+    """Three observers in a broadcast group: who speaks, and who keeps silent, message by message."""
+    model = demo_model(stand_ins.observer_group)
+    personas = {
+        "db.local": "You look after the databases.",
+        "ops.local": "You run the deploys.",
+        "sre.local": "You keep production healthy.",
+    }
+    for aid, persona in personas.items():
+        await runtime.register_agent(aid, lambda p=persona: ObserverAgent(model, persona=p))
+    alice = await runtime.open_inbox("alice.local")
+    await runtime.create_group("standup", [*personas, "alice.local"])
+    for text, mentions in (
+        ("Lunch at noon, anyone?", None),
+        ("db, the orders query is slow. Any idea?", ["db.local"]),
+        ("Great, I will add the index then.", None),
+        ("ops, when is the deploy?", ["ops.local"]),
+    ):
+        await alice.group_send("standup", text, mentions=mentions)
+        await runtime.settle()
+
+
+async def app(runtime: AUNRuntime) -> None:
+    """Play the three scenes, one after the other, and let everything settle."""
+    await autonomous_scene(runtime)
+    await reflection_scene(runtime)
+    await observer_scene(runtime)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 
-from protocols.aun import AIDMention, AUNMessage, JsonPayload, Mention, ScopeMention
+from protocols.aun import AUNMessage, JsonPayload, Mention
 from protocols.contract import decode_contract
 
 from ._archive import ArchiveRecord, RecordKind
@@ -46,7 +46,8 @@ from ._errors import HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
 
 if TYPE_CHECKING:
     from ._endpoint import Endpoint
-    from ._runtime import AUNRuntime, PayloadLike
+    from ._payload import PayloadLike
+    from ._runtime import AUNRuntime
 
 __all__ = ["AUNAgent"]
 
@@ -332,16 +333,3 @@ class AUNAgent(RoutedAgent):
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`save_state` returned. Default: nothing to restore."""
-
-
-def coerce_mentions(mentions: Sequence[str | Mention]) -> tuple[AIDMention | ScopeMention, ...]:
-    """``["bob.local", "all"]`` -> structured mentions."""
-    out: list[AIDMention | ScopeMention] = []
-    for item in mentions:
-        if isinstance(item, AIDMention | ScopeMention):
-            out.append(item)
-        elif item == "all":
-            out.append(ScopeMention())
-        else:
-            out.append(AIDMention(aid=item))
-    return tuple(out)

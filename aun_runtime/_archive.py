@@ -4,28 +4,57 @@ Nothing that reaches a runtime is lost: each message is recorded once per agent 
 with what happened to it. The archive is what lets an agent in a ``mention`` group fold the talk it
 was not shown into its next addressed turn, what a console draws, and what a dead letter points to.
 
-Schema (one table, ``archive``)::
+Schema: messages are stored once, and each agent's view of them is a small record::
 
-    id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
-    owner        TEXT NOT NULL         -- whose view the record belongs to (an AID)
-    kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
-    reason       TEXT                  -- why filtered, dead-lettered or stopped
-    message_id   TEXT                  -- the message's id (NULL for thoughts)
-    from_aid     TEXT                  -- sender
-    to_aid       TEXT                  -- recipient of a direct message
-    group_id     TEXT                  -- group of a group message
-    thread       TEXT                  -- conversation thread
-    in_reply_to  TEXT                  -- the message answered (for a thought: the message it is about)
-    body         TEXT NOT NULL         -- the message as JSON, or a thought's text
-    created_at   INTEGER NOT NULL      -- ms since the epoch: the message's creation (or the record's)
-    recorded_at  INTEGER NOT NULL      -- ms since the epoch: when the record was made
+    messages                              -- one row per message, however many agents it concerns
+        id           INTEGER PRIMARY KEY
+        message_id   TEXT NOT NULL         -- the message's id (unique per sender)
+        from_aid     TEXT NOT NULL
+        to_aid       TEXT                  -- recipient of a direct message
+        group_id     TEXT                  -- group of a group message
+        thread       TEXT                  -- conversation thread
+        in_reply_to  TEXT                  -- the message answered
+        created_at   INTEGER NOT NULL      -- ms since the epoch
+        body         TEXT NOT NULL         -- the whole message as JSON
+
+    records                               -- one row per agent a message (or thought) concerns
+        id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
+        owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
+        kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
+        reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
+                                           -- id of the message it is about
+        message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
+        text         TEXT                  -- a thought's text, or an event's description
+        recorded_at  INTEGER NOT NULL      -- ms since the epoch
+
+    archive (a view)                      -- records joined with their messages, one row per record:
+        id, owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,
+        in_reply_to (for a thought: the message it is about), body (message JSON or text),
+        created_at, recorded_at
+
+A group message to ten agents is one ``messages`` row and eleven ``records`` rows (ten receivers
+and the sender), not eleven copies of its body.
+
+And one table of who takes part, written when an AID is registered, so that a reader in another
+process (a console) can tell agents from application inboxes and show each one's card::
+
+    agents
+        aid            TEXT PRIMARY KEY
+        role           TEXT NOT NULL        -- agent | inbox
+        mode           TEXT NOT NULL        -- the AUN behaviour mode (always autonomous)
+        description    TEXT NOT NULL
+        card           TEXT                 -- the agent's agent.md, when it has one
+        registered_at  INTEGER NOT NULL     -- ms since the epoch
 
 Writes are batched: records collect in memory and go to SQLite in one transaction when
 ``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
-comes first, and always before any read and on :meth:`Archive.close`. A record is a row from the
-start (the event loop builds it and appends it to a list); the inserts run in a writer thread
-(:mod:`aun_runtime._archive_writer`). The file
-uses WAL mode so another process (a console) can read while the runtime writes.
+comes first, and always before any read and on :meth:`Archive.close`. The inserts run in a writer
+thread (:mod:`aun_runtime._archive_writer`), so the event loop only appends to a list: what it
+appends holds a message's columns (its JSON made once, shared by all its records), not the message,
+so a message is freed as soon as it is handled rather than when the writer catches up. The file
+uses WAL mode so another process (a console) can read while the runtime writes:
+``Archive(path, read_only=True)`` opens such a file without ever writing to it, and
+:meth:`Archive.records_after` (or :meth:`Archive.rows_after`, unparsed) follows it page by page.
 
 A message is archived once per agent: the channel drops redeliveries before they reach the archive
 (and reloads recent keys from it after a restart), so the table needs no unique index, which would
@@ -37,16 +66,18 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from protocols.aun import AUNMessage
 
-from ._archive_writer import ArchiveWriter
+from ._archive_writer import ArchiveWriter, RowInserter
 
-__all__ = ["Archive", "ArchiveRecord", "RecordKind"]
+__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "RecordKind"]
 
 
 class RecordKind(StrEnum):
@@ -61,28 +92,58 @@ class RecordKind(StrEnum):
 
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS archive (
+CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
-    owner TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    reason TEXT,
-    message_id TEXT,
-    from_aid TEXT,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
     to_aid TEXT,
     group_id TEXT,
     thread TEXT,
     in_reply_to TEXT,
-    body TEXT NOT NULL,
     created_at INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message INTEGER REFERENCES messages(id),
+    text TEXT,
     recorded_at INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS archive_owner ON archive(owner, id);
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE VIEW IF NOT EXISTS archive AS
+SELECT r.id, r.owner, r.kind,
+       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
+       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
+       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
+       COALESCE(m.body, r.text, '') AS body,
+       COALESCE(m.created_at, r.recorded_at) AS created_at,
+       r.recorded_at
+FROM records r LEFT JOIN messages m ON m.id = r.message;
+CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at INTEGER NOT NULL
+);
 """
 
-_INSERT = (
-    "INSERT INTO archive (owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,"
-    " in_reply_to, body, created_at, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)  # the order of _MessageColumns, after the row id
+_INSERT_RECORD = (
+    "INSERT INTO records (owner, kind, reason, message, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
+
+#: Messages whose row id the writer remembers, so that the records of one message written in later
+#: batches (a reply's receipt after its send) point to the same row. A message's records arrive
+#: within moments of each other; one that is forgotten merely gets a second row.
+_MESSAGE_ROW_MEMORY = 65_536
 _COLUMNS = "id, owner, kind, reason, body, recorded_at, message_id IS NOT NULL, in_reply_to"
 
 #: Records written per transaction. 512 amortises the commit to a few microseconds per record
@@ -106,10 +167,49 @@ class ArchiveRecord:
     about: str | None = None  #: for a thought: the id of the message it was about
 
 
-# A table row, built when the record is made: pending records hold strings and numbers, not the
-# message objects, so a message is freed as soon as it is handled (and the garbage collector has
-# thousands fewer objects to trace while the writer catches up).
-_Row = tuple[object, ...]
+class ArchiveRow(NamedTuple):
+    """A record as stored, unparsed: for readers that pass messages on as JSON (a console)."""
+
+    id: int
+    owner: str
+    kind: str
+    reason: str | None
+    body: str  #: the message's JSON when ``is_message``, else the thought's or event's text
+    recorded_at: int
+    is_message: bool
+    about: str | None  #: for a thought: the id of the message it was about
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEntry:
+    """An AID registered with a runtime that writes this archive."""
+
+    aid: str
+    role: str  #: ``agent``, or ``inbox`` for an application's inbox
+    mode: str  #: the AUN behaviour mode: ``autonomous``
+    description: str
+    card: str | None  #: the agent's agent.md text, when it has one
+    registered_at: int
+
+
+# A message as the messages table stores it: message_id, from_aid, to, group_id, thread,
+# in_reply_to, created_at, body (JSON).
+_MessageColumns = tuple[str, str, str | None, str | None, str | None, str | None, int, str]
+# One record waiting to be written: owner, kind, reason, its message's columns, text, created.
+_Pending = tuple[str, RecordKind, str | None, _MessageColumns | None, str | None, int]
+
+
+def _columns(message: AUNMessage) -> _MessageColumns:
+    return (
+        message.message_id,
+        message.from_aid,
+        message.to,
+        message.group_id,
+        message.thread,
+        message.in_reply_to,
+        message.created_at,
+        message.to_json(),
+    )
 
 
 class Archive:
@@ -119,6 +219,11 @@ class Archive:
         path: the SQLite file (created with its directory if missing), or ``":memory:"``.
         batch_size: records per write transaction.
         flush_interval: seconds a record may wait before it is written.
+        read_only: open an existing file without ever writing to it (to follow an archive that
+            another process writes). Recording then raises.
+
+    Raises:
+        FileNotFoundError: ``read_only`` and there is no file at ``path``.
 
     Example:
         >>> archive = Archive(":memory:")
@@ -134,20 +239,32 @@ class Archive:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        read_only: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        self._writer = ArchiveWriter(db, _INSERT)
+        self.read_only = read_only
+        if read_only:
+            db = _open_read_only(self.path)
+            self._next_message_row = 0  # never written
+        else:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._next_message_row = int(
+                db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+            )
+        self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._message_inserter = RowInserter(_INSERT_MESSAGE)
+        self._record_inserter = RowInserter(_INSERT_RECORD)
+        self._writer = ArchiveWriter(db, self._write_batch)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
-        self._pending: list[_Row] = []
+        self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -155,45 +272,49 @@ class Archive:
 
     def record(self, owner: str, kind: RecordKind, message: AUNMessage, reason: str | None = None) -> None:
         """Record ``message`` in ``owner``'s view."""
-        # _add, inlined: every delivery records once.
-        if self._closed:
-            raise RuntimeError("the archive is closed")
-        pending = self._pending
-        pending.append(_message_row(owner, kind, reason, message))
-        if len(pending) >= self._batch_size:
-            self._hand_over()
-        elif self._timer is None:
-            self._arm_timer()
+        self._add((owner, kind, reason, _columns(message), None, 0))
 
     def record_thought(self, owner: str, text: str, about: str | None = None) -> None:
         """Record an internal thought of ``owner``, optionally about a message (its id). Never sent."""
-        now = _now_ms()
-        # ``in_reply_to`` carries the id of the message the thought is about.
-        self._add((owner, RecordKind.THOUGHT, None, None, None, None, None, None, about, text, now, now))
+        self._add((owner, RecordKind.THOUGHT, about, None, text, _now_ms()))
 
     def record_event(self, owner: str, kind: RecordKind, reason: str, message: AUNMessage | None) -> None:
         """Record a dead letter or loop stop, with or without the message it concerns."""
-        if message is not None:
-            self._add(_message_row(owner, kind, reason, message))
-        else:
-            now = _now_ms()
-            self._add((owner, kind, reason, None, None, None, None, None, None, reason, now, now))
+        columns = _columns(message) if message is not None else None
+        self._add((owner, kind, reason, columns, None if message else reason, _now_ms()))
 
-    def _add(self, item: _Row) -> None:
+    def record_agent(
+        self, aid: str, *, role: str, mode: str, description: str, card: str | None = None
+    ) -> None:
+        """Record that ``aid`` takes part (written at once: registrations are rare)."""
+        self._check_writable()
+        row = (aid, role, mode, description, card, _now_ms())
+        # Under the writer's lock, after what is queued: one statement at a time on the connection.
+        self._writer.read(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO agents (aid, role, mode, description, card, registered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+
+    def _check_writable(self) -> None:
         if self._closed:
             raise RuntimeError("the archive is closed")
+        if self.read_only:
+            raise RuntimeError(f"the archive {self.path} was opened read-only")
+
+    def _add(self, item: _Pending) -> None:
+        self._check_writable()
         self._pending.append(item)
         if len(self._pending) >= self._batch_size:
             self._hand_over()
         elif self._timer is None:
-            self._arm_timer()
-
-    def _arm_timer(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop: the next read or close writes it
-        self._timer = loop.call_later(self._flush_interval, self._hand_over)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop: the next read or close writes it
+            self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
     def _hand_over(self) -> None:
         if self._timer is not None:
@@ -202,6 +323,37 @@ class Archive:
         if self._pending:
             pending, self._pending = self._pending, []
             self._writer.submit(pending)
+
+    def _write_batch(self, db: sqlite3.Connection, batch: Sequence[_Pending]) -> None:
+        # Runs in the writer thread, inside a transaction.
+        now = _now_ms()
+        known = self._message_rows
+        next_row = self._next_message_row
+        added: list[tuple[str, str]] = []
+        messages: list[tuple[object, ...]] = []
+        records: list[tuple[object, ...]] = []
+        for owner, kind, reason, columns, text, created in batch:
+            row: int | None = None
+            if columns is not None:
+                key = (columns[1], columns[0])  # (from_aid, message_id)
+                row = known.get(key)
+                if row is None:
+                    row, next_row = next_row, next_row + 1
+                    known[key] = row
+                    added.append(key)
+                    messages.append((row, *columns))
+            # A RecordKind is a str: it is bound as its text.
+            records.append((owner, kind, reason, row, text, created or now))
+        try:
+            self._message_inserter.insert(db, messages)
+            self._record_inserter.insert(db, records)
+        except BaseException:
+            for key in added:  # the transaction is rolled back: these rows do not exist
+                known.pop(key, None)
+            raise
+        self._next_message_row = next_row
+        while len(known) > _MESSAGE_ROW_MEMORY:
+            known.popitem(last=False)
 
     def flush(self) -> None:
         """Write every waiting record now and wait until it is committed."""
@@ -267,6 +419,51 @@ class Archive:
         clause = "id > ? AND " + _kinds_clause(kinds, args)
         return self._select(clause, args, limit)
 
+    def records_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRecord]:
+        """The *first* ``limit`` records newer than ``after_id``, oldest first.
+
+        Where :meth:`records` answers "what happened last", this follows the archive as it grows:
+        pass the last id seen and get the next page, never a record twice and never a gap.
+        """
+        self._hand_over()
+        sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
+        rows = self._writer.read(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        return [_record(row) for row in rows]
+
+    def rows_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRow]:
+        """As :meth:`records_after`, but unparsed, and only what is already written.
+
+        Each message stays the JSON it was stored as: a reader that only passes records on (a
+        console sending them to a browser) skips the validation and re-encoding of every message,
+        which is nearly all of the cost of a read. And it neither pushes nor waits for records still
+        waiting to be written, so a reader that polls never makes the runtime wait for the disk;
+        they show up at its next look, at most ``flush_interval`` later.
+        """
+        sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
+        rows = self._writer.read_committed(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        return [
+            ArchiveRow(int(i), str(o), str(k), r, str(b), int(t), bool(m), None if m else a)
+            for i, o, k, r, b, t, m, a in rows
+        ]
+
+    def last_id(self) -> int:
+        """The id of the newest record written (0 for an empty archive); like :meth:`rows_after`,
+        it does not wait for records still waiting to be written."""
+        sql = "SELECT MAX(id) FROM records"
+        return int(self._writer.read_committed(lambda db: db.execute(sql).fetchone()[0] or 0))
+
+    def agents(self) -> list[AgentEntry]:
+        """Every AID registered by a runtime writing this archive, in registration order."""
+        sql = "SELECT aid, role, mode, description, card, registered_at FROM agents ORDER BY registered_at"
+        try:
+            rows = self._writer.read_committed(lambda db: db.execute(sql).fetchall())
+        except sqlite3.OperationalError:  # an archive written before the table existed
+            return []
+        return [
+            AgentEntry(str(a), str(r), str(m), str(d), None if c is None else str(c), int(t))
+            for a, r, m, d, c, t in rows
+        ]
+
     def dead_letters(self, limit: int = 1000) -> list[ArchiveRecord]:
         """Messages that could not be delivered or handled, oldest first."""
         return self.records(kinds=[RecordKind.DEAD_LETTER], limit=limit)
@@ -305,31 +502,24 @@ class Archive:
         return [_record(row) for row in reversed(rows)]
 
 
+def _open_read_only(path: str) -> sqlite3.Connection:
+    file = Path(path)
+    if path == ":memory:" or not file.is_file():
+        raise FileNotFoundError(
+            f"no archive file at {path}: a runtime creates it with AUNRuntime(archive=path)"
+        )
+    # mode=ro: SQLite itself refuses every write, so a reader can never disturb the writer's file.
+    return sqlite3.connect(
+        f"{file.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+    )
+
+
 def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) -> str:
     if kinds is None:
         return "1 = 1"
     names = [str(RecordKind(k)) for k in kinds]
     args.extend(names)
     return f"kind IN ({', '.join('?' * len(names))})"
-
-
-def _message_row(owner: str, kind: RecordKind, reason: str | None, message: AUNMessage) -> _Row:
-    # A RecordKind is a str: it is bound as its text. The JSON is made once per message and shared
-    # by all its records (a group post has one per member).
-    return (
-        owner,
-        kind,
-        reason,
-        message.message_id,
-        message.from_aid,
-        message.to,
-        message.group_id,
-        message.thread,
-        message.in_reply_to,
-        message.to_json(),
-        message.created_at,
-        time.time_ns() // 1_000_000,  # recorded_at (_now_ms, inlined: one per record)
-    )
 
 
 def _record(row: tuple[object, ...]) -> ArchiveRecord:

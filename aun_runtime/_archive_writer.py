@@ -2,17 +2,21 @@
 
 The sqlite3 module releases the GIL while SQLite works, so a dedicated thread lets B-tree inserts and
 I/O for one batch run on another core while the event loop goes on delivering the next messages.
-The loop thread only hands over a list of rows; they are inserted here.
+The loop thread only hands over a list; the batch writer turns it into rows here.
 
-A batch goes in as one multi-row ``INSERT`` (one statement, its own transaction), not with
-``executemany``: executemany releases and re-takes the GIL around every row, and while the event
-loop is busy each re-take waits for Python's switch interval (5 ms), so the writer crawled and the
-loop ended up waiting for it. One statement is bound in one go and then runs entirely outside the GIL.
+Two things keep the thread from falling behind a busy event loop. Every time it needs the GIL it may
+wait out Python's switch interval (5 ms) while the loop runs, so it should need it rarely:
+
+* rows go in with :class:`RowInserter`'s multi-row ``INSERT`` statements, not ``executemany``,
+  which releases and re-takes the GIL around every row (the writer crawled, and the loop ended up
+  waiting for it); one statement is bound in one go and then runs entirely outside the GIL;
+* when several batches are waiting, the thread takes them all (up to :data:`MAX_BATCHES_PER_WRITE`)
+  into one transaction.
 
 Batches wait in a bounded queue. If the disk cannot keep up, the loop thread blocks when it hands
 over the next batch: memory stays bounded, and a slow disk slows the runtime down rather than
 silently losing records. A write error is kept and raised to the loop thread at its next flush,
-with the failed batch put back so that nothing recorded is dropped.
+with the failed batches put back so that nothing recorded is dropped.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter"]
+__all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter", "RowInserter"]
 
 logger = logging.getLogger("aun_runtime")
 
@@ -41,25 +45,71 @@ MAX_ROWS_PER_STATEMENT = 2048
 
 T = TypeVar("T")
 Batch = Sequence[Any]
+BatchWriter = Callable[[sqlite3.Connection, Batch], None]
 
 
 class ArchiveWriteError(RuntimeError):
     """Writing to the archive failed; the records are kept and will be written at the next flush."""
 
 
+class RowInserter:
+    """Inserts rows into one table with multi-row ``INSERT`` statements.
+
+    Args:
+        insert_sql: ``INSERT INTO t (a, b) VALUES (?, ?)`` for one row.
+    """
+
+    def __init__(self, insert_sql: str) -> None:
+        head, _, values = insert_sql.partition(" VALUES ")
+        self._head = head + " VALUES "
+        self._values = values
+        self._columns = values.count("?")
+        self._statements: dict[int, str] = {}
+
+    def insert(self, db: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) -> None:
+        """Insert ``rows`` (inside the caller's transaction)."""
+        start = 0
+        for size in self._chunks(db, len(rows)):
+            chunk = rows[start : start + size]
+            db.execute(self._statement(size), list(itertools.chain.from_iterable(chunk)))
+            start += size
+
+    def _chunks(self, db: sqlite3.Connection, count: int) -> list[int]:
+        """Statement sizes for ``count`` rows: full statements, then powers of two.
+
+        The sqlite3 module keeps every prepared statement it saw (up to 128), and a statement for
+        hundreds of rows is large; batches flushed by the timer come in every size, so one statement
+        per size filled that cache and memory grew by tens of megabytes under a flood.
+        """
+        limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // self._columns
+        step = max(1, min(MAX_ROWS_PER_STATEMENT, 1 << (limit.bit_length() - 1)))
+        sizes = [step] * (count // step)
+        rest = count % step
+        while rest:
+            size = 1 << (rest.bit_length() - 1)
+            sizes.append(size)
+            rest -= size
+        return sizes
+
+    def _statement(self, count: int) -> str:
+        sql = self._statements.get(count)
+        if sql is None:
+            sql = self._head + ",".join([self._values] * count)
+            self._statements[count] = sql
+        return sql
+
+    @property
+    def statement_sizes(self) -> list[int]:
+        """The row counts of the statements prepared so far."""
+        return sorted(self._statements)
+
+
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
-    def __init__(self, db: sqlite3.Connection, insert_sql: str) -> None:
+    def __init__(self, db: sqlite3.Connection, write_batch: BatchWriter) -> None:
         self._db = db
-        head, _, values = insert_sql.partition(" VALUES ")
-        self._insert_head = head + " VALUES "
-        self._insert_values = values
-        self._columns = values.count("?")
-        self._rows_per_statement = max(
-            1, min(MAX_ROWS_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // self._columns)
-        )
-        self._statements: dict[int, str] = {}
+        self._write_batch = write_batch
         self._lock = threading.Lock()  # one statement at a time on the shared connection
         self._queue: queue.Queue[Batch | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
@@ -92,6 +142,14 @@ class ArchiveWriter:
         with self._lock:
             return query(self._db)
 
+    def read_committed(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on what is committed now, without waiting for queued batches.
+
+        For a reader that polls anyway (a console): it never makes the event loop wait for the disk.
+        """
+        with self._lock:
+            return query(self._db)
+
     def close(self) -> None:
         """Write what is queued, stop the thread, close the connection."""
         self.wait()
@@ -99,58 +157,15 @@ class ArchiveWriter:
         self._thread.join()
         self._db.close()
 
-    def _insert_rows(self, rows: list[tuple[object, ...]]) -> None:
-        chunks = self._chunks(len(rows))
-        if len(chunks) == 1:  # one statement: atomic on its own, no BEGIN/COMMIT round trips
-            self._db.execute(self._statement(len(rows)), list(itertools.chain.from_iterable(rows)))
-            return
-        self._db.execute("BEGIN")
-        try:
-            start = 0
-            for size in chunks:
-                chunk = rows[start : start + size]
-                self._db.execute(self._statement(size), list(itertools.chain.from_iterable(chunk)))
-                start += size
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
-    def _chunks(self, count: int) -> list[int]:
-        """Statement sizes for ``count`` rows: full statements, then powers of two.
-
-        The sqlite3 module keeps every prepared statement it saw (up to 128), and a statement for
-        hundreds of rows is large; batches flushed by the timer come in every size, so without this
-        the cache filled with a hundred different ones and memory grew by tens of megabytes.
-        """
-        step = self._rows_per_statement
-        sizes = [step] * (count // step)
-        rest = count % step
-        while rest:
-            size = 1 << (rest.bit_length() - 1)
-            sizes.append(size)
-            rest -= size
-        return sizes
-
-    def _statement(self, count: int) -> str:
-        sql = self._statements.get(count)
-        if sql is None:
-            sql = self._insert_head + ",".join([self._insert_values] * count)
-            self._statements[count] = sql
-        return sql
-
     def _run(self) -> None:
         while True:
             batch = self._queue.get()
             if batch is None:
                 self._queue.task_done()
                 return
-            # Whatever else is waiting goes in the same transaction: the thread needs the GIL a
-            # few times per write, and each time it may wait out the switch interval while the
-            # event loop runs, so writing more per wake-up is what lets it keep up.
             taken = [batch]
             closing = False
-            while len(taken) < MAX_BATCHES_PER_WRITE:
+            while len(taken) < MAX_BATCHES_PER_WRITE:  # whatever else waits goes in the same transaction
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
@@ -160,9 +175,16 @@ class ArchiveWriter:
                     break
                 taken.append(more)
             try:
-                rows = [row for each in taken for row in each]
                 with self._lock:
-                    self._insert_rows(rows)
+                    self._db.execute("BEGIN")
+                    try:
+                        # One call for all of them: the batch writer undoes its own bookkeeping when
+                        # a write fails, so it must see the whole transaction.
+                        self._write_batch(self._db, taken[0] if len(taken) == 1 else [i for b in taken for i in b])
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
+                    self._db.execute("COMMIT")
                 self.transactions += 1
             except Exception as exc:
                 logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)

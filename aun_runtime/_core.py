@@ -228,9 +228,16 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
                     cancellation_token=message_envelope.cancellation_token,
                     message_id=message_envelope.message_id,
                 )
-                agent = await self._get_agent(recipient)
+                try:
+                    agent = await self._get_agent(recipient)
+                except Exception as exc:  # one recipient that cannot be created costs no one else a copy
+                    logger.error("cannot deliver to %s: %s", recipient, exc, exc_info=exc)
+                    continue
                 deliveries.append(_deliver(agent, message_envelope.message, context))
-            await asyncio.gather(*deliveries)
+            if len(deliveries) == 1:
+                await deliveries[0]  # one recipient (every direct message): no task to spare
+            else:
+                await asyncio.gather(*deliveries)
         except BaseException as exc:
             logger.error("error delivering a publish on %s", message_envelope.topic_id, exc_info=exc)
             if not self._ignore_unhandled_handler_exceptions:

@@ -146,8 +146,7 @@ class Endpoint:
             )
             return
         try:
-            async with mailbox.turn():
-                await self.handle(agent, message, ctx)
+            await mailbox.take_turn(self.handle(agent, message, ctx))
         finally:
             mailbox.release()
 

@@ -11,8 +11,8 @@ carries the messages:
   each arriving message with :meth:`Mailbox.take_if_room` / :meth:`Mailbox.enter`, runs one message
   at a time, and calls :meth:`Mailbox.release` when it is done.
 * On a core that runs a task per message (autogen-core's single-threaded runtime), the runtime facade
-  does the same at delivery time with :meth:`Mailbox.arrive`, and :meth:`Mailbox.turn` makes the
-  handlers take turns.
+  does the same at delivery time with :meth:`Mailbox.arrive`, and :meth:`Mailbox.take_turn` makes
+  the handlers take turns.
 
 Occupancy counts every message that is promised to, waiting in, or being handled by the mailbox.
 Senders in this process *reserve* a place before they publish a direct message (the send tools do
@@ -34,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Awaitable
 from enum import StrEnum
+from typing import TypeVar
 
 from ._errors import MailboxFullError
 
@@ -49,6 +51,8 @@ DEFAULT_MAILBOX_CAPACITY = 1024
 #: sends to A) cannot hang a runtime forever.
 DEFAULT_BLOCK_TIMEOUT = 30.0
 
+T = TypeVar("T")
+
 
 class OverflowPolicy(StrEnum):
     """What happens when a message meets a full mailbox."""
@@ -61,7 +65,7 @@ class Mailbox:
     """The bound, the overflow policy and the turn-taking of one agent.
 
     Slim on purpose (a runtime may hold one for each of 100,000 idle agents): the reservation table,
-    the queue of waiting senders and the turn lock are created on first use.
+    the queue of waiting senders and the queue of turns are created on first use.
 
     Args:
         capacity: how many messages may be reserved for, waiting in, or handled by this mailbox.
@@ -70,8 +74,9 @@ class Mailbox:
     """
 
     __slots__ = (
-        "_lock",
+        "_busy",
         "_reserved",
+        "_turns",
         "_waiters",
         "block_timeout",
         "capacity",
@@ -99,7 +104,8 @@ class Mailbox:
         self.overflowed = 0
         self._reserved: dict[str, int] | None = None  # message id -> places promised to it
         self._waiters: deque[asyncio.Future[None]] | None = None  # senders waiting for room, in order
-        self._lock: asyncio.Lock | None = None
+        self._busy = False  # a message is being handled (on a core that runs a task per message)
+        self._turns: deque[asyncio.Future[None]] | None = None  # messages waiting for their turn
 
     @property
     def full(self) -> bool:
@@ -196,14 +202,41 @@ class Mailbox:
 
     # -- handling ----------------------------------------------------------------------------------
 
-    def turn(self) -> asyncio.Lock:
-        """``async with mailbox.turn():`` handles one message; others wait in arrival order.
+    async def take_turn(self, handle: Awaitable[T]) -> T:
+        """Await ``handle`` when every message that arrived before has been handled.
 
         Only needed on a core that runs a task per message; a draining core takes turns by itself.
+        The turn passes straight to the next waiter, so no later arrival can overtake an earlier one.
         """
-        if self._lock is None:
-            self._lock = asyncio.Lock()  # asyncio.Lock wakes waiters first come, first served
-        return self._lock
+        if self._busy:
+            turn = asyncio.get_running_loop().create_future()
+            if self._turns is None:
+                self._turns = deque()
+            self._turns.append(turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._pass_turn()  # it was ours already: hand it on
+                if asyncio.iscoroutine(handle):
+                    handle.close()  # never started, and never will be
+                raise
+        else:
+            self._busy = True
+        try:
+            return await handle
+        finally:
+            self._pass_turn()
+
+    def _pass_turn(self) -> None:
+        turns = self._turns
+        while turns:
+            turn = turns.popleft()
+            if not turn.done():  # a waiter cancelled while waiting has given up its place
+                turn.set_result(None)
+                return
+        self._turns = None
+        self._busy = False
 
     def release(self) -> None:
         """A message is done (handled, filtered or failed): free its place, or hand it to the first

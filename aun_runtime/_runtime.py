@@ -25,35 +25,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, TypeAlias, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from autogen_core import AgentId, AgentRuntime, TypeSubscription
-from pydantic import BaseModel
 
 from protocols.aun import (
     AUNMessage,
     DispatchMode,
     Mention,
-    Payload,
-    TextPayload,
     aid_domain,
     new_message_id,
     parse_dispatch_mode,
-    payload_from_json,
     validate_aid,
     validate_group_id,
 )
-from protocols.contract import AUNContract, contract_classes
-from protocols.errors import AUNError, InvalidMessageError
+from protocols.contract import contract_classes
+from protocols.errors import AUNError
 
 from ._actor_runtime import AUNActorRuntime
-from ._agent import INBOUND, AUNAgent, coerce_mentions
+from ._agent import INBOUND, AUNAgent
 from ._archive import Archive, RecordKind
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
@@ -65,6 +61,7 @@ from ._core import (
     inbox_topic_type,
     register_wire_serializers,
 )
+from ._directory import AIDStatus, Directory
 from ._endpoint import AgentFactory, AgentMaker, Endpoint
 from ._errors import (
     AgentRegistrationError,
@@ -77,10 +74,12 @@ from ._errors import (
     UnknownAIDError,
     UnknownGroupError,
 )
+from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._payload import PayloadLike, coerce_payload
 from ._transcript import render_transcript
-from .agentmd import AgentCard, parse_agent_md
+from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
 __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
 
@@ -92,7 +91,6 @@ DEFAULT_MAX_HOPS = 32
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
 
-PayloadLike: TypeAlias = Payload | AUNContract | str | dict[str, Any]
 AgentT = TypeVar("AgentT", bound=AUNAgent)
 
 
@@ -108,41 +106,6 @@ class RuntimeStats:
     loop_stops: int = 0
 
 
-@dataclass(frozen=True)
-class GroupInfo:
-    """A group as it stands now."""
-
-    group_id: str
-    members: frozenset[str]
-    dispatch_mode: DispatchMode
-
-
-@dataclass
-class _Group:
-    """A group's state. Membership is measured in group seqs: a member sees exactly the messages
-    posted while it was a member, even when a change races with messages still in flight."""
-
-    group_id: str
-    dispatch_mode: DispatchMode
-    members: set[str] = field(default_factory=set)
-    subscriptions: dict[str, str] = field(default_factory=dict)  # aid -> core subscription id
-    spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
-    last_seq: int = 0
-
-    def next_seq(self) -> int:
-        self.last_seq += 1
-        return self.last_seq
-
-    def was_member(self, aid: str, seq: int) -> bool:
-        for after, through in self.spans.get(aid, ()):  # noqa: SIM110 - no generator: this runs per delivery
-            if after < seq <= through:
-                return True
-        return False
-
-
-_STILL_MEMBER = sys.maxsize
-
-
 class AUNRuntime:
     """An AUN runtime: agents addressed by AID, groups, publish-only delivery and a full archive.
 
@@ -156,7 +119,10 @@ class AUNRuntime:
         block_timeout: how long a sender waits for room under ``block``.
         dedup_window: how many recent message keys each agent remembers.
         core: the autogen-core runtime that carries the messages (default: a fresh
-            :class:`AUNActorRuntime`).
+            :class:`AUNActorRuntime`). A core that keeps its own archive (a distributed
+            worker journals into it) supplies it when ``archive`` is not given; a core with a
+            ``directory`` (:class:`~aun_runtime._directory.Directory`) tells the runtime about AIDs
+            and groups held by other processes, and then holds the groups.
 
     Example:
         .. code-block:: python
@@ -182,6 +148,11 @@ class AUNRuntime:
     ) -> None:
         if max_hops < 1:
             raise ValueError("max_hops must be at least 1")
+        core_archive = getattr(core, "archive", None)
+        if isinstance(core_archive, Archive):
+            if archive is not None and archive is not core_archive:
+                raise ValueError("this core keeps its own archive: pass the archive to the core, not here")
+            archive = core_archive
         self.archive = archive if isinstance(archive, Archive) else Archive(archive or ":memory:")
         self.domain = domain
         self.max_hops = max_hops
@@ -198,10 +169,12 @@ class AUNRuntime:
         if attach is not None:  # and it reports what it could not deliver, to become dead letters
             attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, Endpoint] = {}
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, GroupState] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
+        directory = getattr(self.core, "directory", None)
+        self._directory: Directory | None = directory if isinstance(directory, Directory) else None
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
@@ -235,7 +208,9 @@ class AUNRuntime:
             return
         start = getattr(self.core, "start", None)
         if start is not None:
-            start()
+            started = start()
+            if inspect.isawaitable(started):  # a worker's start connects to its host
+                await started
         self._running = True
         for endpoint in list(self._endpoints.values()):
             if endpoint.eager:
@@ -331,11 +306,24 @@ class AUNRuntime:
         endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
+        # Who takes part is archived too, so a reader in another process (a console) can tell agents
+        # from inboxes and show their cards.
+        self.archive.record_agent(
+            aid,
+            role="inbox" if factory is Inbox else "agent",
+            mode=AUNAgent.mode,
+            description=description,
+            card=card if isinstance(card, str) else None if parsed is None else render_agent_md(parsed),
+        )
         self._register_serializers()  # contract classes imported since the last registration
         await self.core.register_factory(aid, AgentMaker(factory, endpoint))
         topic_type = inbox_topic_type(aid)
         # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
         await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
+        for group in self._groups.values():  # groups it was made a member of before it existed
+            if aid in group.members:
+                group.floors[aid] = group.last_seq  # what was posted before is already a dead letter
+                await self._subscribe(group, aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
 
@@ -401,6 +389,8 @@ class AUNRuntime:
 
     def groups(self) -> list[GroupInfo]:
         """Every group of this runtime as it stands now."""
+        if self._directory is not None:
+            return [info for gid in self._directory.group_ids() if (info := self._directory.group(gid))]
         return [self.group(group_id) for group_id in self._groups]
 
     def mailbox(self, aid: str) -> Mailbox:
@@ -421,6 +411,8 @@ class AUNRuntime:
         validate_aid(aid)
         if aid in self._endpoints:
             return True
+        if self._directory is not None and self._directory.aid_status(aid) is AIDStatus.HELD:
+            return True
         if aid_domain(aid) == self.domain:
             return False
         raise NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
@@ -435,9 +427,12 @@ class AUNRuntime:
     ) -> GroupInfo:
         """Create a group. ``dispatch_mode`` also accepts ``disabled`` and ``mention-only``."""
         validate_group_id(group_id)
+        if self._directory is not None:
+            member_list = [validate_aid(aid) for aid in members]
+            return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
         if group_id in self._groups:
             raise AgentRegistrationError(f"group {group_id} already exists")
-        group = _Group(group_id, parse_dispatch_mode(dispatch_mode))
+        group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
         self._groups[group_id] = group
         for aid in members:
             await self.add_member(group_id, aid)
@@ -445,20 +440,32 @@ class AUNRuntime:
 
     async def add_member(self, group_id: str, aid: str) -> None:
         """Add ``aid`` to a group; it sees the group's messages posted from now on."""
+        if self._directory is not None:
+            await self._directory.add_member(group_id, validate_aid(aid))
+            return
         group = self._group(group_id)
         validate_aid(aid)
         if aid in group.members:
             return
         group.members.add(aid)
-        group.spans.setdefault(aid, []).append([group.last_seq, _STILL_MEMBER])
+        group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
+        if aid in self._endpoints:
+            await self._subscribe(group, aid)
+
+    async def _subscribe(self, group: GroupState, aid: str) -> None:
+        # Only local agents hold a subscription: the core could not deliver to anyone else, and one
+        # recipient it cannot create would cost every other member its copy.
         if aid not in group.subscriptions:
-            subscription = TypeSubscription(group_topic_type(group_id), aid)
+            subscription = TypeSubscription(group_topic_type(group.group_id), aid)
             await self.core.add_subscription(subscription)
             group.subscriptions[aid] = subscription.id
 
     async def remove_member(self, group_id: str, aid: str) -> None:
         """Remove ``aid`` from a group; it sees nothing posted after this, and still gets what was
         posted before (those messages were sent to it)."""
+        if self._directory is not None:
+            await self._directory.remove_member(group_id, aid)
+            return
         group = self._group(group_id)
         if aid not in group.members:
             return
@@ -485,14 +492,22 @@ class AUNRuntime:
 
     async def set_dispatch_mode(self, group_id: str, mode: DispatchMode | str) -> None:
         """Change a group's mode. Messages already sent keep the mode they were sent with."""
+        if self._directory is not None:
+            await self._directory.set_dispatch_mode(group_id, parse_dispatch_mode(mode))
+            return
         self._group(group_id).dispatch_mode = parse_dispatch_mode(mode)
 
     def group(self, group_id: str) -> GroupInfo:
         """The group as it stands now."""
+        if self._directory is not None:
+            info = self._directory.group(group_id)
+            if info is None:
+                raise UnknownGroupError(f"no group {group_id!r}; create it with create_group()")
+            return info
         group = self._group(group_id)
         return GroupInfo(group.group_id, frozenset(group.members), group.dispatch_mode)
 
-    def _group(self, group_id: str) -> _Group:
+    def _group(self, group_id: str) -> GroupState:
         group = self._groups.get(group_id)
         if group is None:
             raise UnknownGroupError(f"no group {group_id!r} in this runtime; create it with create_group()")
@@ -555,17 +570,21 @@ class AUNRuntime:
         else:
             thread, hops = cause.thread or cause.message_id, cause.hops + 1
         group = self._groups.get(group_id) if group_id is not None else None
+        mode = group.dispatch_mode if group is not None else None
+        if group_id is not None and self._directory is not None:
+            info = self._directory.group(group_id)
+            mode = info.dispatch_mode if info is not None else None
         # The message is built once, when its seq is known; until then it is these fields.
         fields: dict[str, Any] = {
             "message_id": message_id,
             "from_aid": sender,
             "to": to,
             "group_id": group_id,
-            "payload": _coerce_payload(payload, mentions),
+            "payload": coerce_payload(payload, mentions),
             "in_reply_to": in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to,
             "thread": thread,
             "hops": hops,
-            "dispatch_mode": group.dispatch_mode if group is not None else None,
+            "dispatch_mode": mode,
         }
         if hops > self.max_hops:
             self.stats.loop_stops += 1
@@ -573,7 +592,9 @@ class AUNRuntime:
             self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), AUNMessage(**fields))
             logger.warning("loop guard: %s", error)
             raise error
-        if group_id is not None:
+        if group_id is not None and self._directory is not None:
+            message = await self._publish_to_members(group_id, fields, self._directory)
+        elif group_id is not None:
             message = await self._publish_to_group(group_id, fields)
         else:
             # A registered AID was validated when it was registered.
@@ -584,14 +605,10 @@ class AUNRuntime:
 
     async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
+        if target is None and self._directory is not None:
+            return await self._publish_remote(to, AUNMessage(**fields), self._directory)
         if target is None:
-            if aid_domain(to) == self.domain:
-                error: UndeliverableError = UnknownAIDError(f"no agent {to} is registered in this runtime")
-            else:
-                error = NoRouteError(
-                    f"no gateway route to {to}: it is outside the local domain {self.domain!r}"
-                )
-            raise self._undeliverable(AUNMessage(**fields), error)
+            raise self._undeliverable(AUNMessage(**fields), self._no_agent(to))
         message_id = fields["message_id"]
         try:
             if not target.mailbox.try_reserve(message_id):
@@ -623,14 +640,19 @@ class AUNRuntime:
             raise error
         message_id = fields["message_id"]
         reserved: list[Mailbox] = []
-        # A group message reaches every member alike, so a full mailbox cannot refuse its copy
-        # here: under ``block`` the sender waits for room; otherwise arrival decides. A core that
-        # drains mailboxes makes the publish itself wait, in the same first-come order.
-        for aid in () if self._core_drains else group.members:
+        absent: list[str] = []
+        drains = self._core_drains
+        for aid in group.members:
             endpoint = self._endpoints.get(aid)
-            if aid == sender or endpoint is None:
+            if aid == sender:
                 continue
-            if endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
+            if endpoint is None:
+                absent.append(aid)
+                continue
+            # A group message reaches every member alike, so a full mailbox cannot refuse its copy
+            # here: under ``block`` the sender waits for room; otherwise arrival decides. A core that
+            # drains mailboxes makes the publish itself wait for room, in the same first-come order.
+            if not drains and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
                     await endpoint.mailbox.reserve(message_id)
                     reserved.append(endpoint.mailbox)
@@ -647,9 +669,69 @@ class AUNRuntime:
             for mailbox in reserved:
                 mailbox.cancel_reservation(message_id)
             raise
+        for aid in absent:  # members with no agent here: their copies are dead letters, the rest go out
+            self._dead_letter(aid, message, self._no_agent(aid))
+        return message
+
+    async def _publish_remote(self, to: str, message: AUNMessage, directory: Directory) -> AUNMessage:
+        """A direct message to an AID this process does not hold, with a directory to ask."""
+        status = directory.aid_status(to)
+        if status is AIDStatus.UNKNOWN and (aid_domain(to) != self.domain or not directory.keeps_undeliverable):
+            raise self._undeliverable(message, self._no_agent(to))
+        if status is not AIDStatus.UNKNOWN:  # held, or away: kept for it until it is back
+            self.archive.record(message.from_aid, RecordKind.SENT, message)
+        await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
+        if status is AIDStatus.UNKNOWN:
+            raise self._undeliverable(
+                message,
+                UnknownAIDError(
+                    f"no worker holds {to}: the message is kept and will be delivered if a worker registers it"
+                ),
+            )
+        return message
+
+    async def _publish_to_members(self, group_id: str, fields: dict[str, Any], directory: Directory) -> AUNMessage:
+        """A group message through a directory: one copy to each member the sender sees now.
+
+        Members held here or by another process (or away) get their copy; a member nobody holds
+        gets a dead letter instead, as in one process.
+        """
+        info = directory.group(group_id)
+        sender = fields["from_aid"]
+        message = AUNMessage(**fields)
+        if info is None:
+            raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r}"))
+        if sender not in info.members:
+            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
+            self._dead_letter(sender, message, error)
+            raise error
+        reserved: list[tuple[str, Mailbox]] = []
+        for aid in sorted(info.members - {sender}):
+            endpoint = self._endpoints.get(aid)
+            if endpoint is not None and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
+                with contextlib.suppress(MailboxFullError):
+                    await endpoint.mailbox.reserve(message.message_id)
+                    reserved.append((aid, endpoint.mailbox))
+        # Membership may have changed while waiting for room: the members seen now receive it.
+        info = directory.group(group_id) or info
+        for aid, mailbox in reserved:
+            if aid not in info.members:
+                mailbox.cancel_reservation(message.message_id)
+        self.archive.record(sender, RecordKind.SENT, message)
+        core_sender = agent_id(sender) if sender in self._endpoints else None
+        for aid in sorted(info.members - {sender}):
+            if aid not in self._endpoints and directory.aid_status(aid) is AIDStatus.UNKNOWN:
+                self._dead_letter(aid, message, self._no_agent(aid))
+                continue
+            await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
         return message
 
     # -- failures ----------------------------------------------------------------------------------
+
+    def _no_agent(self, aid: str) -> UndeliverableError:
+        if aid_domain(aid) == self.domain:
+            return UnknownAIDError(f"no agent {aid} is registered in this runtime")
+        return NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
 
     def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
         self._dead_letter(message.from_aid, message, error)
@@ -708,25 +790,3 @@ class AUNRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _coerce_payload(payload: PayloadLike, mentions: Sequence[str | Mention] | None) -> Payload:
-    body: Payload
-    if isinstance(payload, str):
-        body = TextPayload(text=payload)
-    elif isinstance(payload, AUNContract):
-        body = payload.to_payload()
-    elif isinstance(payload, dict):
-        body = payload_from_json(payload)
-    elif isinstance(payload, BaseModel):
-        body = payload
-    else:
-        raise InvalidMessageError(
-            f"cannot send a {type(payload).__name__}: pass a payload, a contract instance, a dict or a string",
-            field="payload",
-        )
-    if mentions:
-        if not isinstance(body, TextPayload):
-            raise InvalidMessageError("mentions ride on text payloads only", field="payload.mentions")
-        body = body.model_copy(update={"mentions": body.mentions + coerce_mentions(mentions)})
-    return body

@@ -3,13 +3,16 @@
 ``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript;
 ``aun-runtime run module:function`` does the same for any application: an ``async def app(runtime)``
 that registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`. Applications are
-loaded by import string, so the runtime never imports them.
+loaded by import string, so the runtime never imports them. With ``--console`` either one serves the
+web console beside the runtime until Ctrl-C; ``aun-runtime console --archive FILE`` watches the
+archive of a runtime running elsewhere (see :mod:`aun_runtime.console`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import logging
 import sys
@@ -18,6 +21,8 @@ from pathlib import Path
 from typing import cast
 
 from ._runtime import AUNRuntime
+from .distributed._cli import add_commands as add_distributed_commands
+from .gateway._cli import add_gateway_parser, run_gateway
 
 App = Callable[[AUNRuntime], Awaitable[None]]
 
@@ -50,19 +55,26 @@ async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AU
     finally:
         await runtime.stop()
     if show_transcript:
-        print(runtime.transcript())
-        stats = runtime.stats
-        print(
-            f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
-            f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops"
-        )
-        if archive != ":memory:":
-            print(f"archive: {archive}")
+        print_summary(runtime, archive)
     runtime.archive.close()
     return runtime
 
 
+def print_summary(runtime: AUNRuntime, archive: str) -> None:
+    """Print the transcript and the counters of a run."""
+    print(runtime.transcript())
+    stats = runtime.stats
+    print(
+        f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
+        f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops"
+    )
+    if archive != ":memory:":
+        print(f"archive: {archive}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from .console._cli import add_console_command, add_console_options, run_app_with_console, run_console
+
     parser = argparse.ArgumentParser(prog="aun-runtime", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -73,12 +85,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = commands.add_parser("run", help="run an application given as module:function")
     run.add_argument("app", help="e.g. agents.demo:app")
     run.add_argument("--archive", default=":memory:", help="SQLite file for the archive (default: in memory)")
+    add_console_options(demo)
+    add_console_options(run)
+    add_console_command(commands)
+    add_gateway_parser(commands)
+    add_distributed_commands(commands)
     args = parser.parse_args(argv)
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.command == "console":
+        return run_console(args)
+    if args.command == "gateway":
+        return run_gateway(args)
+    if hasattr(args, "run"):  # a subcommand that brings its own entry point (host, worker, status)
+        return int(args.run(args))
     spec = DEMO_APP if args.command == "demo" else args.app
+    if args.console:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_app_with_console(load_app(spec), args, print_summary))
+        print("console stopped")
+        return 0
     asyncio.run(run_app(load_app(spec), archive=args.archive))
     return 0
 

@@ -14,8 +14,9 @@ Each system delivers N small text messages to 1 subscriber and to 10 subscribers
 * ``asyncio_queue``: one bounded ``asyncio.Queue`` per consumer task; the floor for any in-process
   hand-off.
 
-Every configuration runs ``--repeat`` times in this process, in interleaved rounds (best run kept);
-the machine is shared, so read the ratios, not the absolute figures. Prints one JSON line.
+Every configuration runs ``--repeat`` times in this process, the systems taking turns so that a
+burst of load from elsewhere hits them alike, and the best run is kept; the machine is shared, so
+read the ratios, not the absolute figures. Prints one JSON line.
 
 Usage: ``python bench/runtime_throughput.py [--messages 10000] [--repeat 3]``
 """
@@ -155,22 +156,6 @@ BASELINE = "raw_autogen"
 FLOOR = "asyncio_queue"
 
 
-async def best_rates(names: list[str], n: int, repeat: int) -> dict[str, dict[str, float]]:
-    """The best rate of each workload and fan-out over ``repeat`` rounds.
-
-    The rounds interleave the workloads (each round runs every one once), so that a change in the
-    machine's load during the run touches every workload alike instead of one of them.
-    """
-    best: dict[str, dict[str, float]] = {name: dict.fromkeys(map(str, FANOUTS), 0.0) for name in names}
-    for _ in range(repeat):
-        for name in names:
-            for fanout in FANOUTS:
-                gc.collect()
-                rate = await WORKLOADS[name](n, fanout)
-                best[name][str(fanout)] = max(best[name][str(fanout)], rate)
-    return best
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000)
@@ -182,8 +167,13 @@ async def main() -> None:
         if required not in names:
             names.append(required)
 
-    rates = await best_rates(names, args.messages, args.repeat)
-    results = {name: {f: round(rate) for f, rate in by_fanout.items()} for name, by_fanout in rates.items()}
+    results: dict[str, dict[str, float]] = {name: {str(f): 0.0 for f in FANOUTS} for name in names}
+    for _ in range(args.repeat):
+        for fanout in FANOUTS:
+            for name in names:
+                gc.collect()
+                rate = await WORKLOADS[name](args.messages, fanout)
+                results[name][str(fanout)] = max(results[name][str(fanout)], round(rate))
     ratios = {
         f"{name}_vs_{BASELINE}": {f: round(results[name][f] / results[BASELINE][f], 2) for f in results[name]}
         for name in names

@@ -16,7 +16,8 @@ def test_batches_of_every_size_reuse_a_few_statement_sizes() -> None:
         archive.flush()
         written += size
     assert archive.count(owner="b.local") == written
-    statements = archive._writer._statements
-    assert len(statements) <= 12  # powers of two up to a full statement, never one per batch size
-    assert all(size & (size - 1) == 0 for size in statements)
+    for inserter in (archive._message_inserter, archive._record_inserter):
+        sizes = inserter.statement_sizes
+        assert len(sizes) <= 12  # powers of two up to a full statement, never one per batch size
+        assert all(size & (size - 1) == 0 for size in sizes)
     archive.close()

@@ -75,3 +75,27 @@ async def test_group_errors_unknown_group_and_outsider(make_runtime: RuntimeFact
     member = await runtime.agent_instance("in.local", Recorder)
     assert member.received == []
     assert [r.owner for r in runtime.archive.dead_letters()] == ["in.local", "out.local"]
+
+
+async def test_a_group_member_with_no_agent_costs_the_others_nothing(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime()
+    await runtime.register_agent("here.local", Recorder)
+    await runtime.create_group("half", ["here.local", "ghost.local", "late.local", "far.agentid.pub"])
+    await runtime.start()
+
+    await runtime.group_send("half", "anyone?", sender="here.local")
+    await runtime.register_agent("late.local", Recorder)  # joins the living: gets what comes next
+    await runtime.group_send("half", "now?", sender="here.local")
+    await runtime.settle()
+
+    late = await runtime.agent_instance("late.local", Recorder)
+    assert [m.text for m in late.received] == ["now?"]
+    dead = runtime.archive.dead_letters()
+    assert sorted((r.owner, r.message.text if r.message else None) for r in dead) == [
+        ("far.agentid.pub", "anyone?"),
+        ("far.agentid.pub", "now?"),
+        ("ghost.local", "anyone?"),
+        ("ghost.local", "now?"),
+        ("late.local", "anyone?"),
+    ]
+    assert all(("UnknownAIDError" in (r.reason or "")) != (r.owner == "far.agentid.pub") for r in dead)

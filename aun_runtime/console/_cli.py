@@ -1,0 +1,152 @@
+"""The console's command line: ``aun-runtime console`` and the ``--console`` option of ``demo``/``run``.
+
+* ``aun-runtime console --archive path.sqlite`` watches an archive that another process writes
+  (read-only), until Ctrl-C.
+* ``aun-runtime demo --console`` (or ``run APP --console``) runs the application with a console
+  next to it, prints the transcript and the console's URL, and keeps serving until Ctrl-C. Add
+  ``--allow-send`` to send as an agent from the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from .._runtime import AUNRuntime
+from .._signals import stop_on_signal
+from ._console import DEFAULT_HOST, Console
+from ._feed import DEFAULT_POLL_INTERVAL
+
+__all__ = [
+    "DEFAULT_PORT",
+    "add_console_command",
+    "add_console_options",
+    "run_app_with_console",
+    "run_console",
+]
+
+#: The console's port when none is given (0 picks any free port).
+DEFAULT_PORT = 8780
+
+App = Callable[[AUNRuntime], Awaitable[None]]
+
+
+def _add_listen_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address the console listens on (default: {DEFAULT_HOST}, this machine only)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"the console's port (default: {DEFAULT_PORT}; 0: any free port)",
+    )
+
+
+def add_console_options(parser: argparse.ArgumentParser) -> None:
+    """``--console`` and friends, for commands that run an application."""
+    parser.add_argument(
+        "--console",
+        action="store_true",
+        help="serve the console next to the runtime; keep serving until Ctrl-C",
+    )
+    parser.add_argument(
+        "--allow-send", action="store_true", help="with --console: let the page send as a local agent"
+    )
+    _add_listen_options(parser)
+
+
+def add_console_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``console`` subcommand."""
+    console = commands.add_parser(
+        "console", help="serve the console for an archive file that a running runtime writes (read-only)"
+    )
+    console.add_argument("--archive", required=True, help="the runtime's SQLite archive file")
+    console.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        help=f"seconds between two looks at the archive (default: {DEFAULT_POLL_INTERVAL})",
+    )
+    console.add_argument(
+        "--allow-send",
+        action="store_true",
+        help="refused here: sending needs the runtime in this process (use demo/run --console --allow-send)",
+    )
+    _add_listen_options(console)
+
+
+def run_console(args: argparse.Namespace) -> int:
+    """Run ``aun-runtime console``."""
+    if args.allow_send:
+        raise SystemExit(
+            "error: --allow-send needs the runtime in this process; a console on an archive file can only "
+            "watch. Use `aun-runtime demo --console --allow-send` or `aun-runtime run APP --console --allow-send`."
+        )
+    console = Console(args.archive, host=args.host, port=args.port, poll_interval=args.poll_interval)
+    return _run_until_stopped(_serve_archive(console))
+
+
+async def _serve_archive(console: Console) -> None:
+    url = await _start(console)
+    print(f"console: {url}  ({console.source}; Ctrl-C stops it)", flush=True)
+    try:
+        await _wait_for_stop()
+    finally:
+        await console.stop()
+
+
+async def run_app_with_console(
+    app: App,
+    args: argparse.Namespace,
+    summary: Callable[[AUNRuntime, str], None],
+) -> None:
+    """Run ``app`` with a console beside it; keep serving (and the runtime running) until stopped.
+
+    Args:
+        app: the application.
+        args: the parsed command line (``archive``, ``host``, ``port``, ``allow_send``).
+        summary: prints the transcript and counters once the application has settled.
+    """
+    runtime = AUNRuntime(archive=args.archive)
+    await runtime.start()
+    console = Console(runtime, host=args.host, port=args.port, allow_send=args.allow_send)
+    try:
+        url = await _start(console)
+        print(f"console: {url}", flush=True)
+        await app(runtime)
+        await runtime.settle()
+        summary(runtime, args.archive)
+        sending = "sending enabled" if args.allow_send else "read-only"
+        print(f"\nconsole: {url}  ({sending}; serving until Ctrl-C)", flush=True)
+        await _wait_for_stop()
+    finally:
+        await console.stop()
+        await runtime.stop()
+        runtime.archive.close()
+
+
+async def _start(console: Console) -> str:
+    try:
+        return await console.start()
+    except OSError as exc:
+        raise SystemExit(
+            f"error: the console cannot listen on {console.host}:{console.port}: {exc.strerror or exc}. "
+            "Pick another --port (0: any free port)."
+        ) from None
+
+
+async def _wait_for_stop() -> None:
+    await stop_on_signal().wait()
+
+
+def _run_until_stopped(main: Coroutine[Any, Any, None]) -> int:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main)
+    print("console stopped", flush=True)
+    return 0

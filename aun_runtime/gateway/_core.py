@@ -1,0 +1,182 @@
+"""The gateway's state and request dispatch, independent of the HTTP/WebSocket transport.
+
+:class:`GatewayCore` owns the database, the PKI, the stores and the live connections, and turns one
+parsed request on one connection into a result or an :class:`RPCError`. Handlers live in the
+``_*_methods`` modules; each declares whether it may run before ``auth.connect``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._database import Database
+from ._errors import ErrorCode, GatewayStartError, RPCError
+from ._events import GatewayEvents
+from ._frames import Params, Request, notification_frame
+from ._group_store import GroupStore
+from ._identities import IdentityStore
+from ._inboxes import InboxStore
+from ._limits import GatewayLimits
+from ._logins import PendingLogins
+from ._pki import DevelopmentPKI
+from ._session import Session
+from ._signature import verify_client_signature
+
+__all__ = ["Call", "GatewayCore", "Method"]
+
+log = logging.getLogger("aun_runtime.gateway")
+
+DEFAULT_ISSUER = "aun.localhost"
+
+
+@dataclass(eq=False)
+class Call:
+    """One request being handled: the connection, the method, its params and what to do after the answer."""
+
+    core: GatewayCore
+    session: Session
+    method: str
+    params: Params
+    after_reply: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def aid(self) -> str:
+        """The connection's authenticated AID (only called by handlers that require one)."""
+        assert self.session.aid is not None
+        return self.session.aid
+
+    def own_device(self) -> tuple[str, str]:
+        """The (device_id, slot_id) whose cursors this call may touch: the connection's own.
+
+        A ``device_id``/``slot_id`` param naming another device is refused: a connection moves
+        only its own cursors.
+        """
+        for name, own in (("device_id", self.session.device_id), ("slot_id", self.session.slot_id)):
+            value = self.params.raw.get(name)
+            if value is not None and value != own:
+                raise RPCError(
+                    ErrorCode.PERMISSION_DENIED, f"'{name}' {value!r} is not this connection's ({own!r})", field=name
+                )
+        for name in ("aid", "receiver_aid", "owner_aid"):
+            value = self.params.raw.get(name)
+            if value is not None and value != self.aid:
+                raise RPCError(ErrorCode.PERMISSION_DENIED, f"'{name}' must be this connection's AID", field=name)
+        return self.session.device_id, self.session.slot_id
+
+
+Handler = Callable[[Call], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    handler: Handler
+    pre_auth: bool = False
+
+
+class GatewayCore:
+    """State shared by every connection of one gateway."""
+
+    def __init__(self, data_dir: Path, issuer: str | None, limits: GatewayLimits) -> None:
+        self.limits = limits
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self.db = Database(data_dir / "gateway.sqlite3")
+        except OSError as exc:
+            raise GatewayStartError(f"cannot use data directory {data_dir}: {exc}") from exc
+        stored = self.db.meta("issuer_domain")
+        if stored and issuer and stored != issuer:
+            self.db.close()
+            raise GatewayStartError(
+                f"{data_dir} belongs to issuer {stored!r}, not {issuer!r}: use another --data directory"
+            )
+        self.issuer = stored or issuer or DEFAULT_ISSUER
+        if not stored:
+            self.db.set_meta("issuer_domain", self.issuer)
+            self.db.commit_sync()
+        self.pki = DevelopmentPKI(data_dir / "pki", self.issuer)
+        self.identities = IdentityStore(
+            self.db, access_ttl=limits.access_token_ttl, refresh_ttl=limits.refresh_token_ttl,
+            max_refreshes=limits.max_refreshes,
+        )
+        self.inboxes = InboxStore(self.db)
+        self.groups = GroupStore(self.db)
+        self.events = GatewayEvents()
+        self.logins = PendingLogins(limits.pending_logins, limits.login_nonce_ttl)
+        self.methods: dict[str, Method] = {}
+        self.all_sessions: set[Session] = set()
+        self._online: dict[str, set[Session]] = {}
+
+    def register_methods(self, methods: dict[str, Method]) -> None:
+        self.methods.update(methods)
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def attach(self, session: Session) -> None:
+        """Route pushes for ``session.aid`` to this (authenticated, long) connection too."""
+        assert session.aid is not None
+        self._online.setdefault(session.aid, set()).add(session)
+
+    def detach(self, session: Session) -> None:
+        self.all_sessions.discard(session)
+        if session.aid is not None:
+            sessions = self._online.get(session.aid)
+            if sessions is not None:
+                sessions.discard(session)
+                if not sessions:
+                    del self._online[session.aid]
+
+    def sessions_of(self, aid: str) -> list[Session]:
+        return list(self._online.get(aid, ()))
+
+    def online_aids(self) -> list[str]:
+        return sorted(self._online)
+
+    def push(self, aid: str, event: str, build: Callable[[Session], dict[str, Any]]) -> int:
+        """Push ``event/<event>`` to every long connection of ``aid``; returns how many got it."""
+        delivered = 0
+        for session in self.sessions_of(aid):
+            if session.push(notification_frame(f"event/{event}", build(session))):
+                delivered += 1
+        return delivered
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    async def handle(self, session: Session, request: Request) -> tuple[dict[str, Any], list[Callable[[], None]]]:
+        """Run one request. Returns the result and the actions to take once it has been answered."""
+        method = self.methods.get(request.method)
+        if method is None:
+            raise RPCError(ErrorCode.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
+        if not method.pre_auth and not session.authenticated:
+            raise RPCError(ErrorCode.NOT_CONNECTED, f"{request.method} requires auth.connect first")
+        if session.authenticated and "client_signature" in request.params:
+            cert = self.identities.current(self.aid_of(session))
+            if cert is None:
+                raise RPCError(ErrorCode.AUTH_FAILED, "this connection's AID is no longer registered")
+            verify_client_signature(
+                request.method, request.params, connection_aid=self.aid_of(session), cert=cert,
+                window=self.limits.signature_window,
+            )
+        call = Call(self, session, request.method, Params(request.params))
+        follow_up = session.on_next_request
+        if follow_up is not None and request.method != "auth.connect":
+            session.on_next_request = None
+            call.after_reply.append(follow_up)
+        try:
+            result = await method.handler(call)
+        except BaseException:
+            if follow_up is not None and session.on_next_request is None:
+                session.on_next_request = follow_up  # still owed: after the next request that succeeds
+            raise
+        return result, call.after_reply
+
+    @staticmethod
+    def aid_of(session: Session) -> str:
+        assert session.aid is not None
+        return session.aid
+
+    def close(self) -> None:
+        self.db.close()

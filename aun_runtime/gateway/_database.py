@@ -1,0 +1,211 @@
+"""The gateway's SQLite file: schema, WAL mode and group commit.
+
+Everything the gateway acknowledges is in this file before the acknowledgement leaves: a message is
+inserted, the transaction is committed, and only then is the sender answered and the receivers
+pushed. A restart therefore loses nothing a sender was told was stored.
+
+Writes are batched by *group commit*: each operation runs in a savepoint of one open transaction,
+and :meth:`Database.commit` commits that transaction once per event-loop turn for every operation
+that wrote during the turn. Twenty concurrent senders cost one commit, not twenty; a lone sender
+costs one commit and no waiting. WAL mode with ``synchronous=NORMAL`` makes a commit survive a
+crash of the process (what a restart is); only a power loss can drop the last commits.
+
+Checkpoints (copying the WAL into the database file, with an fsync) never run on the event loop:
+automatic checkpoints are off for the loop's connection, and a :class:`Checkpointer` thread with its
+own connection runs a passive checkpoint every :data:`CHECKPOINT_INTERVAL` seconds (SQLite releases
+the GIL while it works). The WAL therefore holds at most about one interval of writes before it is
+reused; it is truncated when the database closes.
+
+Schema::
+
+    meta            (key PK, value)                                  -- schema version, issuer domain
+    certificates    (serial PK hex, aid, cert_pem, cert_sha256, spki_sha256, issued_at, revoked_at)
+    identities      (aid PK, serial)                                 -- the AID's current certificate
+    tokens          (token_hash PK, kind access|refresh, aid, family, refresh_count, expires_at, revoked)
+    prekeys         (aid, device_id, body JSON, updated_at)          -- E2EE signed prekeys, public
+    inbox           (receiver, seq, sender, message_id, body JSON)   -- direct messages; seq per receiver
+    peer_cursors    (receiver, device_id, slot_id, sender, ack_seq)  -- what each device has consumed
+    groups          (group_id PK, name, owner_aid, description, visibility, mention_mode, status,
+                     message_seq, event_seq, created_at)
+    group_members   (group_id, aid, role owner|admin|member, join_seq, joined_at)
+    group_messages  (group_id, seq, sender, message_id, body JSON)
+    group_events    (group_id, event_seq, body JSON)
+    group_cursors   (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq)
+
+``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
+``group_messages``: a retried send finds its first copy and gets the same answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["Checkpointer", "Database"]
+
+log = logging.getLogger("aun_runtime.gateway")
+
+SCHEMA_VERSION = "1"
+#: Seconds between passive WAL checkpoints, the bound on how much the WAL grows between them.
+CHECKPOINT_INTERVAL = 1.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS certificates (
+    serial TEXT PRIMARY KEY, aid TEXT NOT NULL, cert_pem TEXT NOT NULL, cert_sha256 TEXT NOT NULL,
+    spki_sha256 TEXT NOT NULL, issued_at REAL NOT NULL, revoked_at REAL);
+CREATE INDEX IF NOT EXISTS certificates_by_aid ON certificates (aid);
+CREATE TABLE IF NOT EXISTS identities (aid TEXT PRIMARY KEY, serial TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    token_hash TEXT PRIMARY KEY, kind TEXT NOT NULL, aid TEXT NOT NULL, family TEXT NOT NULL,
+    refresh_count INTEGER NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS tokens_by_family ON tokens (family);
+CREATE TABLE IF NOT EXISTS prekeys (
+    aid TEXT NOT NULL, device_id TEXT NOT NULL, body TEXT NOT NULL, updated_at REAL NOT NULL,
+    PRIMARY KEY (aid, device_id));
+CREATE TABLE IF NOT EXISTS inbox (
+    receiver TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, message_id TEXT NOT NULL,
+    body TEXT NOT NULL, PRIMARY KEY (receiver, seq)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS inbox_idempotency ON inbox (sender, message_id);
+CREATE INDEX IF NOT EXISTS inbox_by_peer ON inbox (receiver, sender, seq);
+CREATE TABLE IF NOT EXISTS peer_cursors (
+    receiver TEXT NOT NULL, device_id TEXT NOT NULL, slot_id TEXT NOT NULL, sender TEXT NOT NULL,
+    ack_seq INTEGER NOT NULL, PRIMARY KEY (receiver, device_id, slot_id, sender)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS groups (
+    group_id TEXT PRIMARY KEY, name TEXT NOT NULL, owner_aid TEXT NOT NULL, description TEXT NOT NULL,
+    visibility TEXT NOT NULL, mention_mode TEXT NOT NULL, status TEXT NOT NULL,
+    message_seq INTEGER NOT NULL, event_seq INTEGER NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS group_members (
+    group_id TEXT NOT NULL, aid TEXT NOT NULL, role TEXT NOT NULL, join_seq INTEGER NOT NULL,
+    joined_at REAL NOT NULL, PRIMARY KEY (group_id, aid)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS group_members_by_aid ON group_members (aid);
+CREATE TABLE IF NOT EXISTS group_messages (
+    group_id TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, message_id TEXT NOT NULL,
+    body TEXT NOT NULL, PRIMARY KEY (group_id, seq)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS group_messages_idempotency ON group_messages (group_id, sender, message_id);
+CREATE TABLE IF NOT EXISTS group_events (
+    group_id TEXT NOT NULL, event_seq INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (group_id, event_seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_cursors (
+    group_id TEXT NOT NULL, aid TEXT NOT NULL, device_id TEXT NOT NULL, slot_id TEXT NOT NULL,
+    ack_seq INTEGER NOT NULL, event_ack_seq INTEGER NOT NULL,
+    PRIMARY KEY (group_id, aid, device_id, slot_id)) WITHOUT ROWID;
+"""
+
+
+class Database:
+    """One SQLite connection, used from the event loop's thread only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # isolation_level=None: transactions are opened and closed here, explicitly.
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer thread does it
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        self.conn.executescript(_SCHEMA)
+        self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+        self._in_transaction = False
+        self._commit_waiters: asyncio.Future[None] | None = None
+        #: Called after a failed commit rolled everything back, so in-memory caches drop what they
+        #: learned from the lost writes.
+        self.on_rollback: list[Callable[[], None]] = []
+        self._checkpointer = Checkpointer(path, CHECKPOINT_INTERVAL)
+        self._checkpointer.start()
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.atomic():
+            self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    @contextmanager
+    def atomic(self) -> Iterator[sqlite3.Connection]:
+        """Run the block's writes all or nothing, inside the open group-commit transaction."""
+        if not self._in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
+        self.conn.execute("SAVEPOINT op")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK TO op")
+            self.conn.execute("RELEASE op")
+            raise
+        self.conn.execute("RELEASE op")
+
+    async def commit(self) -> None:
+        """Return once everything written so far is committed (one commit per loop turn)."""
+        if not self._in_transaction:
+            return
+        if self._commit_waiters is None:
+            loop = asyncio.get_running_loop()
+            self._commit_waiters = loop.create_future()
+            loop.call_soon(self._commit_now)
+        await asyncio.shield(self._commit_waiters)
+
+    def commit_sync(self) -> None:
+        """Commit at once (used on shutdown and outside a running loop)."""
+        self._commit_now()
+
+    def _commit_now(self) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, None
+        error: BaseException | None = None
+        if self._in_transaction:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # disk full, I/O error: every waiting writer must hear of it
+                error = exc
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                    self.conn.execute("ROLLBACK")
+                for forget in self.on_rollback:
+                    forget()
+            finally:
+                self._in_transaction = False
+        if waiters is not None and not waiters.done():
+            if error is None:
+                waiters.set_result(None)
+            else:
+                waiters.set_exception(error)
+
+    def close(self) -> None:
+        self._commit_now()
+        self._checkpointer.stop()
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.conn.close()
+
+
+class Checkpointer(threading.Thread):
+    """Runs passive WAL checkpoints on its own connection, off the event loop."""
+
+    def __init__(self, path: Path, interval: float) -> None:
+        super().__init__(name=f"gateway-checkpointer-{path.name}", daemon=True)
+        self.path = path
+        self.interval = interval
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=1000")
+        try:
+            while not self._stopping.wait(self.interval):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # a busy or failing disk: try again next interval
+                    log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=10)

@@ -1,0 +1,70 @@
+"""Errors of the local gateway: the codes it answers on the wire and the exceptions it raises in Python.
+
+Every wire error is a JSON-RPC 2.0 error object ``{code, message, data?}``. The codes are the AUN ones
+(the public protocol's error table), so the real client maps each to its own exception class:
+-32003 to ``AuthError``, -32004 to ``PermissionError``, -32602 to ``ValidationError``, -330xx to the
+group errors, -32429 to ``RateLimitError``. ``data.field`` names the offending parameter when there
+is one, so a caller can say which input was wrong.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from protocols.errors import AUNError
+
+__all__ = ["ErrorCode", "GatewayError", "GatewayStartError", "RPCError"]
+
+
+class ErrorCode(IntEnum):
+    """The JSON-RPC error codes this gateway answers with."""
+
+    PARSE_ERROR = -32700  #: the frame is not JSON
+    INVALID_REQUEST = -32600  #: JSON, but not a JSON-RPC 2.0 request (or a frame over the size bound)
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602  #: ``data.field`` names the parameter
+    INTERNAL_ERROR = -32603
+    AUTH_FAILED = -32001  #: bad or unknown token, unknown AID, bad login proof
+    NONCE_INVALID = -32002  #: challenge or login nonce unknown, used or past its deadline
+    SIGNATURE_INVALID = -32003  #: ``client_signature`` does not verify or names another AID
+    PERMISSION_DENIED = -32004  #: acting on another AID's inbox, cursor or device
+    TOKEN_EXPIRED = -32005
+    NOT_CONNECTED = -32013  #: a method other than ``auth.*`` before ``auth.connect``
+    CONNECT_TOKEN_INVALID = 4001  #: ``auth.connect`` with an unknown, revoked or expired access token
+    CONNECT_NONCE_INVALID = 4010  #: ``auth.connect`` with another socket's or an expired challenge nonce
+    RATE_LIMITED = -32429  #: the connection's request budget is spent; retry after ``data.retry_after_ms``
+    GROUP_NOT_FOUND = -33001
+    GROUP_ALREADY_MEMBER = -33005
+    GROUP_NOT_MEMBER = -33006
+    GROUP_ROLE_INSUFFICIENT = -33007
+
+
+class GatewayError(AUNError):
+    """Base class of the errors the gateway raises in Python."""
+
+
+class GatewayStartError(GatewayError):
+    """The gateway could not start: the data directory is unusable or the address is taken."""
+
+
+class RPCError(GatewayError):
+    """An error answered to one request, as a JSON-RPC error object."""
+
+    def __init__(self, code: ErrorCode, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` member."""
+        error: dict[str, Any] = {"code": int(self.code), "message": self.message}
+        if self.data:
+            error["data"] = self.data
+        return error
+
+    @classmethod
+    def bad_param(cls, field: str, message: str, **data: Any) -> RPCError:
+        """An invalid-params error that names ``field``."""
+        return cls(ErrorCode.INVALID_PARAMS, message, field=field, **data)

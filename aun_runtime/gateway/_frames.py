@@ -1,0 +1,158 @@
+"""JSON-RPC 2.0 framing: one text frame in, one :class:`Request` or one :class:`RPCError` out.
+
+The parser never raises on hostile input: anything that is not a single JSON-RPC 2.0 request object
+becomes the specific error the specification names (-32700 for bytes that are not JSON, -32600 for
+JSON that is not a request), and the server answers it and keeps the socket open. Batches are
+refused (-32600): the AUN client never sends them, and answering them would let one frame buy many
+requests past the rate limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import ErrorCode, RPCError
+
+__all__ = ["Params", "Request", "dumps", "error_frame", "notification_frame", "parse_frame", "result_frame"]
+
+RequestId = str | int | float | None
+
+_MISSING: Any = object()
+#: A method name longer than this is no method we know; refuse it before looking it up.
+MAX_METHOD_LENGTH = 128
+#: A request id is echoed back verbatim, so it is bounded like any other string we store or send.
+MAX_ID_LENGTH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One parsed JSON-RPC request. ``id`` is None for a notification (no answer is sent)."""
+
+    id: RequestId
+    method: str
+    params: dict[str, Any]
+    is_notification: bool
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON with non-ASCII text kept as is (the client hashes params the same way)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def result_frame(request_id: RequestId, result: Any) -> str:
+    return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def error_frame(request_id: RequestId, error: RPCError) -> str:
+    return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()})
+
+
+def notification_frame(method: str, params: dict[str, Any]) -> str:
+    return dumps({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def _valid_id(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        return len(value) <= MAX_ID_LENGTH
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_frame(text: str) -> Request | tuple[RequestId, RPCError]:
+    """Parse one text frame. On failure, return the id to answer with (None if unknown) and the error."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None, RPCError(ErrorCode.PARSE_ERROR, "the frame is not valid JSON")
+    if isinstance(data, list):
+        return None, RPCError(
+            ErrorCode.INVALID_REQUEST, "batch requests are not supported: send one request object per frame"
+        )
+    if not isinstance(data, dict):
+        return None, RPCError(ErrorCode.INVALID_REQUEST, "a request is a JSON object")
+    raw_id = data.get("id")
+    request_id: RequestId = raw_id if _valid_id(raw_id) else None
+    if not _valid_id(raw_id):
+        return None, RPCError(
+            ErrorCode.INVALID_REQUEST, f"'id' must be a string (at most {MAX_ID_LENGTH} characters) or a number"
+        )
+    if data.get("jsonrpc") != "2.0":
+        return request_id, RPCError(ErrorCode.INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
+    method = data.get("method")
+    if not isinstance(method, str) or not method or len(method) > MAX_METHOD_LENGTH:
+        return request_id, RPCError(
+            ErrorCode.INVALID_REQUEST, f"'method' must be a non-empty string of at most {MAX_METHOD_LENGTH} characters"
+        )
+    params = data.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return request_id, RPCError.bad_param("params", "'params' must be an object (named parameters)")
+    return Request(id=request_id, method=method, params=params, is_notification="id" not in data)
+
+
+class Params:
+    """Typed access to a request's params; every failure is -32602 naming the field."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+
+    def _get(self, name: str, default: Any) -> Any:
+        value = self.raw.get(name, _MISSING)
+        if value is _MISSING or value is None:
+            if default is _MISSING:
+                raise RPCError.bad_param(name, f"'{name}' is required")
+            return default
+        return value
+
+    def text(self, name: str, *, default: Any = _MISSING, max_length: int = 1024) -> Any:
+        """A non-empty string of at most ``max_length`` characters (surrounding spaces removed)."""
+        value = self._get(name, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not isinstance(value, str) or not value.strip():
+            raise RPCError.bad_param(name, f"'{name}' must be a non-empty string")
+        if len(value) > max_length:
+            raise RPCError.bad_param(name, f"'{name}' is longer than {max_length} characters")
+        return value.strip()
+
+    def integer(self, name: str, *, default: Any = _MISSING, minimum: int = 0, maximum: int | None = None) -> int:
+        """An integer (a JSON number with no fraction; booleans refused) within the bounds."""
+        value = self._get(name, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RPCError.bad_param(name, f"'{name}' must be an integer")
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = "" if maximum is None else f" and at most {maximum}"
+            raise RPCError.bad_param(name, f"'{name}' must be at least {minimum}{upper}")
+        return int(value)
+
+    def boolean(self, name: str, *, default: bool) -> bool:
+        value = self._get(name, default)
+        if not isinstance(value, bool):
+            raise RPCError.bad_param(name, f"'{name}' must be true or false")
+        return value
+
+    def mapping(self, name: str, *, default: Any = _MISSING) -> Any:
+        value = self._get(name, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not isinstance(value, dict):
+            raise RPCError.bad_param(name, f"'{name}' must be an object")
+        return value

@@ -1,0 +1,209 @@
+"""Groups: members and roles, the message log, the event log and each member device's cursors.
+
+A group has two sequences: ``message_seq`` numbers its messages and ``event_seq`` its membership and
+settings changes. A member's ``join_seq`` is the message seq when it joined: it reads only what was
+posted after, and a member added later never sees earlier talk. The group's ``mention_mode`` is
+snapshotted onto every message when it is posted, so a change is never retroactive.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ._database import Database
+from ._inboxes import page_of
+
+__all__ = ["Group", "GroupStore", "Member"]
+
+_ROLES = ("owner", "admin", "member")
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    name: str
+    owner_aid: str
+    description: str
+    visibility: str
+    mention_mode: str
+    status: str
+    message_seq: int
+    event_seq: int
+    created_at: float
+
+    def to_wire(self, member_count: int) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id, "group_aid": self.group_id, "name": self.name, "owner_aid": self.owner_aid,
+            "description": self.description, "visibility": self.visibility, "status": self.status,
+            "mention_mode": self.mention_mode, "member_count": member_count, "message_seq": self.message_seq,
+            "event_seq": self.event_seq, "created_at": int(self.created_at * 1000),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    aid: str
+    role: str
+    join_seq: int
+
+    @property
+    def can_manage(self) -> bool:
+        return self.role in ("owner", "admin")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"aid": self.aid, "role": self.role, "join_seq": self.join_seq}
+
+
+def _dump(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class GroupStore:
+    """Groups in the gateway database; group rows are cached in memory and written through."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # A cache of the groups table (one entry per group); dropped on a failed commit.
+        self._groups: dict[str, Group] = {}
+        db.on_rollback.append(self._groups.clear)
+
+    def get(self, group_id: str) -> Group | None:
+        group = self._groups.get(group_id)
+        if group is None:
+            row = self.db.conn.execute(
+                "SELECT group_id, name, owner_aid, description, visibility, mention_mode, status, message_seq, "
+                "event_seq, created_at FROM groups WHERE group_id = ?", (group_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            group = self._groups[group_id] = Group(*row)
+        return group
+
+    def create(self, group_id: str, name: str, owner: str, description: str, visibility: str) -> Group:
+        group = Group(group_id, name, owner, description, visibility, "disabled", "active", 0, 0, time.time())
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO groups (group_id, name, owner_aid, description, visibility, mention_mode, status, "
+                "message_seq, event_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
+                (group_id, name, owner, description, visibility, group.mention_mode, group.status, group.created_at),
+            )
+            conn.execute(
+                "INSERT INTO group_members (group_id, aid, role, join_seq, joined_at) VALUES (?, ?, 'owner', 0, ?)",
+                (group_id, owner, group.created_at),
+            )
+        self._groups[group_id] = group
+        return group
+
+    def member(self, group_id: str, aid: str) -> Member | None:
+        row = self.db.conn.execute(
+            "SELECT aid, role, join_seq FROM group_members WHERE group_id = ? AND aid = ?", (group_id, aid)
+        ).fetchone()
+        return None if row is None else Member(*row)
+
+    def members(self, group_id: str) -> list[Member]:
+        rows = self.db.conn.execute(
+            "SELECT aid, role, join_seq FROM group_members WHERE group_id = ? ORDER BY joined_at, aid", (group_id,)
+        ).fetchall()
+        return [Member(*row) for row in rows]
+
+    def member_count(self, group_id: str) -> int:
+        return int(self.db.conn.execute("SELECT COUNT(*) FROM group_members WHERE group_id = ?", (group_id,)).fetchone()[0])
+
+    def add_member(self, group: Group, aid: str, role: str) -> Member:
+        if role not in _ROLES[1:]:
+            raise ValueError(f"role must be one of {_ROLES[1:]}")
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO group_members (group_id, aid, role, join_seq, joined_at) VALUES (?, ?, ?, ?, ?)",
+                (group.group_id, aid, role, group.message_seq, time.time()),
+            )
+        return Member(aid, role, group.message_seq)
+
+    def groups_of(self, aid: str) -> list[tuple[Group, Member]]:
+        rows = self.db.conn.execute(
+            "SELECT group_id, aid, role, join_seq FROM group_members WHERE aid = ? ORDER BY group_id", (aid,)
+        ).fetchall()
+        found = []
+        for group_id, member_aid, role, join_seq in rows:
+            group = self.get(group_id)
+            if group is not None:
+                found.append((group, Member(member_aid, role, join_seq)))
+        return found
+
+    def set_mention_mode(self, group: Group, mode: str) -> None:
+        with self.db.atomic() as conn:
+            conn.execute("UPDATE groups SET mention_mode = ? WHERE group_id = ?", (mode, group.group_id))
+        group.mention_mode = mode
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def find_message(self, group_id: str, sender: str, message_id: str) -> dict[str, Any] | None:
+        row = self.db.conn.execute(
+            "SELECT body FROM group_messages WHERE group_id = ? AND sender = ? AND message_id = ?",
+            (group_id, sender, message_id),
+        ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def append_message(self, group: Group, sender: str, message_id: str, row: dict[str, Any]) -> dict[str, Any]:
+        seq = group.message_seq + 1
+        row = {**row, "seq": seq}
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO group_messages (group_id, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
+                (group.group_id, seq, sender, message_id, _dump(row)),
+            )
+            conn.execute("UPDATE groups SET message_seq = ? WHERE group_id = ?", (seq, group.group_id))
+        group.message_seq = seq
+        return row
+
+    def messages(
+        self, group_id: str, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Messages after ``after_seq``, bounded by count and bytes; and whether more remain."""
+        bodies = self.db.conn.execute(
+            "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (group_id, after_seq, limit + 1),
+        ).fetchall()
+        return page_of(bodies, limit, max_bytes)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def append_event(self, group: Group, event: dict[str, Any]) -> dict[str, Any]:
+        event_seq = group.event_seq + 1
+        event = {**event, "group_id": group.group_id, "group_aid": group.group_id, "event_seq": event_seq,
+                 "created_at": int(time.time() * 1000)}
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO group_events (group_id, event_seq, body) VALUES (?, ?, ?)",
+                (group.group_id, event_seq, _dump(event)),
+            )
+            conn.execute("UPDATE groups SET event_seq = ? WHERE group_id = ?", (event_seq, group.group_id))
+        group.event_seq = event_seq
+        return event
+
+    def events(self, group_id: str, after_event_seq: int, limit: int) -> list[dict[str, Any]]:
+        rows = self.db.conn.execute(
+            "SELECT body FROM group_events WHERE group_id = ? AND event_seq > ? ORDER BY event_seq LIMIT ?",
+            (group_id, after_event_seq, limit + 1),
+        ).fetchall()
+        return [json.loads(body) for (body,) in rows]
+
+    # -- cursors -------------------------------------------------------------------------------
+
+    def cursor(self, group_id: str, aid: str, device_id: str, slot_id: str) -> tuple[int, int]:
+        """(message ack seq, event ack seq) of one member device."""
+        row = self.db.conn.execute(
+            "SELECT ack_seq, event_ack_seq FROM group_cursors WHERE group_id = ? AND aid = ? AND device_id = ? "
+            "AND slot_id = ?", (group_id, aid, device_id, slot_id),
+        ).fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def set_cursor(self, group_id: str, aid: str, device_id: str, slot_id: str, ack: int, event_ack: int) -> None:
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO group_cursors (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (group_id, aid, device_id, slot_id, ack, event_ack),
+            )

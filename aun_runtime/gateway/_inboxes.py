@@ -1,0 +1,171 @@
+"""Direct-message inboxes: one sequence per receiver, one consumption cursor per (device, slot, sender).
+
+A receiver's inbox numbers every message it receives, from all senders, 1, 2, 3...; each row also
+records ``prev_peer_seq``, the seq of the previous message from the same sender, so a client can
+tell from a single push whether it missed anything from that sender. Cursors are kept per receiving
+device and slot and per sender (the client's "peer" cursor scope): each device consumes and
+acknowledges every sender's stream on its own, and an acknowledgement never moves backwards.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ._database import Database
+
+__all__ = ["InboxStore", "PeerEntry", "StoredMessage", "page_of"]
+
+
+def page_of(bodies: list[tuple[str]], limit: int, max_bytes: int | None) -> tuple[list[dict[str, Any]], bool]:
+    """Decode stored JSON rows into a page bounded by count and size; True if rows were left out."""
+    rows: list[dict[str, Any]] = []
+    size = 0
+    for (body,) in bodies[:limit]:
+        size += len(body)
+        if rows and max_bytes is not None and size > max_bytes:
+            return rows, True
+        rows.append(json.loads(body))
+    return rows, len(bodies) > limit
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    receiver: str
+    seq: int
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerEntry:
+    """One sender in a receiver's peer directory."""
+
+    sender_aid: str
+    head_seq: int
+    server_ack_seq: int
+    next_pending_seq: int | None
+
+    def to_wire(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "sender_aid": self.sender_aid, "head_seq": self.head_seq, "server_ack_seq": self.server_ack_seq,
+        }
+        if self.next_pending_seq is not None:
+            entry["next_pending_seq"] = self.next_pending_seq
+        return entry
+
+
+class InboxStore:
+    """Inbox rows and cursors in the gateway database.
+
+    The inbox head and each sender's last seq are derived from the rows themselves (the primary key
+    and the per-peer index answer them in one probe) and then kept in memory, so appending a message
+    writes one row and nothing else.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Caches of what the rows say (so as large as the data, no larger); dropped on a failed commit.
+        self._heads: dict[str, int] = {}
+        self._peer_heads: dict[tuple[str, str], int] = {}
+        db.on_rollback.append(self.forget_cached_heads)
+
+    def head(self, receiver: str) -> int:
+        """The highest seq in ``receiver``'s inbox (0 when empty)."""
+        head = self._heads.get(receiver)
+        if head is None:
+            row = self.db.conn.execute("SELECT MAX(seq) FROM inbox WHERE receiver = ?", (receiver,)).fetchone()
+            head = self._heads[receiver] = int(row[0] or 0)
+        return head
+
+    def peer_head(self, receiver: str, sender: str) -> int:
+        """The seq of the last message from ``sender`` in ``receiver``'s inbox (0 if none)."""
+        key = (receiver, sender)
+        head = self._peer_heads.get(key)
+        if head is None:
+            row = self.db.conn.execute(
+                "SELECT MAX(seq) FROM inbox WHERE receiver = ? AND sender = ?", (receiver, sender)
+            ).fetchone()
+            head = self._peer_heads[key] = int(row[0] or 0)
+        return head
+
+    def find_sent(self, sender: str, message_id: str) -> StoredMessage | None:
+        """The message ``sender`` already sent under ``message_id``, if any (idempotent retries)."""
+        row = self.db.conn.execute(
+            "SELECT receiver, seq, body FROM inbox WHERE sender = ? AND message_id = ?", (sender, message_id)
+        ).fetchone()
+        return None if row is None else StoredMessage(row[0], int(row[1]), json.loads(row[2]))
+
+    def append(self, receiver: str, sender: str, message_id: str, row: dict[str, Any]) -> StoredMessage:
+        """Give ``row`` the next seq of ``receiver``'s inbox and store it (in the open transaction)."""
+        seq = self.head(receiver) + 1
+        row = {**row, "seq": seq, "prev_peer_seq": self.peer_head(receiver, sender)}
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
+                (receiver, seq, sender, message_id, json.dumps(row, ensure_ascii=False, separators=(",", ":"))),
+            )
+        self._heads[receiver] = self._peer_heads[(receiver, sender)] = seq
+        return StoredMessage(receiver, seq, row)
+
+    def forget_cached_heads(self) -> None:
+        """Drop the cached heads (after a failed commit rolled rows back)."""
+        self._heads.clear()
+        self._peer_heads.clear()
+
+    def pull(
+        self, receiver: str, sender: str, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Rows from ``sender`` with seq > ``after_seq``: at most ``limit``, and no more once they
+        reach ``max_bytes`` (at least one). Returns them and whether more remain."""
+        bodies = self.db.conn.execute(
+            "SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (receiver, sender, after_seq, limit + 1),
+        ).fetchall()
+        return page_of(bodies, limit, max_bytes)
+
+    def ack_seq(self, receiver: str, device_id: str, slot_id: str, sender: str) -> int:
+        row = self.db.conn.execute(
+            "SELECT ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ? AND sender = ?",
+            (receiver, device_id, slot_id, sender),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def acknowledge(self, receiver: str, device_id: str, slot_id: str, sender: str, up_to_seq: int) -> int:
+        """Move the cursor to ``up_to_seq`` (clamped to the inbox head; never backwards). Returns it."""
+        current = self.ack_seq(receiver, device_id, slot_id, sender)
+        target = max(current, min(up_to_seq, self.head(receiver)))
+        if target != current:
+            with self.db.atomic() as conn:
+                conn.execute(
+                    "INSERT INTO peer_cursors (receiver, device_id, slot_id, sender, ack_seq) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET ack_seq = excluded.ack_seq",
+                    (receiver, device_id, slot_id, sender, target),
+                )
+        return target
+
+    def peers(
+        self, receiver: str, device_id: str, slot_id: str, *, pending_only: bool, after_sender: str = "",
+        limit: int | None = None,
+    ) -> list[PeerEntry]:
+        """The senders of ``receiver``'s inbox, in sender order, with this device's cursor for each."""
+        heads = self.db.conn.execute(
+            "SELECT sender, MAX(seq) FROM inbox WHERE receiver = ? AND sender > ? GROUP BY sender ORDER BY sender",
+            (receiver, after_sender),
+        ).fetchall()
+        acks = dict(self.db.conn.execute(
+            "SELECT sender, ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ?",
+            (receiver, device_id, slot_id),
+        ).fetchall())
+        entries = []
+        for sender, head in heads:
+            ack = int(acks.get(sender, 0))
+            if pending_only and head <= ack:
+                continue
+            next_row = self.db.conn.execute(
+                "SELECT MIN(seq) FROM inbox WHERE receiver = ? AND sender = ? AND seq > ?", (receiver, sender, ack)
+            ).fetchone()
+            entries.append(PeerEntry(sender, int(head), ack, None if next_row[0] is None else int(next_row[0])))
+            if limit is not None and len(entries) >= limit:
+                break
+        return entries

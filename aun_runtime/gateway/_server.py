@@ -1,0 +1,270 @@
+"""``GatewayServer``: a local AUN gateway on one host:port, WebSocket JSON-RPC 2.0 plus HTTP.
+
+Why aiohttp: the AUN client needs a real HTTP surface on the *same* port as the WebSocket
+endpoint: ``GET`` and ``HEAD`` on ``/pki/cert/{aid}`` (registration and ``exists`` probe with
+``HEAD``), JSON endpoints, 404s it can tell apart, and it tolerates failures on ``PUT /agent.md``.
+``websockets``' HTTP hook can answer a ``GET`` before the upgrade, but it parses nothing else (a
+``HEAD`` or ``PUT`` fails as a bad handshake), so it would need a second HTTP stack beside it.
+aiohttp serves both from one router and one event loop, and it is already installed with the
+client (fastaun depends on it), so the gateway adds no stack of its own.
+
+Usage::
+
+    async with GatewayServer("127.0.0.1", port=0, data_dir=tmp) as server:
+        print(server.url)            # ws://127.0.0.1:54321/aun
+        print(server.root_ca_path)   # the root a client must trust
+
+Each socket gets a ``challenge`` notification at once; each text frame is one JSON-RPC request.
+Requests of one connection start in the order they arrive and may overlap while they wait for their
+commit (up to ``requests_in_flight``); answers and pushes leave through the connection's bounded
+writer queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from ._auth_methods import AUTH_METHODS
+from ._core import GatewayCore
+from ._errors import ErrorCode, GatewayStartError, RPCError
+from ._events import GatewayEvents
+from ._frames import Request, error_frame, notification_frame, parse_frame, result_frame
+from ._group_directory import GROUP_DIRECTORY_METHODS
+from ._group_methods import GROUP_METHODS
+from ._http import add_http_routes
+from ._limits import GatewayLimits
+from ._message_methods import MESSAGE_METHODS
+from ._session import RateBudget, Session
+
+__all__ = ["GatewayServer"]
+
+log = logging.getLogger("aun_runtime.gateway")
+
+#: Close code for a socket that did not complete ``auth.connect`` before its challenge expired.
+CLOSE_HANDSHAKE_TIMEOUT = 1008
+#: Close code used by :meth:`GatewayServer.disconnect`: "service restart", which clients retry.
+CLOSE_SERVICE_RESTART = 1012
+
+
+class GatewayServer:
+    """A local AUN gateway. Start it with ``async with`` or :meth:`start`/:meth:`stop`.
+
+    Args:
+        host: the address to listen on (``127.0.0.1`` keeps it on this machine).
+        port: the port; 0 picks a free one (read it back from :attr:`port` or :attr:`url`).
+        data_dir: where the SQLite file and the development PKI live; created if missing.
+        issuer: the domain whose AIDs this gateway issues (``alice.<issuer>``). Fixed by the first
+            start of a data directory; default ``aun.localhost``.
+        limits: bounds and deadlines (:class:`GatewayLimits`).
+        compress: negotiate permessage-deflate with clients that offer it. Off by default: on a
+            loopback or LAN link it costs more CPU than it saves.
+    """
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, *, data_dir: str | Path, issuer: str | None = None,
+        limits: GatewayLimits | None = None, compress: bool = False,
+    ) -> None:
+        self.host = host
+        self.data_dir = Path(data_dir)
+        self.limits = limits or GatewayLimits()
+        self.compress = compress
+        self._requested_port = port
+        self._port: int | None = None
+        self._issuer = issuer
+        self._core: GatewayCore | None = None
+        self._runner: web.AppRunner | None = None
+
+    # -- public surface ------------------------------------------------------------------------
+
+    @property
+    def core(self) -> GatewayCore:
+        if self._core is None:
+            raise GatewayStartError("the gateway is not started: use 'async with GatewayServer(...)' or start()")
+        return self._core
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise GatewayStartError("the gateway is not started, so it has no port yet")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The WebSocket URL clients connect to (their ``gateway_url``)."""
+        return f"ws://{self._url_host}:{self.port}/aun"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self._url_host}:{self.port}"
+
+    @property
+    def _url_host(self) -> str:
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+        return f"[{host}]" if ":" in host else host
+
+    @property
+    def issuer(self) -> str:
+        return self.core.issuer
+
+    @property
+    def root_ca_path(self) -> Path:
+        """The development root certificate clients must trust."""
+        return self.core.pki.root_path
+
+    @property
+    def events(self) -> GatewayEvents:
+        return self.core.events
+
+    def connected_aids(self) -> list[str]:
+        """AIDs with at least one authenticated long connection."""
+        return self.core.online_aids()
+
+    async def disconnect(self, aid: str, *, code: int = CLOSE_SERVICE_RESTART) -> int:
+        """Close every connection of ``aid`` (clients reconnect on their own). Returns how many."""
+        sessions = self.core.sessions_of(aid)
+        for session in sessions:
+            await session.close(code, b"closed by the gateway")
+        return len(sessions)
+
+    def revoke_access_tokens(self, aid: str) -> int:
+        """Revoke ``aid``'s access tokens; its refresh tokens stay valid. Returns how many."""
+        count = self.core.identities.revoke_access_tokens(aid)
+        self.core.db.commit_sync()
+        return count
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        core = GatewayCore(self.data_dir, self._issuer, self.limits)
+        for methods in (AUTH_METHODS, MESSAGE_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS):
+            core.register_methods(methods)
+        app = web.Application()
+        app.router.add_get("/aun", self._websocket)
+        add_http_routes(app, core)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self._requested_port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            core.close()
+            raise GatewayStartError(f"cannot listen on {self.host}:{self._requested_port}: {exc}") from exc
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self._port = int(sockets[0].getsockname()[1]) if sockets else self._requested_port
+        self._core, self._runner = core, runner
+        log.info("AUN gateway for %s listening on %s (data: %s)", core.issuer, self.url, self.data_dir)
+
+    async def stop(self) -> None:
+        """Close every connection, stop listening, and close the database (all writes committed)."""
+        core, runner = self._core, self._runner
+        if core is None or runner is None:
+            return
+        for session in list(core.all_sessions):
+            await session.close(CLOSE_SERVICE_RESTART, b"gateway stopping")
+        await runner.cleanup()
+        core.close()
+        self._core = self._runner = None
+
+    async def __aenter__(self) -> GatewayServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- WebSocket -----------------------------------------------------------------------------
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        core, limits = self.core, self.limits
+        if len(core.all_sessions) >= limits.max_connections:
+            return web.Response(status=503, text=f"connection limit ({limits.max_connections}) reached\n")
+        ws = web.WebSocketResponse(max_msg_size=limits.hard_frame_bytes, compress=self.compress, autoping=True)
+        await ws.prepare(request)
+        session = Session(ws, RateBudget(limits.rate_per_second, limits.rate_burst), limits.outbound_frames,
+                          limits.challenge_ttl, limits.requests_in_flight, request.transport)
+        core.all_sessions.add(session)
+        session.start_writer()
+        session.push(notification_frame("challenge", {
+            "nonce": session.challenge_nonce, "server": "aun-runtime-gateway", "issuer": core.issuer,
+            "protocol": {"min": "1.0", "max": "1.0"}, "auth_methods": ["kite_token"],
+            "server_time": int(time.time() * 1000),
+        }))
+        deadline = asyncio.get_running_loop().call_later(limits.challenge_ttl, self._expire_handshake, session)
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    await self._on_frame(session, message.data)
+                elif message.type == WSMsgType.BINARY:
+                    await session.reply(error_frame(None, RPCError(
+                        ErrorCode.INVALID_REQUEST, "send JSON-RPC requests as text frames")))
+                else:  # an error, e.g. a frame past hard_frame_bytes (aiohttp closes with 1009)
+                    break
+        finally:
+            deadline.cancel()
+            core.detach(session)
+            if session.aid is not None:
+                core.events.emit("disconnected", aid=session.aid, connection_id=session.id)
+            await session.finish()
+        return ws
+
+    @staticmethod
+    def _expire_handshake(session: Session) -> None:
+        if not session.authenticated and not session.ws.closed:
+            session.close_soon(CLOSE_HANDSHAKE_TIMEOUT, b"auth.connect not completed in time")
+
+    async def _on_frame(self, session: Session, text: str) -> None:
+        limits = self.limits
+        if len(text) * 4 > limits.max_frame_bytes and len(text.encode()) > limits.max_frame_bytes:
+            await session.reply(error_frame(None, RPCError(
+                ErrorCode.INVALID_REQUEST, f"frame is over {limits.max_frame_bytes} bytes",
+                limit=limits.max_frame_bytes)))
+            return
+        parsed = parse_frame(text)
+        if isinstance(parsed, tuple):
+            await session.reply(error_frame(*parsed))
+            return
+        wait = session.budget.take()
+        if wait:
+            if not parsed.is_notification:
+                await session.reply(error_frame(parsed.id, RPCError(
+                    ErrorCode.RATE_LIMITED, f"rate limit of {limits.rate_per_second:g} requests/s reached",
+                    retryable=True, retry_after_ms=max(1, int(wait * 1000)))))
+            return
+        await session.run_handler(self._handle(session, parsed))
+
+    async def _handle(self, session: Session, parsed: Request) -> None:
+        try:
+            result, after_reply = await self.core.handle(session, parsed)
+        except RPCError as error:
+            log.debug("%s %s -> error %d %s", session.aid or session.id, parsed.method, error.code, error.message)
+            if not parsed.is_notification:
+                await session.reply(error_frame(parsed.id, error))
+            return
+        except Exception:
+            log.exception("%s failed on %s (%s)", parsed.method, session.id, session.aid)
+            if not parsed.is_notification:
+                await session.reply(error_frame(parsed.id, RPCError(ErrorCode.INTERNAL_ERROR, "internal error")))
+            return
+        log.debug("%s %s -> ok", session.aid or session.id, parsed.method)
+        if not parsed.is_notification:
+            await session.reply(result_frame(parsed.id, result))
+        for action in after_reply:
+            action()
+
+    def describe(self) -> dict[str, Any]:
+        """What a user needs to point an AUN client here."""
+        return {
+            "gateway_url": self.url, "http_url": self.http_url, "issuer": self.issuer,
+            "root_ca_path": str(self.root_ca_path), "data_dir": str(self.data_dir.resolve()),
+        }

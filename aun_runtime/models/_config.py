@@ -1,0 +1,256 @@
+"""``ModelConfig``: which model the agents talk to, as plain values, read from the environment.
+
+Every pattern takes either a ready ``ChatCompletionClient`` or a :class:`ModelConfig`; a config is
+plain data, so it can be handed to a worker process, which builds its own client from it. Nothing is
+imported or fetched until :meth:`ModelConfig.build` is called.
+
+Environment variables (read by :meth:`ModelConfig.from_env`):
+
+=============================  ========================================================================
+``AUN_MODEL``                  model name for an OpenAI-compatible server (vLLM, Ollama, a hosted API).
+                               Setting it switches every pattern from the cassette to that model.
+``AUN_MODEL_BASE_URL``         the server's base URL, e.g. ``http://localhost:11434/v1`` (Ollama) or
+                               ``http://localhost:8000/v1`` (vLLM). Default: the OpenAI API.
+``AUN_MODEL_API_KEY``          the API key (default: ``OPENAI_API_KEY``; local servers accept any).
+``AUN_MODEL_FAMILY``           model family for autogen (default ``unknown``).
+``AUN_MODEL_JSON_OUTPUT``      ``1``/``0``: the server supports JSON mode (default ``1``).
+``AUN_MODEL_FUNCTION_CALLING`` ``1``/``0``: the server supports tool calls (default ``1``).
+``AUN_MODEL_STRUCTURED_OUTPUT````1``/``0``: the server supports JSON-schema output (default ``0``).
+``AUN_MODEL_TEMPERATURE``      sampling temperature passed to every request (default: the server's).
+``AUN_MODEL_CLIENT``           ``module:factory``: any ``ChatCompletionClient`` factory instead of the
+                               OpenAI-compatible client (takes precedence over ``AUN_MODEL``).
+``AUN_MODEL_RECORD``           ``1``: record the live model's answers into the cassette as they come.
+``AUN_MODEL_CASSETTE``         a cassette path that overrides the one the code names.
+=============================  ========================================================================
+
+With none of ``AUN_MODEL`` / ``AUN_MODEL_CLIENT`` set, the client replays the cassette: offline and
+deterministic.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from autogen_core.models import ChatCompletionClient, ModelInfo
+
+from ._cassette_client import CassetteChatCompletionClient
+from ._errors import ModelConfigError
+
+__all__ = ["ModelConfig", "ModelSource", "model_client_from_env", "resolve_model"]
+
+ModelSource = Literal["cassette", "openai", "factory"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Where answers come from, in plain values.
+
+    Attributes:
+        source: ``cassette`` (replay a file), ``openai`` (an OpenAI-compatible server) or ``factory``
+            (any client made by ``module:function``).
+        cassette: the cassette file (replayed; or recorded into when ``record``).
+        record: record the live model's answers into ``cassette``.
+        model: model name (``openai``).
+        base_url: server base URL (``openai``); ``None`` means the OpenAI API.
+        api_key_env: the *name* of the variable that holds the key, so that a config can be handed to
+            another process without carrying the secret.
+        factory: ``module:function`` returning a ``ChatCompletionClient`` (``factory``).
+        model_info: capabilities of the live model.
+        temperature: sampling temperature, if set.
+    """
+
+    source: ModelSource = "cassette"
+    cassette: str | None = None
+    record: bool = False
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "AUN_MODEL_API_KEY"
+    factory: str | None = None
+    model_info: dict[str, Any] = field(default_factory=dict)
+    temperature: float | None = None
+
+    @classmethod
+    def from_env(
+        cls, *, cassette: str | Path | None = None, environ: Mapping[str, str] | None = None
+    ) -> ModelConfig:
+        """Read the configuration from environment variables (see the module docstring).
+
+        Args:
+            cassette: the cassette this program replays offline (``AUN_MODEL_CASSETTE`` overrides it).
+            environ: the variables to read (default: ``os.environ``).
+
+        Raises:
+            ModelConfigError: a variable has a value that cannot be used (the message names it).
+        """
+        env = os.environ if environ is None else environ
+        cassette_path = env.get("AUN_MODEL_CASSETTE") or (str(cassette) if cassette is not None else None)
+        record = _flag(env, "AUN_MODEL_RECORD", False)
+        factory = env.get("AUN_MODEL_CLIENT") or None
+        model = env.get("AUN_MODEL") or None
+        temperature = _float(env, "AUN_MODEL_TEMPERATURE")
+        if factory is not None:
+            config = cls(source="factory", factory=factory, cassette=cassette_path, record=record)
+        elif model is not None:
+            api_key_env = "AUN_MODEL_API_KEY" if env.get("AUN_MODEL_API_KEY") else "OPENAI_API_KEY"
+            info = {
+                "vision": False,
+                "function_calling": _flag(env, "AUN_MODEL_FUNCTION_CALLING", True),
+                "json_output": _flag(env, "AUN_MODEL_JSON_OUTPUT", True),
+                "structured_output": _flag(env, "AUN_MODEL_STRUCTURED_OUTPUT", False),
+                "family": env.get("AUN_MODEL_FAMILY") or "unknown",
+                "multiple_system_messages": True,
+            }
+            config = cls(
+                source="openai",
+                model=model,
+                base_url=env.get("AUN_MODEL_BASE_URL") or None,
+                api_key_env=api_key_env,
+                model_info=info,
+                temperature=temperature,
+                cassette=cassette_path,
+                record=record,
+            )
+        else:
+            if record:
+                raise ModelConfigError(
+                    "AUN_MODEL_RECORD=1 needs a live model to record from: set AUN_MODEL (and "
+                    "AUN_MODEL_BASE_URL, AUN_MODEL_API_KEY) or AUN_MODEL_CLIENT=module:factory"
+                )
+            config = cls(source="cassette", cassette=cassette_path)
+        if config.record and config.cassette is None:
+            raise ModelConfigError(
+                "AUN_MODEL_RECORD=1 needs a cassette path to record into (AUN_MODEL_CASSETTE)"
+            )
+        return config
+
+    def with_cassette(self, cassette: str | Path) -> ModelConfig:
+        """The same configuration with another cassette file."""
+        return replace(self, cassette=str(cassette))
+
+    def describe(self) -> str:
+        """One line saying where answers come from (no secrets)."""
+        if self.source == "cassette":
+            return f"replaying cassette {self.cassette} (offline, deterministic)"
+        live = (
+            f"model {self.model!r} at {self.base_url or 'the OpenAI API'}"
+            if self.source == "openai"
+            else f"client from {self.factory}"
+        )
+        return live + (f", recording into {self.cassette}" if self.record else "")
+
+    def build(self, environ: Mapping[str, str] | None = None) -> ChatCompletionClient:
+        """Make the client. Imports what the source needs only now.
+
+        Raises:
+            ModelConfigError: the source cannot be built (missing cassette path, optional dependency
+                not installed, factory not importable).
+            CassetteFileError: the cassette file is missing or damaged (replay only).
+        """
+        if self.source == "cassette":
+            if self.cassette is None:
+                raise ModelConfigError(
+                    "no model configured: set AUN_MODEL (with AUN_MODEL_BASE_URL and AUN_MODEL_API_KEY) "
+                    "for an OpenAI-compatible server, AUN_MODEL_CLIENT=module:factory, or give a cassette"
+                )
+            return CassetteChatCompletionClient(self.cassette)
+        live = self._build_live(os.environ if environ is None else environ)
+        if self.record:
+            assert self.cassette is not None  # from_env checked it
+            return CassetteChatCompletionClient(self.cassette, record_from=live)
+        return live
+
+    def _build_live(self, env: Mapping[str, str]) -> ChatCompletionClient:
+        if self.source == "factory":
+            return _call_factory(self.factory or "")
+        try:
+            from autogen_ext.models.openai import OpenAIChatCompletionClient
+        except ImportError as exc:
+            raise ModelConfigError(
+                f"AUN_MODEL is set but the OpenAI-compatible client is not installed ({exc}): "
+                "pip install 'aun-runtime[openai]'"
+            ) from None
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "api_key": env.get(self.api_key_env) or "not-needed",
+            "model_info": ModelInfo(**self.model_info),  # type: ignore[typeddict-item]
+        }
+        if self.base_url:
+            kwargs["base_url"] = self.base_url
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        client: ChatCompletionClient = OpenAIChatCompletionClient(**kwargs)
+        return client
+
+
+def model_client_from_env(
+    cassette: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> ChatCompletionClient:
+    """The client the environment asks for, replaying ``cassette`` when no model is configured.
+
+    Example:
+        .. code-block:: python
+
+            model = model_client_from_env("cassettes/reflection.json")
+            # offline: replays the cassette; with AUN_MODEL=... set: talks to that model
+    """
+    return ModelConfig.from_env(cassette=cassette, environ=environ).build(environ)
+
+
+def resolve_model(model: ChatCompletionClient | ModelConfig) -> ChatCompletionClient:
+    """A client from a client (as is) or a config (built now): what agent constructors accept."""
+    if isinstance(model, ModelConfig):
+        return model.build()
+    if not isinstance(model, ChatCompletionClient):
+        raise ModelConfigError(
+            f"expected a ChatCompletionClient or a ModelConfig, got {type(model).__name__}"
+        )
+    return model
+
+
+def _call_factory(spec: str) -> ChatCompletionClient:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ModelConfigError(f"AUN_MODEL_CLIENT must be module:function, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ModelConfigError(f"AUN_MODEL_CLIENT: cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ModelConfigError(f"AUN_MODEL_CLIENT: {module_name} has no callable {attribute!r}")
+    client = factory()
+    if not isinstance(client, ChatCompletionClient):
+        raise ModelConfigError(
+            f"AUN_MODEL_CLIENT: {spec} returned {type(client).__name__}, not a ChatCompletionClient"
+        )
+    return client
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ModelConfigError(f"{name}={value!r}: use 1 or 0")
+
+
+def _float(env: Mapping[str, str], name: str) -> float | None:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ModelConfigError(f"{name}={value!r} is not a number") from None

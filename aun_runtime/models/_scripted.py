@@ -1,0 +1,59 @@
+"""``ScriptedChatCompletionClient``: a stand-in model that answers with a function of the request.
+
+The function sees the whole :class:`~aun_runtime.models.ModelRequest` and returns the answer, so the
+answer depends on *what* is asked and never on call order: concurrent agents get the same answers
+however their calls interleave. It is the deterministic stand-in for a model in tests, in the demo,
+and when a cassette is authored offline (wrap it in a recording
+:class:`~aun_runtime.models.CassetteChatCompletionClient`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+
+from autogen_core.models import CreateResult, ModelInfo, RequestUsage
+
+from ._cassette import DEFAULT_MODEL_INFO
+from ._offline import OfflineChatCompletionClient
+from ._request import ModelRequest
+
+__all__ = ["Answer", "Responder", "ScriptedChatCompletionClient"]
+
+#: A text answer, the chunks of a streamed text answer, or a full result (e.g. with function calls).
+Answer = str | Sequence[str] | CreateResult
+Responder = Callable[[ModelRequest], Answer | Awaitable[Answer]]
+
+
+class ScriptedChatCompletionClient(OfflineChatCompletionClient):
+    """Answers each request with ``respond(request)``.
+
+    Args:
+        respond: a function (or coroutine function) of the request. A string is the answer; a list of
+            strings is a streamed answer in those chunks; a ``CreateResult`` is returned as is.
+        model_info: the capabilities to claim (default: text, JSON mode and function calling).
+
+    Example:
+        >>> client = ScriptedChatCompletionClient(lambda request: f"you said {request.last_text}")
+    """
+
+    def __init__(self, respond: Responder, *, model_info: ModelInfo | None = None) -> None:
+        super().__init__(model_info or dict(DEFAULT_MODEL_INFO))  # type: ignore[arg-type]
+        self._respond_with = respond
+
+    async def answer(self, request: ModelRequest, *, stream: bool) -> tuple[CreateResult, list[str] | None]:
+        produced = self._respond_with(request)
+        answer = await produced if inspect.isawaitable(produced) else produced
+        return as_result(answer, request)
+
+
+def as_result(answer: Answer, request: ModelRequest) -> tuple[CreateResult, list[str] | None]:
+    """Turn an :data:`Answer` into a result with plausible token counts (and chunks, if streamed)."""
+    if isinstance(answer, CreateResult):
+        return answer, None
+    chunks = [answer] if isinstance(answer, str) else [str(chunk) for chunk in answer]
+    text = "".join(chunks)
+    prompt = sum(len(str(m.content)) for m in request.messages) // 4
+    usage = RequestUsage(prompt_tokens=prompt, completion_tokens=len(text) // 4)
+    result = CreateResult(finish_reason="stop", content=text, usage=usage, cached=False)
+    return result, (chunks if not isinstance(answer, str) else None)

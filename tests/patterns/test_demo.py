@@ -1,0 +1,22 @@
+"""``aun-runtime demo`` runs the autonomous scene, the reflection team and the observer chat offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def test_the_demo_prints_all_three_scenes_offline() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUN_MODEL")}
+    done = subprocess.run(
+        [sys.executable, "-m", "aun_runtime", "demo"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "twice.local -> app.local [re #2]: 'I heard: Can you hear me?'" in out  # two replies
+    assert "(mention mode: not mentioned; archived)" in out
+    assert "round 1 of fib ran: exit 0, stdout '1 1 2 3 5 8 13 21 34 55'" in out  # really executed
+    assert "'task fib approved after 2 round(s)'" in out
+    assert "ops.local -> #standup" in out and "someone just made that point" in out
+    assert "0 dead letters · 0 loop stops" in out
