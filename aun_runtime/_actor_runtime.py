@@ -207,16 +207,16 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         piling messages up. A recipient whose mailbox refuses it (``dead_letter``) or that cannot
         be created is reported to ``on_undeliverable``; the others still get it.
         """
+        # sender, topic_id, is_rpc, cancellation_token, message_id (positional: cheaper, once per publish)
         ctx = MessageContext(
-            sender=sender,
-            topic_id=topic_id,
-            is_rpc=False,
-            cancellation_token=cancellation_token or LazyCancellationToken(),
-            message_id=message_id or str(uuid.uuid4()),
+            sender, topic_id, False, cancellation_token or LazyCancellationToken(), message_id or str(uuid.uuid4())
         )
         tracer = self._tracer
         if tracer is None:
-            await self._route(Delivery(message, ctx), topic_id, sender)
+            delivery = Delivery(message, ctx)
+            waiting = self._route(delivery, topic_id, sender)
+            if waiting:
+                await self._route_waiting(delivery, waiting)
             return
         helper = tracer.helper
         with helper.trace_block(
@@ -224,33 +224,51 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         ):
             delivery = Delivery(message, ctx, get_telemetry_envelope_metadata())
             with helper.trace_block("publish", topic_id, parent=delivery.trace):
-                await self._route(delivery, topic_id, sender)
+                waiting = self._route(delivery, topic_id, sender)
+                if waiting:
+                    await self._route_waiting(delivery, waiting)
 
-    async def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> None:
+    def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> list[AgentId] | None:
+        """Queue ``delivery`` for every recipient that has room now (no coroutine: the usual case);
+        return the recipients whose mailbox makes the publisher wait, in order."""
         message_id = delivery.ctx.message_id
         cells = self._cells
         routes = self._routes
         recipients = routes.recipients(topic_id) if sender is None else routes.recipients_without(topic_id, sender)
+        waiting: list[AgentId] | None = None
         for agent_id in recipients:
+            if waiting is not None:  # behind one that waits: keep the order for the rest
+                waiting.append(agent_id)
+                continue
             cell = cells.get(agent_id)
             if cell is None:
                 cell = self._new_cell(agent_id, delivery.message)
                 if cell is None:
                     continue
-            if not cell.mailbox.take_if_room(message_id):
-                # The wait is on the mailbox, which outlives its cell: the cell may be replaced
-                # meanwhile (a place promised to us keeps it from being dropped once we have it).
-                if not await cell.mailbox.enter(message_id):
-                    self._undeliverable(
-                        agent_id,
-                        delivery.message,
-                        MailboxFullError(f"{agent_id}: mailbox full ({cell.mailbox.capacity} messages)"),
-                    )
-                    continue
-                cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
-                if cell is None:
-                    continue
-            self._enqueue(cell, delivery)
+            if cell.mailbox.take_if_room(message_id):
+                self._enqueue(cell, delivery)
+            else:
+                waiting = [agent_id]
+        return waiting
+
+    async def _route_waiting(self, delivery: Delivery, recipients: list[AgentId]) -> None:
+        message_id = delivery.ctx.message_id
+        for agent_id in recipients:
+            cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
+            if cell is None:
+                continue
+            # The wait is on the mailbox, which outlives its cell: the cell may be replaced meanwhile
+            # (a place promised to us keeps it from being dropped once we have it).
+            if not await cell.mailbox.enter(message_id):
+                self._undeliverable(
+                    agent_id,
+                    delivery.message,
+                    MailboxFullError(f"{agent_id}: mailbox full ({cell.mailbox.capacity} messages)"),
+                )
+                continue
+            cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
+            if cell is not None:
+                self._enqueue(cell, delivery)
 
     def _new_cell(self, agent_id: AgentId, message: Any = None) -> Cell | None:
         if agent_id.type not in self._factories:

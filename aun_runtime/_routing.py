@@ -52,7 +52,7 @@ class SubscriptionIndex:
         self._by_id: dict[str, Subscription | list[Subscription]] = {}
         self._by_topic_type: dict[str, TypeSubscription | list[TypeSubscription]] = {}
         self._others: list[Subscription] = []
-        self._cache: dict[TopicId, tuple[AgentId, ...]] = {}
+        self._cache: dict[TopicId | str, tuple[AgentId, ...]] = {}
         self._cache_without: dict[tuple[TopicId, AgentId], tuple[AgentId, ...]] = {}
 
     @property
@@ -99,7 +99,10 @@ class SubscriptionIndex:
 
     def recipients(self, topic: TopicId) -> tuple[AgentId, ...]:
         """The agents a publish on ``topic`` reaches (duplicates kept, as in autogen-core)."""
-        cached = self._cache.get(topic)
+        # A topic with the source "default" (every AUN topic) is cached under its type string,
+        # whose hash Python keeps: a TopicId is hashed by a Python-level dataclass method.
+        key: TopicId | str = topic.type if topic.source == "default" else topic
+        cached = self._cache.get(key)
         if cached is not None:
             return cached
         exact = self._by_topic_type.get(topic.type)
@@ -109,7 +112,7 @@ class SubscriptionIndex:
         found = tuple(s.map_to_agent(topic) for s in matched)
         if len(self._cache) >= ROUTE_CACHE_SIZE:
             self._cache.clear()
-        self._cache[topic] = found
+        self._cache[key] = found
         return found
 
     def recipients_without(self, topic: TopicId, sender: AgentId) -> tuple[AgentId, ...]:

@@ -498,6 +498,25 @@ def _envelope_json(fields: dict[str, Any]) -> str:
     only the payload. That is a third of the cost of dumping the whole model with an ``exclude``
     set, and every message is written once (to the archive and the wire)."""
     payload = fields["payload"]
+    if type(payload) is TextPayload and not payload.mentions:  # the usual payload, written directly too
+        text = payload.__dict__
+        payload_json = f'{{"type":"text","text":{_json_string(text["text"])},"format":{_json_string(text["format"])},"mentions":[]}}'
+    else:
+        payload_json = payload.__pydantic_serializer__.to_json(payload, by_alias=True).decode()
+    to, seq, thread = fields["to"], fields["seq"], fields["thread"]
+    if (
+        to is not None
+        and seq is not None
+        and thread is not None
+        and fields["group_id"] is None
+        and fields["in_reply_to"] is None
+        and fields["dispatch_mode"] is None
+    ):  # the usual direct message, in one expression
+        return (
+            f'{{"message_id":{_json_string(fields["message_id"])},"from_aid":{_json_string(fields["from_aid"])},'
+            f'"to":{_json_string(to)},"seq":{seq},"payload":{payload_json},"created_at":{fields["created_at"]},'
+            f'"thread":{_json_string(thread)},"hops":{fields["hops"]}}}'
+        )
     parts = ['{"message_id":', _json_string(fields["message_id"]), ',"from_aid":', _json_string(fields["from_aid"])]
     if fields["to"] is not None:
         parts += [',"to":', _json_string(fields["to"])]
@@ -505,12 +524,7 @@ def _envelope_json(fields: dict[str, Any]) -> str:
         parts += [',"group_id":', _json_string(fields["group_id"])]
     if fields["seq"] is not None:
         parts += [',"seq":', str(fields["seq"])]
-    parts += [
-        ',"payload":',
-        payload.__pydantic_serializer__.to_json(payload, by_alias=True).decode(),
-        ',"created_at":',
-        str(fields["created_at"]),
-    ]
+    parts += [',"payload":', payload_json, ',"created_at":', str(fields["created_at"])]
     if fields["in_reply_to"] is not None:
         parts += [',"in_reply_to":', _json_string(fields["in_reply_to"])]
     if fields["thread"] is not None:

@@ -99,9 +99,19 @@ _text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40)
     seq=st.none() | st.integers(min_value=0, max_value=2**63),
     hops=st.integers(min_value=0, max_value=1000),
     group=st.booleans(),
+    mentioned=st.booleans(),
+    text_format=st.sampled_from(["plain", "markdown", 'we"ird\n']),
 )
 def test_to_json_writes_exactly_what_pydantic_writes(
-    message_id: str, text: str, thread: str | None, in_reply_to: str | None, seq: int | None, hops: int, group: bool
+    message_id: str,
+    text: str,
+    thread: str | None,
+    in_reply_to: str | None,
+    seq: int | None,
+    hops: int,
+    group: bool,
+    mentioned: bool,
+    text_format: str,
 ) -> None:
     message = AUNMessage(
         message_id=message_id[:128],
@@ -109,7 +119,7 @@ def test_to_json_writes_exactly_what_pydantic_writes(
         to=None if group else "b.local",
         group_id="team" if group else None,
         dispatch_mode=DispatchMode.BROADCAST if group else None,
-        payload=TextPayload(text=text, mentions=({"aid": "b.local"},)),
+        payload=TextPayload(text=text, format=text_format, mentions=({"aid": "b.local"},) if mentioned else ()),
         seq=seq,
         thread=thread,
         in_reply_to=in_reply_to,
