@@ -12,6 +12,7 @@ with the failed batch put back so that nothing recorded is dropped.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import sqlite3
@@ -36,6 +37,16 @@ class ArchiveWriteError(RuntimeError):
     """Writing to the archive failed; the records are kept and will be written at the next flush."""
 
 
+class _Barrier:
+    """A marker in the batch queue: resolved when every batch queued before it has been handled."""
+
+    __slots__ = ("failures", "future")
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures  # the writer's failure count when the barrier was queued
+        self.future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
@@ -43,9 +54,10 @@ class ArchiveWriter:
         self._db = db
         self._write_batch = write_batch
         self._lock = threading.Lock()  # one statement at a time on the shared connection
-        self._queue: queue.Queue[Batch | None] = queue.Queue(MAX_QUEUED_BATCHES)
+        self._queue: queue.Queue[Batch | _Barrier | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
         self._error: BaseException | None = None
+        self._failures = 0  # batches that failed to commit, ever
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, name="aun-archive-writer", daemon=True)
         self._thread.start()
@@ -67,6 +79,21 @@ class ArchiveWriter:
         if self._error is not None:
             error, self._error = self._error, None
             raise ArchiveWriteError(f"writing the archive failed: {error}") from error
+
+    def barrier(self) -> concurrent.futures.Future[None]:
+        """A future that resolves once everything submitted so far is committed, or fails with
+        :class:`ArchiveWriteError` if a write failed (the error stays to be reported by :meth:`wait`).
+
+        Unlike :meth:`wait`, it blocks nobody, and it waits for *these* batches only, not for batches
+        submitted after it: a caller on the event loop awaits it (``asyncio.wrap_future``).
+        """
+        if self._failed:  # batches that failed before are tried again, as at a flush
+            failed, self._failed = self._failed, []
+            for batch in failed:
+                self._queue.put(batch)
+        marker = _Barrier(self._failures)
+        self._queue.put(marker)
+        return marker.future
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``query`` on the connection once everything submitted is written."""
@@ -91,6 +118,13 @@ class ArchiveWriter:
 
     def _run(self) -> None:
         while (batch := self._queue.get()) is not None:
+            if isinstance(batch, _Barrier):
+                if self._failures == batch.failures:
+                    batch.future.set_result(None)
+                else:
+                    batch.future.set_exception(ArchiveWriteError(f"writing the archive failed: {self._error}"))
+                self._queue.task_done()
+                continue
             try:
                 with self._lock:
                     self._db.execute("BEGIN")
@@ -105,6 +139,7 @@ class ArchiveWriter:
                 logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)
                 self._failed.append(batch)
                 self._error = exc
+                self._failures += 1
             finally:
                 self._queue.task_done()
         self._queue.task_done()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ __all__ = ["Endpoint"]
 class Endpoint:
     """Everything the runtime keeps for one local AID: mailbox, channel, inbox sequence."""
 
-    __slots__ = ("_channel", "aid", "card", "description", "eager", "mailbox", "runtime", "seq")
+    __slots__ = ("_channel", "aid", "card", "description", "eager", "mailbox", "receipts", "runtime", "seq")
 
     def __init__(
         self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
@@ -36,6 +37,9 @@ class Endpoint:
         self.eager = eager
         self.card: AgentCard | None = None
         self.seq = itertools.count(1)
+        # (sender, message_id) -> resolved once the channel has archived its verdict on that message
+        # (or it became a dead letter): how a bridge knows it may acknowledge it to the network.
+        self.receipts: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._channel: Channel | None = None
 
     @property
@@ -52,6 +56,8 @@ class Endpoint:
         mailbox = self.mailbox
         if not mailbox.arrive(message_id):
             runtime._dead_letter(self.aid, message if is_envelope else None, MailboxFullError("mailbox full"))
+            if self.receipts and is_envelope:
+                self._settle_receipt(message)
             return
         try:
             if not is_envelope:  # a raw autogen-core publish: no envelope, so no channel
@@ -64,8 +70,12 @@ class Endpoint:
     async def _admit(self, agent: AUNAgent, message: AUNMessage, ctx: MessageContext) -> None:
         runtime = self.runtime
         if message.group_id is not None and not runtime._was_member(message, self.aid):
+            if self.receipts:
+                self._settle_receipt(message)
             return  # posted while this agent was not in the group: never its message
         verdict = self.channel.admit(message)
+        if self.receipts:
+            self._settle_receipt(message)
         stats = runtime.stats
         if verdict is Admission.DELIVER:
             stats.delivered += 1
@@ -74,3 +84,8 @@ class Endpoint:
             stats.filtered += 1
         else:
             stats.duplicates += 1
+
+    def _settle_receipt(self, message: AUNMessage) -> None:
+        future = self.receipts.pop((message.from_aid, message.message_id), None)
+        if future is not None and not future.done():
+            future.set_result(None)

@@ -69,6 +69,7 @@ from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
 from ._payload import PayloadLike, coerce_payload
+from ._route import OutboundRoute, deliver_remote, send_copy_out, send_out
 from ._transcript import render_transcript
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
@@ -151,6 +152,7 @@ class AUNRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
+        self._outbound: OutboundRoute | None = None
         register_wire_serializers(self.core)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -373,7 +375,8 @@ class AUNRuntime:
     async def ping(self, aid: str) -> bool:
         """Ask explicitly whether ``aid`` is reachable. Never inferred from silence.
 
-        True for a registered local agent, False for an unknown AID of the local domain.
+        True for a registered local agent, False for an unknown AID of the local domain. With an
+        outbound route, any other AID is asked of the route (a gateway agent pings the network).
 
         Raises:
             NoRouteError: ``aid`` is outside the local domain and no gateway carries it.
@@ -381,6 +384,8 @@ class AUNRuntime:
         validate_aid(aid)
         if aid in self._endpoints:
             return True
+        if self._outbound is not None:
+            return await self._outbound.ping(aid)
         if aid_domain(aid) == self.domain:
             return False
         raise NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
@@ -554,6 +559,8 @@ class AUNRuntime:
 
     async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
+        if target is None and self._outbound is not None:
+            return await send_out(self, self._outbound, AUNMessage(**fields), to)
         if target is None:
             raise self._undeliverable(AUNMessage(**fields), self._no_agent(to))
         message_id = fields["message_id"]
@@ -576,6 +583,8 @@ class AUNRuntime:
     async def _publish_to_group(self, group_id: str, fields: dict[str, Any]) -> AUNMessage:
         group = self._groups.get(group_id)
         sender = fields["from_aid"]
+        if group is None and self._outbound is not None:
+            return await send_out(self, self._outbound, AUNMessage(**fields), None)
         if group is None:
             raise self._undeliverable(
                 AUNMessage(**fields), UnknownGroupError(f"no group {group_id!r} in this runtime")
@@ -613,9 +622,24 @@ class AUNRuntime:
             for mailbox in reserved:
                 mailbox.cancel_reservation(message_id)
             raise
-        for aid in absent:  # members with no agent here: their copies are dead letters, the rest go out
-            self._dead_letter(aid, message, self._no_agent(aid))
+        for aid in absent:  # members with no agent here: their copies go out, or are dead letters
+            if self._outbound is not None:
+                await send_copy_out(self, self._outbound, message, aid)
+            else:
+                self._dead_letter(aid, message, self._no_agent(aid))
         return message
+
+    # -- the network seam (see _route.py) -----------------------------------------------------------
+
+    def set_outbound_route(self, route: OutboundRoute | None) -> None:
+        """Send what this runtime cannot deliver itself through ``route`` (a gateway agent); None
+        restores dead letters. With a route, an AID is local exactly when it is registered here."""
+        self._outbound = route
+
+    async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
+        """Deliver messages that came from the network to local recipients, ``(message, recipient)``
+        in arrival order; return once the archive has committed every recipient's verdict."""
+        await deliver_remote(self, arrivals)
 
     # -- failures ----------------------------------------------------------------------------------
 
