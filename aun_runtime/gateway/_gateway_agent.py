@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from protocols.aun import AUNMessage, DispatchMode, parse_dispatch_mode, validate_aid
+from protocols.aun import AUNMessage, DispatchMode, aid_domain, parse_dispatch_mode, validate_aid
 from protocols.errors import AUNError
 
 from .._errors import UndeliverableError
@@ -102,7 +102,7 @@ class GatewayAgent:
         if self._outbox is not None:
             return
         require_client()
-        expose = self.config.expose if self.config.expose is not None else tuple(self.runtime.aids())
+        expose = self.config.expose if self.config.expose is not None else self._unexposed()
         for aid in expose:
             validate_aid(aid)
             if not self.runtime.is_local(aid):
@@ -150,6 +150,19 @@ class GatewayAgent:
         if aid not in self._links:
             self._add_link(aid)
 
+    async def expose_registered(self) -> list[str]:
+        """With ``expose`` unset (expose everything), give every AID of the runtime's domain
+        registered since the start its identity too. Returns the AIDs added."""
+        self._require_started()
+        added = self._unexposed() if self.config.expose is None else []
+        for aid in added:
+            self._add_link(aid)
+        return added
+
+    def _unexposed(self) -> list[str]:
+        domain = self.runtime.domain
+        return [aid for aid in self.runtime.aids() if aid_domain(aid) == domain and aid not in self._links]
+
     def _add_link(self, aid: str) -> None:
         assert self._outbox is not None
         link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote, self.runtime._dead_letter)
@@ -186,6 +199,10 @@ class GatewayAgent:
             OutboxFullError: too many messages are waiting already.
         """
         link = self._links.get(message.from_aid)
+        sender = message.from_aid
+        if link is None and self._outbox is not None and self._exposes_all(sender):
+            self._add_link(sender)  # exposing everything: an agent registered since the start
+            link = self._links[sender]
         if link is None or self._outbox is None:
             raise NotExposedError(
                 f"{message.from_aid} is not exposed on the AUN network, so it cannot reach "
@@ -193,6 +210,9 @@ class GatewayAgent:
             )
         item = await self._outbox.put(message.from_aid, recipient, message)
         link.enqueue(item)
+
+    def _exposes_all(self, aid: str) -> bool:
+        return self.config.expose is None and self.runtime.is_local(aid) and aid_domain(aid) == self.runtime.domain
 
     async def ping(self, aid: str) -> bool:
         """Whether ``aid`` can be reached through the network now: a connection of ours answers

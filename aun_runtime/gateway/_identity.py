@@ -10,13 +10,15 @@ URL (the per-AID ``gateway_url`` metadata, read before any discovery) and an ext
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any
 
 from protocols.errors import AUNError
 
 from ._agent_config import GatewayAgentConfig
 
-__all__ = ["CLIENT_PACKAGE", "IdentityError", "NetworkClientMissingError", "open_client", "require_client"]
+__all__ = ["CLIENT_PACKAGE", "IdentityError", "NetworkClientMissingError", "open_client", "quiet_client", "require_client"]
 
 #: The AUN client this bridge is written against (its wire moves between minors).
 CLIENT_PACKAGE = "fastaun==0.5.25"
@@ -87,13 +89,19 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
         if not loaded.ok or loaded.data is None:
             raise IdentityError(aid, f"registered, but the identity does not load: {loaded.error}", retryable=False)
     assert loaded.data is not None
-    client = AUNClient(loaded.data["aid"])
-    set_client_log_level(client, config.client_log_level)
-    return client
+    return quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
 
 
-def set_client_log_level(client: Any, level: str) -> None:
-    """Quiet the client's own stderr logger to ``level`` (it prints INFO and up by default)."""
+def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
+    """``client_class(aid)`` with its own stderr logger turned down to ``level``.
+
+    The client prints INFO and up to stderr, starting in its constructor, unless a global
+    ``~/.aun/log.ini`` says otherwise; a runtime keeps stderr for its own logging.
+    """
+    quiet = _LOG_LEVELS[level] > _LOG_LEVELS["info"]
+    with contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext():
+        client = client_class(aid)
     logger = getattr(client, "_log", None)
     if logger is not None and hasattr(logger, "_min_level"):
         logger._min_level = _LOG_LEVELS[level]
+    return client
