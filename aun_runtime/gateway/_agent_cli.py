@@ -4,8 +4,8 @@ With a gateway configured (``--gateway-url``, or ``AUN_GATEWAY_URL``), ``run`` s
 application, gives its agents AUN identities through a :class:`GatewayAgent`, and keeps serving
 until SIGINT or SIGTERM, since messages may arrive from the network at any time. Then it stops
 the gateway agent (what waits in the outbox stays for the next start) and prints the transcript and
-counters, or, with ``--json``, one JSON line per event (``serving``, ``connected``, ``stopped``) for
-supervisors and tests.
+counters, or, with ``--json``, one JSON line per event (``serving``, then ``connected`` or
+``failed`` for each exposed AID, and ``stopped``) for supervisors and tests.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from .._runtime import AUNRuntime
 from ._agent_config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
-from ._gateway_agent import GatewayAgent
+from ._gateway_agent import GatewayAgent, GatewayAgentError
 
 __all__ = ["add_network_options", "network_requested", "run_on_network"]
 
@@ -122,8 +122,12 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
 
 
 async def _announce_connected(gateway: GatewayAgent, aid: str, args: argparse.Namespace) -> None:
-    with contextlib.suppress(Exception):
+    try:
         await gateway.wait_connected([aid])
+    except GatewayAgentError as exc:
+        _emit(args, "failed", aid=aid, error=str(exc))
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+    else:
         _emit(args, "connected", aid=aid)
 
 

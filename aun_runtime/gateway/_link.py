@@ -119,6 +119,7 @@ class AIDLink:
         self._state_changed = asyncio.Event()
         self._connected = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        self._pages: set[asyncio.Task[Any]] = set()  # the client's tasks running a page handler now
         self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -143,6 +144,8 @@ class AIDLink:
             tasks.append(self._runner)
         for task in tasks:
             task.cancel()
+        for page in self._pages:  # a page waiting for a stopped runtime is never acknowledged
+            page.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.client is not None:
             with contextlib.suppress(Exception):
@@ -221,7 +224,13 @@ class AIDLink:
                 origin = f"message {body.get('message_id')!r} from {body.get('from') or body.get('sender_aid')!r}"
                 self._dead_letter(self.aid, None, InvalidMessageError(f"{origin} arrived from the network, unusable: {exc}"))
         self.stats.received += len(arrivals)
-        await self._deliver(arrivals)  # also commits the dead letters recorded above
+        task = asyncio.current_task()
+        if task is not None:
+            self._pages.add(task)
+        try:
+            await self._deliver(arrivals)  # also commits the dead letters recorded above
+        finally:
+            self._pages.discard(task)  # type: ignore[arg-type]
 
     # -- outbound ----------------------------------------------------------------------------------
 
