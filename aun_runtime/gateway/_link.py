@@ -230,7 +230,7 @@ class AIDLink:
         try:
             await self._deliver(arrivals)  # also commits the dead letters recorded above
         finally:
-            self._pages.discard(task)  # type: ignore[arg-type]
+            self._pages.discard(task)
 
     # -- outbound ----------------------------------------------------------------------------------
 

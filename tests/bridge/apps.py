@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, JsonPayload, MessageContext, event
 
@@ -54,7 +54,7 @@ class Counter(AUNAgent):
 class Streamer(Counter):
     """A counter that, on start, sends a numbered stream (from ``BRIDGE_APP``'s ``stream``)."""
 
-    stream: dict[str, Any] = {}
+    stream: ClassVar[dict[str, Any]] = {}
 
     async def on_start(self) -> None:
         if self.stream:
