@@ -172,7 +172,8 @@ class Child:
         self.name = name
         self.process = subprocess.Popen(
             args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, **(env or {})},
+            # Offline models only: the stand-ins answer, whatever the developer's shell configures.
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("AUN_")}, **(env or {})},
         )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
