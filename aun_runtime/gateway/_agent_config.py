@@ -24,6 +24,7 @@ ENV_EXPOSE = "AUN_GATEWAY_EXPOSE"
 ENV_ROOT_CA = "AUN_GATEWAY_ROOT_CA"
 ENV_SEED = "AUN_GATEWAY_SEED"
 ENV_PLAINTEXT = "AUN_GATEWAY_PLAINTEXT"
+ENV_RECONNECT = "AUN_GATEWAY_RECONNECT_MAX_DELAY"
 DEFAULT_DATA_DIR = "aun-agent-data"
 _SEED_FILE = "seed"
 
@@ -82,8 +83,8 @@ class GatewayAgentConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> GatewayAgentConfig:
         """A config from ``AUN_GATEWAY_URL``, ``AUN_GATEWAY_DATA``, ``AUN_GATEWAY_EXPOSE`` (comma
-        separated), ``AUN_GATEWAY_ROOT_CA``, ``AUN_GATEWAY_SEED`` and ``AUN_GATEWAY_PLAINTEXT=1``;
-        keyword arguments win over the environment."""
+        separated), ``AUN_GATEWAY_ROOT_CA``, ``AUN_GATEWAY_SEED``, ``AUN_GATEWAY_PLAINTEXT=1`` and
+        ``AUN_GATEWAY_RECONNECT_MAX_DELAY`` (seconds); keyword arguments win over the environment."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         if env.get(ENV_URL):
@@ -98,6 +99,8 @@ class GatewayAgentConfig:
             values["seed"] = env[ENV_SEED]
         if env.get(ENV_PLAINTEXT, "").strip().lower() in ("1", "true", "yes"):
             values["encrypt"] = False
+        if env.get(ENV_RECONNECT):
+            values["reconnect_max_delay"] = float(env[ENV_RECONNECT])
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)  # type: ignore[arg-type]
 

@@ -40,7 +40,7 @@ from .._errors import UndeliverableError
 from ._agent_config import GatewayAgentConfig
 from ._identity import require_client
 from ._link import AIDLink, LinkState
-from ._outbox import Outbox
+from ._outbox import Outbox, OutboxItem
 
 if TYPE_CHECKING:
     from .._runtime import AUNRuntime
@@ -86,6 +86,9 @@ class GatewayAgent:
         self.runtime = runtime
         self.config = config or GatewayAgentConfig.from_env()
         self._links: dict[str, AIDLink] = {}
+        # Messages found in the outbox whose sender is not exposed (yet): they leave once it is, and
+        # stay in the outbox, for a later start, if it never is.
+        self._held: dict[str, list[OutboxItem]] = {}
         self._outbox: Outbox | None = None
         self._seed = ""
 
@@ -109,16 +112,10 @@ class GatewayAgent:
                 raise GatewayAgentError(f"cannot expose {aid}: register it in the runtime first")
         self._seed = self.config.key_seed()
         self._outbox = Outbox(self.config.outbox_path, self.config.outbox_capacity)
+        for item in self._outbox.take_waiting():
+            self._held.setdefault(item.sender, []).append(item)
         for aid in expose:
             self._add_link(aid)
-        for item in self._outbox.take_waiting():
-            link = self._links.get(item.sender)
-            if link is None:
-                self._outbox.remove(item)
-                self.runtime._dead_letter(item.sender, item.message, NotExposedError(
-                    f"{item.sender} is no longer exposed, so its message waiting in the outbox cannot leave"))
-            else:
-                link.enqueue(item)
         self.runtime.set_outbound_route(self)
 
     async def stop(self) -> None:
@@ -131,6 +128,7 @@ class GatewayAgent:
         await self._outbox.close()
         self._outbox = None
         self._links.clear()
+        self._held.clear()
 
     async def __aenter__(self) -> GatewayAgent:
         await self.start()
@@ -157,6 +155,8 @@ class GatewayAgent:
         added = self._unexposed() if self.config.expose is None else []
         for aid in added:
             self._add_link(aid)
+        for aid, items in self._held.items():
+            log.warning("%d message(s) from %s wait in the outbox: it is not exposed, so they stay there", len(items), aid)
         return added
 
     def _unexposed(self) -> list[str]:
@@ -167,6 +167,8 @@ class GatewayAgent:
         assert self._outbox is not None
         link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote, self.runtime._dead_letter)
         self._links[aid] = link
+        for item in self._held.pop(aid, []):  # what it sent before a restart leaves first
+            link.enqueue(item)
         link.start()
 
     async def wait_connected(self, aids: Iterable[str] | None = None) -> None:

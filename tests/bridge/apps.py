@@ -8,8 +8,8 @@
   handles, which is how a test counts handler runs in another process: from its archive.
 * ``counter``: thinks ``got <sender> <n>`` for every numbered message ``n=<n>`` it handles.
 
-With ``stream``, the ``from`` agent sends ``count`` numbered messages to ``to`` as soon as it starts,
-``pace`` seconds apart.
+With ``stream``, the ``from`` agent sends ``count`` numbered messages to ``to``, ``pace`` seconds
+apart: when it starts if ``"at_start": true``, else when it is sent the text ``go``.
 """
 
 from __future__ import annotations
@@ -52,13 +52,20 @@ class Counter(AUNAgent):
 
 
 class Streamer(Counter):
-    """A counter that, on start, sends a numbered stream (from ``BRIDGE_APP``'s ``stream``)."""
+    """A counter that sends a numbered stream (``BRIDGE_APP``'s ``stream``), at start or when told."""
 
     stream: ClassVar[dict[str, Any]] = {}
 
     async def on_start(self) -> None:
-        if self.stream:
+        if self.stream.get("at_start"):
             self.schedule(self._run)
+
+    @event
+    async def on_arrival(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if message.text == "go":
+            self.schedule(self._run)
+        else:
+            await super().on_arrival(message, ctx)
 
     async def _run(self) -> None:
         import asyncio

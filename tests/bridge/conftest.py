@@ -250,7 +250,7 @@ class Children:
             "--gateway-url", gateway.url, "--root-ca", gateway.root_ca_path, "--domain", gateway.issuer,
             "--gateway-data", str(self.tmp_path / name), "--archive", str(self.archive(name)),
         ]
-        env = {"BRIDGE_APP": json.dumps(app), "AUN_GATEWAY_SEED": SEED}
+        env = {"BRIDGE_APP": json.dumps(app), "AUN_GATEWAY_SEED": SEED, "AUN_GATEWAY_RECONNECT_MAX_DELAY": "0.5"}
         child = Child(name, args, env)
         self.started.append(child)
         return child
