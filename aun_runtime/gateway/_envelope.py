@@ -26,8 +26,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from protocols.aun import AUNMessage, UnknownPayload
-from protocols.errors import InvalidMessageError
+from protocols.aun import AUNMessage, UnknownPayload, validate_aid
+from protocols.errors import AUNError, InvalidAIDError, InvalidGroupIdError, InvalidMessageError
 
 __all__ = ["ENVELOPE_KEY", "copy_message_id", "message_from_event", "payload_to_wire", "send_call"]
 
@@ -142,7 +142,22 @@ def message_from_event(event: dict[str, Any], recipient: str, *, group: bool) ->
         )
     else:
         fields["to"] = recipient
-    return AUNMessage.from_dict(fields)
+    try:
+        return AUNMessage.from_dict(fields)
+    except InvalidMessageError:
+        raise
+    except AUNError as exc:  # an AID or group id the runtime cannot carry
+        raise InvalidMessageError(str(exc), field=_bad_identifier(fields, exc)) from None
+
+
+def _bad_identifier(fields: dict[str, Any], error: AUNError) -> str:
+    if isinstance(error, InvalidGroupIdError):
+        return "group_id"
+    try:
+        validate_aid(fields["from_aid"])
+    except (InvalidAIDError, TypeError):
+        return "from_aid"
+    return "payload"  # an AID inside the payload (a mention)
 
 
 def _take_envelope(payload: dict[str, Any]) -> dict[str, Any] | None:
