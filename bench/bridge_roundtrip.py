@@ -1,0 +1,178 @@
+"""Benchmark: agent -> runtime -> gateway agent -> local AUN gateway -> gateway agent -> runtime -> agent,
+against the gateway relay alone and a plain WebSocket echo, in the same run.
+
+Three paths carry the same 100-character text, each measured in the same process against the same
+gateway process (the machine has two cores: one for the gateway, one for everything else):
+
+- bridge: an agent in runtime A sends to an agent in runtime B. The message is committed to A's
+  outbox, leaves through A's AUN client (``fastaun``, end-to-end encrypted by default), is stored by
+  the gateway, pulled or pushed to B's client, published to B's agent, archived, committed, and
+  only then acknowledged. Measured from the send call to the receiving agent's handler. Also run
+  with plaintext direct messages (``--plaintext`` opt-in).
+- relay: what ``bench/gateway_relay.py`` measures: raw JSON-RPC ``message.send`` from A, the push
+  arriving at B, no client library, no runtime, no encryption, no acknowledgement.
+- echo: a plain ``websockets`` server that sends every frame back: one hop out and one back.
+
+Latency: one message at a time. Throughput: a window of messages in flight. Paths alternate over the
+rounds and each figure is the median over rounds. Prints one JSON line with messages/s, p50/p99 and
+the ratios bridge / relay and bridge / echo.
+
+    python bench/bridge_roundtrip.py [--messages 1000] [--window 64] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gateway_relay as relay_bench  # noqa: E402 - the relay's own measurement, reused as is
+
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event  # noqa: E402
+from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig  # noqa: E402
+
+TEXT = "x" * 100
+
+
+class Sink(AUNAgent):
+    """Notes when each message reaches its handler."""
+
+    arrived: ClassVar[asyncio.Queue[float]]
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        Sink.arrived.put_nowait(time.perf_counter())
+
+
+class BridgePath:
+    """Runtime A's agent -> the network -> runtime B's agent, through two gateway agents."""
+
+    def __init__(self, first: AUNRuntime, sender: str, receiver: str) -> None:
+        self.first, self.sender, self.receiver = first, sender, receiver
+
+    async def _send(self) -> None:
+        await self.first.send(self.receiver, TEXT, sender=self.sender)
+
+    async def latency(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            began = time.perf_counter()
+            await self._send()
+            samples.append((await Sink.arrived.get()) - began)
+        return samples
+
+    async def throughput(self, count: int, window: int) -> float:
+        began = time.perf_counter()
+        in_flight = 0
+        for _ in range(count):
+            if in_flight >= window:
+                await Sink.arrived.get()
+                in_flight -= 1
+            await self._send()  # returns once committed to the outbox; delivery goes on meanwhile
+            in_flight += 1
+        for _ in range(in_flight):
+            await Sink.arrived.get()
+        return count / (time.perf_counter() - began)
+
+
+async def bridge(gateway: dict[str, Any], data: Path, name: str, *, encrypt: bool) -> tuple[BridgePath, list[Any]]:
+    issuer = gateway["issuer"]
+    sender, receiver = f"{name}-a.{issuer}", f"{name}-b.{issuer}"
+    started: list[Any] = []
+    runtimes = []
+    for aid, cls in ((sender, AUNAgent), (receiver, Sink)):
+        runtime = AUNRuntime(archive=data / f"{aid}.sqlite", domain=issuer)
+        await runtime.start()
+        if cls is Sink:
+            await runtime.register_agent(aid, Sink)
+        else:
+            await runtime.open_inbox(aid)
+        config = GatewayAgentConfig(data_dir=data / aid, gateway_url=gateway["gateway_url"],
+                                    root_ca_path=gateway["root_ca_path"], encrypt=encrypt, reconnect_max_delay=1.0)
+        agent = GatewayAgent(runtime, config)
+        await agent.start()
+        await agent.wait_connected()
+        started += [agent, runtime]
+        runtimes.append(runtime)
+    return BridgePath(runtimes[0], sender, receiver), started
+
+
+async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
+    logging.getLogger("aun_runtime").setLevel(logging.ERROR)
+    Sink.arrived = asyncio.Queue()
+    payload = {"type": "text", "text": TEXT}
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch)
+        gateway, line = relay_bench.start([sys.executable, "-m", "aun_runtime.gateway", "--port", "0", "--data",
+                                           str(data / "gateway"), "--json", "--rate", "1000000"])
+        echo, port = relay_bench.start([sys.executable, "-c", relay_bench.ECHO_SERVER])
+        started: list[Any] = []
+        try:
+            info = json.loads(line)
+            url, issuer = info["gateway_url"], info["issuer"]
+            alice, bob = f"alice.{issuer}", f"bobby.{issuer}"
+            sender = await relay_bench.connect(url, await relay_bench.login(url, alice), "bench-a")
+            receiver = await relay_bench.connect(url, await relay_bench.login(url, bob), "bench-b")
+
+            def send_frame(i: int) -> str:
+                return json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.send",
+                                   "params": {"to": bob, "payload": payload, "message_id": f"m-{time.perf_counter_ns()}-{i}"}})
+
+            relay = relay_bench.Path(sender, receiver, send_frame).start(
+                lambda text: text.startswith('{"jsonrpc":"2.0","method":"event/message.received"'))
+            echo_ws = await websockets.connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None)
+            baseline = relay_bench.Path(echo_ws, echo_ws, send_frame).start(lambda text: True)
+            encrypted, opened = await bridge(info, data, "sealed", encrypt=True)
+            plaintext, opened_plain = await bridge(info, data, "plain", encrypt=False)
+            started = opened + opened_plain
+            paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "relay": relay, "echo": baseline}
+            for path in paths.values():
+                await path.latency(100)  # warm up (the first encrypted message also fetches the peer's keys)
+            figures: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
+            for _ in range(rounds):
+                for name, path in paths.items():
+                    samples = await path.latency(max(100, messages // 5))
+                    figures[name].append(relay_bench.summary(samples, await path.throughput(messages, window)))
+            await relay.close()
+            await baseline.close()
+        finally:
+            for item in started:
+                await item.stop()
+            for process in (gateway, echo):
+                process.terminate()
+                process.wait(10)
+    result = {name: relay_bench.medians(rounds_) for name, rounds_ in figures.items()}
+
+    def ratio(a: str, b: str, key: str) -> float:
+        return round(result[a][key] / result[b][key], 3)
+
+    return {
+        "bench": "bridge_roundtrip", "messages": messages, "window": window, "rounds": rounds, "text_chars": len(TEXT),
+        **result,
+        "throughput_ratio_bridge_relay": ratio("bridge", "relay", "msgs_per_s"),
+        "throughput_ratio_bridge_echo": ratio("bridge", "echo", "msgs_per_s"),
+        "throughput_ratio_plaintext_relay": ratio("bridge_plaintext", "relay", "msgs_per_s"),
+        "p50_ratio_bridge_relay": ratio("bridge", "relay", "p50_ms"),
+        "p99_ratio_bridge_relay": ratio("bridge", "relay", "p99_ms"),
+        "p50_ratio_bridge_echo": ratio("bridge", "echo", "p50_ms"),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args()
+    print(json.dumps(asyncio.run(main(options.messages, options.window, options.rounds))))
