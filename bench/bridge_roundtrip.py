@@ -1,7 +1,7 @@
 """Benchmark: agent -> runtime -> gateway agent -> local AUN gateway -> gateway agent -> runtime -> agent,
 against the gateway relay alone and a plain WebSocket echo, in the same run.
 
-Three paths carry the same 100-character text, each measured in the same process against the same
+Four paths carry the same 100-character text, each measured in the same process against the same
 gateway process (the machine has two cores: one for the gateway, one for everything else):
 
 - bridge: an agent in runtime A sends to an agent in runtime B. The message is committed to A's
@@ -9,15 +9,18 @@ gateway process (the machine has two cores: one for the gateway, one for everyth
   the gateway, pulled or pushed to B's client, published to B's agent, archived, committed, and
   only then acknowledged. Measured from the send call to the receiving agent's handler. Also run
   with plaintext direct messages (``--plaintext`` opt-in).
+- client: the same AUN client library alone, one client sending (``message.send``, encrypted) and
+  one receiving (its ``message.received`` handler): the floor for anything built on that client, and
+  so what the runtimes, outbox and archive add is bridge / client.
 - relay: what ``bench/gateway_relay.py`` measures: raw JSON-RPC ``message.send`` from A, the push
   arriving at B, no client library, no runtime, no encryption, no acknowledgement.
 - echo: a plain ``websockets`` server that sends every frame back: one hop out and one back.
 
 Latency: one message at a time. Throughput: a window of messages in flight. Paths alternate over the
 rounds and each figure is the median over rounds. Prints one JSON line with messages/s, p50/p99 and
-the ratios bridge / relay and bridge / echo.
+the ratios bridge / client, bridge / relay and bridge / echo.
 
-    python bench/bridge_roundtrip.py [--messages 1000] [--window 64] [--rounds 3]
+    python bench/bridge_roundtrip.py [--messages 500] [--window 64] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -37,10 +40,10 @@ import websockets
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gateway_relay as relay_bench  # noqa: E402 - the relay's own measurement, reused as is
+import gateway_relay as relay_bench  # the relay's own measurement, reused as is
 
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event  # noqa: E402
-from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig  # noqa: E402
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
+from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig
 
 TEXT = "x" * 100
 
@@ -84,6 +87,62 @@ class BridgePath:
         for _ in range(in_flight):
             await Sink.arrived.get()
         return count / (time.perf_counter() - began)
+
+
+class ClientPath:
+    """Two AUN clients and nothing else: ``message.send`` from one, its handler on the other."""
+
+    def __init__(self, sender: Any, receiver: Any) -> None:
+        self.sender, self.receiver = sender, receiver
+        self.arrived: asyncio.Queue[float] = asyncio.Queue()
+        receiver.on("message.received", lambda _: self.arrived.put_nowait(time.perf_counter()))
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    def _send(self) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(self.sender.call("message.send", {"to": self.receiver.aid, "payload": {"type": "text", "text": TEXT}}))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        return task
+
+    async def latency(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            began = time.perf_counter()
+            await self._send()
+            samples.append((await self.arrived.get()) - began)
+        return samples
+
+    async def throughput(self, count: int, window: int) -> float:
+        began = time.perf_counter()
+        in_flight = 0
+        for _ in range(count):
+            if in_flight >= window:
+                await self.arrived.get()
+                in_flight -= 1
+            self._send()
+            in_flight += 1
+        for _ in range(in_flight):
+            await self.arrived.get()
+        return count / (time.perf_counter() - began)
+
+
+async def clients(gateway: dict[str, Any], data: Path) -> tuple[ClientPath, list[Any]]:
+    from aun_core import AIDStore, AUNClient
+    from aun_core.keystore.local_identity_store import LocalIdentityStore
+    from aun_core.logger import NullLogger
+
+    from aun_runtime.gateway._identity import quiet_client
+
+    made = []
+    for name in ("clienta", "clientb"):
+        aid, home = f"{name}.{gateway['issuer']}", data / name
+        LocalIdentityStore(str(home), encryption_seed="bench", logger=NullLogger()).set_metadata_value(aid, "gateway_url", gateway["gateway_url"])
+        store = AIDStore(home, "bench", root_ca_path=gateway["root_ca_path"], logger=NullLogger())
+        await store.register(aid, type="agent")
+        client = quiet_client(AUNClient, store.load(aid).data["aid"], "error")  # type: ignore[index]
+        await client.connect({"auto_reconnect": True})
+        made.append(client)
+    return ClientPath(made[0], made[1]), made
 
 
 async def bridge(gateway: dict[str, Any], data: Path, name: str, *, encrypt: bool) -> tuple[BridgePath, list[Any]]:
@@ -135,8 +194,10 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
             baseline = relay_bench.Path(echo_ws, echo_ws, send_frame).start(lambda text: True)
             encrypted, opened = await bridge(info, data, "sealed", encrypt=True)
             plaintext, opened_plain = await bridge(info, data, "plain", encrypt=False)
+            library, library_clients = await clients(info, data)
             started = opened + opened_plain
-            paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "relay": relay, "echo": baseline}
+            paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "client": library,
+                                     "relay": relay, "echo": baseline}
             for path in paths.values():
                 await path.latency(100)  # warm up (the first encrypted message also fetches the peer's keys)
             figures: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
@@ -146,6 +207,8 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
                     figures[name].append(relay_bench.summary(samples, await path.throughput(messages, window)))
             await relay.close()
             await baseline.close()
+            for client in library_clients:
+                await client.close()
         finally:
             for item in started:
                 await item.stop()
@@ -160,6 +223,8 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
     return {
         "bench": "bridge_roundtrip", "messages": messages, "window": window, "rounds": rounds, "text_chars": len(TEXT),
         **result,
+        "throughput_ratio_bridge_client": ratio("bridge", "client", "msgs_per_s"),
+        "p50_ratio_bridge_client": ratio("bridge", "client", "p50_ms"),
         "throughput_ratio_bridge_relay": ratio("bridge", "relay", "msgs_per_s"),
         "throughput_ratio_bridge_echo": ratio("bridge", "echo", "msgs_per_s"),
         "throughput_ratio_plaintext_relay": ratio("bridge_plaintext", "relay", "msgs_per_s"),
@@ -171,7 +236,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--messages", type=int, default=500)
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
