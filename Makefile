@@ -27,6 +27,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/runtime_throughput.py
 	$(BIN)/python bench/gateway_relay.py
+	$(BIN)/python bench/bridge_roundtrip.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
