@@ -106,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo" and args.gateway:
         from .gateway._agent_demo import DEMO_TEAM_APP, run_gateway_demo
 
+        if args.console:
+            raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "
+                             "`aun-runtime run agents.network:team --gateway-url URL --console`")
+
         return asyncio.run(run_gateway_demo(load_app(DEMO_TEAM_APP), args.archive, print_summary))
     spec = DEMO_APP if args.command == "demo" else args.app
     if args.command == "run" and network_requested(args):

@@ -96,7 +96,16 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
     gateway = GatewayAgent(runtime, config)
     await runtime.start()
     watchers: list[asyncio.Task[None]] = []
+    console: Any = None
     try:
+        if getattr(args, "console", False):  # watch the network traffic live, as any run
+            from ..console import Console
+
+            console = Console(runtime, host=args.host, port=args.port, allow_send=args.allow_send)
+            url = await console.start()
+            _emit(args, "console", url=url)
+            if not args.json:
+                print(f"console: {url}", flush=True)
         # The route is there before the application runs: what its agents say first goes out too.
         await gateway.start()
         await app(runtime)
@@ -111,6 +120,8 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
     finally:
         for watcher in watchers:
             watcher.cancel()
+        if console is not None:
+            await console.stop()
         stats = gateway.stats
         await gateway.stop()
         await runtime.stop()

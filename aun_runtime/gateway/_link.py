@@ -213,6 +213,7 @@ class AIDLink:
     async def _take_page(self, page: dict[str, Any], *, group: bool) -> None:
         # The client acknowledges the page to the network when this returns, and not if it raises.
         arrivals: list[tuple[AUNMessage, str]] = []
+        refused = self.stats.refused
         for item in page.get("items") or ():
             event, body = item.get("event"), item.get("payload")
             if event not in _INBOUND_EVENTS or not isinstance(body, dict) or body.get("kind"):
@@ -223,6 +224,8 @@ class AIDLink:
                 self.stats.refused += 1
                 origin = f"message {body.get('message_id')!r} from {body.get('from') or body.get('sender_aid')!r}"
                 self._dead_letter(self.aid, None, InvalidMessageError(f"{origin} arrived from the network, unusable: {exc}"))
+        if not arrivals and refused == self.stats.refused:
+            return  # recalls and hints only: nothing was recorded, nothing to wait for
         self.stats.received += len(arrivals)
         task = asyncio.current_task()
         if task is not None:

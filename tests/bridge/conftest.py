@@ -244,11 +244,14 @@ class Children:
         port = int(line["gateway_url"].rsplit(":", 1)[1].split("/")[0])
         return child, GatewayInfo(line["gateway_url"], line["issuer"], line["root_ca_path"]), port
 
-    def runtime(self, name: str, gateway: GatewayInfo, app: dict[str, Any], app_spec: str = "tests.bridge.apps:app") -> Child:
+    def runtime(
+        self, name: str, gateway: GatewayInfo, app: dict[str, Any], app_spec: str = "tests.bridge.apps:app",
+        extra: tuple[str, ...] = (),
+    ) -> Child:
         args = [
             sys.executable, "-m", "aun_runtime", "run", app_spec, "--json",
             "--gateway-url", gateway.url, "--root-ca", gateway.root_ca_path, "--domain", gateway.issuer,
-            "--gateway-data", str(self.tmp_path / name), "--archive", str(self.archive(name)),
+            "--gateway-data", str(self.tmp_path / name), "--archive", str(self.archive(name)), *extra,
         ]
         env = {"BRIDGE_APP": json.dumps(app), "AUN_GATEWAY_SEED": SEED, "AUN_GATEWAY_RECONNECT_MAX_DELAY": "0.5"}
         child = Child(name, args, env)

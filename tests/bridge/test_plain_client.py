@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import aiohttp
+
 from aun_runtime import RecordKind
 
 from .conftest import Children, PlainClient, eventually, read_archive
@@ -16,7 +18,7 @@ async def test_a_plain_client_gives_the_reflection_team_a_task_and_gets_what_the
 ) -> None:
     _, gateway, _ = await children.gateway(tmp_path / "gateway")
     issuer = gateway.issuer
-    team = children.runtime("team", gateway, {}, app_spec="agents.network:team")
+    team = children.runtime("team", gateway, {}, app_spec="agents.network:team", extra=("--console", "--port", "0"))
     coder, reviewer, twice, quiet = (f"{name}.{issuer}" for name in ("coder", "reviewer", "twice", "quiet"))
     await team.connected(coder, f"executor.{issuer}", reviewer, twice, quiet)
     user = await plain_clients(gateway, "user")
@@ -56,5 +58,10 @@ async def test_a_plain_client_gives_the_reflection_team_a_task_and_gets_what_the
     assert (first.from_aid, first.message_id, first.seq) == (user.aid, sent["message_id"], sent["seq"])
     assert archive.dead_letters() == []
     archive.close()
+    # The console beside the served runtime shows the traffic from the network too.
+    console = await team.wait_for(lambda line: line.get("event") == "console")
+    async with aiohttp.ClientSession() as session, session.get(f"{console['url'].rstrip('/')}/api/records?limit=500") as response:
+        assert response.status == 200
+        assert sent["message_id"] in await response.text()
     assert user.direct.empty()  # and nothing more came
     assert team.terminate() == 0
