@@ -21,9 +21,10 @@ from ._events import GatewayEvent, GatewayEvents
 from ._gateway_agent import GatewayAgent, GatewayAgentError, GatewayAgentStats, NotExposedError
 from ._identity import IdentityError, NetworkClientMissingError
 from ._limits import GatewayLimits
-from ._link import LinkState, NetworkRefusedError
+from ._link import LinkState
 from ._outbox import OutboxFullError, OutboxWriteError
 from ._server import GatewayServer
+from ._verdict import NetworkRefusedError
 
 __all__ = [
     "ErrorCode",

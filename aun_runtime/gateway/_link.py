@@ -29,13 +29,13 @@ from typing import Any
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
-from .._errors import UndeliverableError
 from ._agent_config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._identity import IdentityError, open_client
 from ._outbox import Outbox, OutboxItem
+from ._verdict import NetworkRefusedError, Verdict, describe, judge
 
-__all__ = ["AIDLink", "LinkState", "LinkStats", "NetworkRefusedError"]
+__all__ = ["AIDLink", "LinkState", "LinkStats"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -46,15 +46,16 @@ READY_POLL = 0.25
 #: ``retry_max_delay``.
 FIRST_RETRY_DELAY = 0.2
 
+#: How often the link looks whether the client has given up reconnecting, in seconds (besides
+#: ``state_change`` events, which queue behind message deliveries).
+SUPERVISE_POLL = 1.0
+#: Client states after which it does not reconnect by itself.
+_GAVE_UP = frozenset({"connection_failed", "closed", "standby", "no_identity"})
+
 Deliver = Callable[[list[tuple[AUNMessage, str]]], Awaitable[None]]
 DeadLetter = Callable[[str, AUNMessage | None, BaseException], None]
 
 _INBOUND_EVENTS = frozenset({"message.received", "group.message_created"})
-
-
-class NetworkRefusedError(UndeliverableError):
-    """The AUN network refused a message for good (unknown recipient, not a group member...), or
-    kept failing it for a reason other than the connection; it was recorded as a dead letter."""
 
 
 class LinkState(Enum):
@@ -82,12 +83,6 @@ class LinkStats:
 class _Lane:
     items: deque[OutboxItem] = field(default_factory=deque)
     task: asyncio.Task[None] | None = None
-
-
-class _Verdict(Enum):
-    CONNECTION = "connection"  # wait for the client to be ready, then again, for as long as it takes
-    RETRY = "retry"  # again after a pause, up to max_attempts
-    REFUSED = "refused"  # never: a dead letter
 
 
 class AIDLink:
@@ -170,6 +165,14 @@ class AIDLink:
         client.on("message.batch", self._on_direct_page)
         client.on("group.message_batch", self._on_group_page)
         client.on("state_change", self._on_state_change)
+        await self._connect()
+        self._connected.set()
+        log.info("%s is on the AUN network", self.aid)
+        await self._supervise()
+
+    async def _connect(self) -> None:
+        """``connect`` until it succeeds. The client reconnects by itself once connected, but not
+        before its first connection, nor after the gateway closed it with a code that says stop."""
         options = {
             "auto_reconnect": True,
             "retry_initial_delay": min(0.5, self.config.reconnect_max_delay),
@@ -178,18 +181,27 @@ class AIDLink:
         delay = FIRST_RETRY_DELAY
         while True:
             try:
-                await client.connect(options)
+                await self.client.connect(options)
                 break
-            except Exception as exc:  # the first connection: the client retries by itself only after it
+            except Exception as exc:
                 self.error = exc
-                log.warning("%s cannot connect to the AUN network yet (%s); trying again in %.1f s", self.aid, exc, delay)
+                log.warning("%s cannot connect to the AUN network (%s); trying again in %.1f s", self.aid, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.reconnect_max_delay)
         self.error = None
         self.state = LinkState.CONNECTED
-        self._connected.set()
         self._state_changed.set()
-        log.info("%s is on the AUN network", self.aid)
+
+    async def _supervise(self) -> None:
+        """Connect again whenever the client has given up (its own reconnecting is left to it)."""
+        while True:
+            self._state_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), SUPERVISE_POLL)
+            if str(getattr(self.client.state, "value", self.client.state)) in _GAVE_UP:
+                log.warning("%s: the AUN client stopped reconnecting (%s); connecting again", self.aid, self.client.state)
+                self.state = LinkState.RECONNECTING
+                await self._connect()
 
     def _on_state_change(self, event: dict[str, Any]) -> None:
         if self.client is not None and self._connected.is_set() and not self._stopping:
@@ -269,19 +281,19 @@ class AIDLink:
             try:
                 await self.client.call(method, params)
             except Exception as exc:
-                verdict = _judge(exc)
-                if verdict is not _Verdict.CONNECTION:
+                verdict = judge(exc)
+                if verdict is not Verdict.CONNECTION:
                     failures += 1
-                if verdict is _Verdict.REFUSED or failures >= self.config.max_attempts:
+                if verdict is Verdict.REFUSED or failures >= self.config.max_attempts:
                     self.stats.dead_letters += 1
-                    reason = f"the AUN network refused {method} to {item.lane}: {_describe(exc)}"
-                    if verdict is not _Verdict.REFUSED:
+                    reason = f"the AUN network refused {method} to {item.lane}: {describe(exc)}"
+                    if verdict is not Verdict.REFUSED:
                         reason += f" (tried {failures} times)"
                     self._dead_letter(item.sender, item.message, NetworkRefusedError(reason))
                     return
                 self.stats.retries += 1
-                log.info("%s: %s to %s failed (%s); trying again", self.aid, method, item.lane, _describe(exc))
-                await asyncio.sleep(delay if verdict is _Verdict.RETRY else min(delay, READY_POLL))
+                log.info("%s: %s to %s failed (%s); trying again", self.aid, method, item.lane, describe(exc))
+                await asyncio.sleep(delay if verdict is Verdict.RETRY else min(delay, READY_POLL))
                 delay = min(delay * 2, self.config.retry_max_delay)
             else:
                 self.stats.sent += 1
@@ -306,23 +318,6 @@ class AIDLink:
         except Exception:
             return False
         return True
-
-
-def _judge(exc: BaseException) -> _Verdict:
-    from aun_core import errors
-
-    if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.SessionError | OSError | TimeoutError):
-        return _Verdict.CONNECTION
-    if isinstance(exc, errors.AUNError) and (exc.retryable or isinstance(exc, errors.RateLimitError | errors.E2EEError | errors.AuthError)):
-        return _Verdict.RETRY  # a rate limit, a recipient with no keys published yet, a token being renewed
-    if isinstance(exc, errors.ValidationError | errors.PermissionError | errors.GroupError | errors.NotFoundError):
-        return _Verdict.REFUSED
-    return _Verdict.RETRY
-
-
-def _describe(exc: BaseException) -> str:
-    code = getattr(exc, "code", None)
-    return f"{type(exc).__name__}{f' {code}' if code not in (None, -1) else ''}: {exc}"
 
 
 def _spawn(coroutine: Awaitable[None], name: str) -> asyncio.Task[None]:

@@ -224,3 +224,20 @@ async def test_the_loop_guard_stops_a_storm_that_crosses_the_network(gateway: Ga
     stops = first.archive.records(kinds=[RecordKind.LOOP_STOP]) + second.archive.records(kinds=[RecordKind.LOOP_STOP])
     assert len(stops) == 1 and stops[0].message is not None and stops[0].message.hops == 7
     assert first.stats.sent + second.stats.sent == 7  # hops 0 to 6, each message once
+
+
+async def test_a_client_the_gateway_told_to_stay_away_is_connected_again(
+    gateway: GatewayServer, bridged: Bridged, plain_clients: Clients
+) -> None:
+    info = info_of(gateway)
+    desk = f"desk.{info.issuer}"
+    runtime, agent = await bridged(info, "desk", inbox_named("desk"))
+    inbox = await runtime.agent_instance(desk, Inbox)
+    user = await plain_clients(info, "user")
+    connections = len(gateway.events.find("connected", aid=desk))
+    await gateway.disconnect(desk, code=4003)  # a close code after which the AUN client does not reconnect
+    await gateway.events.wait("disconnected", aid=desk)
+    await user.send(desk, {"type": "text", "text": "are you back?"})
+    arrived = await inbox.next(timeout=30)
+    assert arrived is not None and arrived.text == "are you back?"
+    assert len(gateway.events.find("connected", aid=desk)) > connections
