@@ -22,7 +22,7 @@ from aun_runtime import (
     UnknownAIDError,
     event,
 )
-from aun_runtime.gateway import GatewayAgent, GatewayServer, NotExposedError
+from aun_runtime.gateway import GatewayAgent, GatewayServer, LinkState, NotExposedError
 from aun_runtime.gateway._envelope import ENVELOPE_KEY
 from protocols.aun import Payload, payload_from_json
 
@@ -234,6 +234,7 @@ async def test_a_client_the_gateway_told_to_stay_away_is_connected_again(
     runtime, agent = await bridged(info, "desk", inbox_named("desk"))
     inbox = await runtime.agent_instance(desk, Inbox)
     user = await plain_clients(info, "user")
+    assert agent.states() == {desk: LinkState.CONNECTED}
     connections = len(gateway.events.find("connected", aid=desk))
     await gateway.disconnect(desk, code=4003)  # a close code after which the AUN client does not reconnect
     await gateway.events.wait("disconnected", aid=desk)
@@ -241,3 +242,4 @@ async def test_a_client_the_gateway_told_to_stay_away_is_connected_again(
     arrived = await inbox.next(timeout=30)
     assert arrived is not None and arrived.text == "are you back?"
     assert len(gateway.events.find("connected", aid=desk)) > connections
+    assert agent.states() == {desk: LinkState.CONNECTED}
