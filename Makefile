@@ -27,6 +27,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/runtime_throughput.py
 	$(BIN)/python bench/gateway_relay.py
+	$(BIN)/python bench/grpc_workers.py
 	$(BIN)/python bench/bridge_roundtrip.py
 
 clean:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from ._core import (
     inbox_topic_type,
     register_wire_serializers,
 )
+from ._directory import AIDStatus, Directory
 from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,
@@ -112,7 +114,10 @@ class AUNRuntime:
         block_timeout: how long a sender waits for room under ``block``.
         dedup_window: how many recent message keys each agent remembers.
         core: the autogen-core runtime that carries the messages (default: a fresh
-            :class:`AUNSingleThreadedRuntime`).
+            :class:`AUNSingleThreadedRuntime`). A core that keeps its own archive (a distributed
+            worker journals into it) supplies it when ``archive`` is not given; a core with a
+            ``directory`` (:class:`~aun_runtime._directory.Directory`) tells the runtime about AIDs
+            and groups held by other processes, and then holds the groups.
 
     Example:
         .. code-block:: python
@@ -138,6 +143,11 @@ class AUNRuntime:
     ) -> None:
         if max_hops < 1:
             raise ValueError("max_hops must be at least 1")
+        core_archive = getattr(core, "archive", None)
+        if isinstance(core_archive, Archive):
+            if archive is not None and archive is not core_archive:
+                raise ValueError("this core keeps its own archive: pass the archive to the core, not here")
+            archive = core_archive
         self.archive = archive if isinstance(archive, Archive) else Archive(archive or ":memory:")
         self.domain = domain
         self.max_hops = max_hops
@@ -152,6 +162,8 @@ class AUNRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
+        directory = getattr(self.core, "directory", None)
+        self._directory: Directory | None = directory if isinstance(directory, Directory) else None
         self._outbound: OutboundRoute | None = None
         register_wire_serializers(self.core)
 
@@ -175,7 +187,9 @@ class AUNRuntime:
             return
         start = getattr(self.core, "start", None)
         if start is not None:
-            start()
+            started = start()
+            if inspect.isawaitable(started):  # a worker's start connects to its host
+                await started
         self._running = True
         for endpoint in list(self._endpoints.values()):
             if endpoint.eager:
@@ -363,6 +377,8 @@ class AUNRuntime:
 
     def groups(self) -> list[GroupInfo]:
         """Every group of this runtime as it stands now."""
+        if self._directory is not None:
+            return [info for gid in self._directory.group_ids() if (info := self._directory.group(gid))]
         return [self.group(group_id) for group_id in self._groups]
 
     def mailbox(self, aid: str) -> Mailbox:
@@ -384,6 +400,8 @@ class AUNRuntime:
         validate_aid(aid)
         if aid in self._endpoints:
             return True
+        if self._directory is not None and self._directory.aid_status(aid) is AIDStatus.HELD:
+            return True
         if self._outbound is not None:
             return await self._outbound.ping(aid)
         if aid_domain(aid) == self.domain:
@@ -400,6 +418,9 @@ class AUNRuntime:
     ) -> GroupInfo:
         """Create a group. ``dispatch_mode`` also accepts ``disabled`` and ``mention-only``."""
         validate_group_id(group_id)
+        if self._directory is not None:
+            member_list = [validate_aid(aid) for aid in members]
+            return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
         if group_id in self._groups:
             raise AgentRegistrationError(f"group {group_id} already exists")
         group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
@@ -410,6 +431,9 @@ class AUNRuntime:
 
     async def add_member(self, group_id: str, aid: str) -> None:
         """Add ``aid`` to a group; it sees the group's messages posted from now on."""
+        if self._directory is not None:
+            await self._directory.add_member(group_id, validate_aid(aid))
+            return
         group = self._group(group_id)
         validate_aid(aid)
         if aid in group.members:
@@ -430,6 +454,9 @@ class AUNRuntime:
     async def remove_member(self, group_id: str, aid: str) -> None:
         """Remove ``aid`` from a group; it sees nothing posted after this, and still gets what was
         posted before (those messages were sent to it)."""
+        if self._directory is not None:
+            await self._directory.remove_member(group_id, aid)
+            return
         group = self._group(group_id)
         if aid not in group.members:
             return
@@ -456,10 +483,18 @@ class AUNRuntime:
 
     async def set_dispatch_mode(self, group_id: str, mode: DispatchMode | str) -> None:
         """Change a group's mode. Messages already sent keep the mode they were sent with."""
+        if self._directory is not None:
+            await self._directory.set_dispatch_mode(group_id, parse_dispatch_mode(mode))
+            return
         self._group(group_id).dispatch_mode = parse_dispatch_mode(mode)
 
     def group(self, group_id: str) -> GroupInfo:
         """The group as it stands now."""
+        if self._directory is not None:
+            info = self._directory.group(group_id)
+            if info is None:
+                raise UnknownGroupError(f"no group {group_id!r}; create it with create_group()")
+            return info
         group = self._group(group_id)
         return GroupInfo(group.group_id, frozenset(group.members), group.dispatch_mode)
 
@@ -532,6 +567,10 @@ class AUNRuntime:
         else:
             thread, hops = cause.thread or cause.message_id, cause.hops + 1
         group = self._groups.get(group_id) if group_id is not None else None
+        mode = group.dispatch_mode if group is not None else None
+        if group_id is not None and self._directory is not None:
+            info = self._directory.group(group_id)
+            mode = info.dispatch_mode if info is not None else None
         # The message is built once, when its seq is known; until then it is these fields.
         fields: dict[str, Any] = {
             "message_id": message_id,
@@ -542,7 +581,7 @@ class AUNRuntime:
             "in_reply_to": in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to,
             "thread": thread,
             "hops": hops,
-            "dispatch_mode": group.dispatch_mode if group is not None else None,
+            "dispatch_mode": mode,
         }
         if hops > self.max_hops:
             self.stats.loop_stops += 1
@@ -550,7 +589,9 @@ class AUNRuntime:
             self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), AUNMessage(**fields))
             logger.warning("loop guard: %s", error)
             raise error
-        if group_id is not None:
+        if group_id is not None and self._directory is not None:
+            message = await self._publish_to_members(group_id, fields, self._directory)
+        elif group_id is not None:
             message = await self._publish_to_group(group_id, fields)
         else:
             message = await self._publish_direct(validate_aid(to or ""), fields)
@@ -559,8 +600,10 @@ class AUNRuntime:
 
     async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
-        if target is None and self._outbound is not None:
+        if target is None and self._outbound is not None and not self._held_elsewhere(to):
             return await send_out(self, self._outbound, AUNMessage(**fields), to)
+        if target is None and self._directory is not None:
+            return await self._publish_remote(to, AUNMessage(**fields), self._directory)
         if target is None:
             raise self._undeliverable(AUNMessage(**fields), self._no_agent(to))
         message_id = fields["message_id"]
@@ -629,17 +672,80 @@ class AUNRuntime:
                 self._dead_letter(aid, message, self._no_agent(aid))
         return message
 
+    async def _publish_remote(self, to: str, message: AUNMessage, directory: Directory) -> AUNMessage:
+        """A direct message to an AID this process does not hold, with a directory to ask."""
+        status = directory.aid_status(to)
+        if status is AIDStatus.UNKNOWN and (aid_domain(to) != self.domain or not directory.keeps_undeliverable):
+            raise self._undeliverable(message, self._no_agent(to))
+        if status is not AIDStatus.UNKNOWN:  # held, or away: kept for it until it is back
+            self.archive.record(message.from_aid, RecordKind.SENT, message)
+        await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
+        if status is AIDStatus.UNKNOWN:
+            raise self._undeliverable(
+                message,
+                UnknownAIDError(
+                    f"no worker holds {to}: the message is kept and will be delivered if a worker registers it"
+                ),
+            )
+        return message
+
+    async def _publish_to_members(self, group_id: str, fields: dict[str, Any], directory: Directory) -> AUNMessage:
+        """A group message through a directory: one copy to each member the sender sees now.
+
+        Members held here or by another process (or away) get their copy; a member nobody holds
+        gets a dead letter instead, as in one process.
+        """
+        info = directory.group(group_id)
+        sender = fields["from_aid"]
+        message = AUNMessage(**fields)
+        if info is None and self._outbound is not None:
+            return await send_out(self, self._outbound, message, None)
+        if info is None:
+            raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r}"))
+        if sender not in info.members:
+            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
+            self._dead_letter(sender, message, error)
+            raise error
+        reserved: list[tuple[str, Mailbox]] = []
+        for aid in sorted(info.members - {sender}):
+            endpoint = self._endpoints.get(aid)
+            if endpoint is not None and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
+                with contextlib.suppress(MailboxFullError):
+                    await endpoint.mailbox.reserve(message.message_id)
+                    reserved.append((aid, endpoint.mailbox))
+        # Membership may have changed while waiting for room: the members seen now receive it.
+        info = directory.group(group_id) or info
+        for aid, mailbox in reserved:
+            if aid not in info.members:
+                mailbox.cancel_reservation(message.message_id)
+        self.archive.record(sender, RecordKind.SENT, message)
+        core_sender = agent_id(sender) if sender in self._endpoints else None
+        for aid in sorted(info.members - {sender}):
+            if aid not in self._endpoints and directory.aid_status(aid) is AIDStatus.UNKNOWN:
+                if self._outbound is not None:
+                    await send_copy_out(self, self._outbound, message, aid)
+                else:
+                    self._dead_letter(aid, message, self._no_agent(aid))
+                continue
+            await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
+        return message
+
     # -- the network seam (see _route.py) -----------------------------------------------------------
 
     def set_outbound_route(self, route: OutboundRoute | None) -> None:
         """Send what this runtime cannot deliver itself through ``route`` (a gateway agent); None
-        restores dead letters. With a route, an AID is local exactly when it is registered here."""
+        restores dead letters. With a route, an AID is local exactly when it is registered here (or,
+        with a directory, held by another process of this cluster)."""
         self._outbound = route
 
     async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
         """Deliver messages that came from the network to local recipients, ``(message, recipient)``
         in arrival order; return once the archive has committed every recipient's verdict."""
         await deliver_remote(self, arrivals)
+
+    def _held_elsewhere(self, aid: str) -> bool:
+        """True if another process of this cluster holds (or held) ``aid``: it is not the network's."""
+        return self._directory is not None and self._directory.aid_status(aid) is not AIDStatus.UNKNOWN
 
     # -- failures ----------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import cast
 
 from ._runtime import AUNRuntime
+from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._agent_cli import add_network_options, network_requested, run_on_network
 from .gateway._cli import add_gateway_parser, run_gateway
 
@@ -94,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_console_options(run)
     add_console_command(commands)
     add_gateway_parser(commands)
+    add_distributed_commands(commands)
     args = parser.parse_args(argv)
 
     logging.basicConfig(
@@ -103,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_console(args)
     if args.command == "gateway":
         return run_gateway(args)
+    if hasattr(args, "run"):  # a subcommand that brings its own entry point (host, worker, status)
+        return int(args.run(args))
     if args.command == "demo" and args.gateway:
         from .gateway._agent_demo import DEMO_TEAM_APP, run_gateway_demo
 

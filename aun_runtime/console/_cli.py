@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from .._runtime import AUNRuntime
+from .._signals import stop_on_signal
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
@@ -142,16 +142,7 @@ async def _start(console: Console) -> str:
 
 
 async def _wait_for_stop() -> None:
-    # Ctrl-C cancels the main task (asyncio.run does that); SIGTERM ends the wait the same way.
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError):  # no signal handlers on some platforms
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        with contextlib.suppress(NotImplementedError):
-            loop.remove_signal_handler(signal.SIGTERM)
+    await stop_on_signal().wait()
 
 
 def _run_until_stopped(main: Coroutine[Any, Any, None]) -> int:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from .._runtime import AUNRuntime
+from .._signals import stop_on_signal
 from ._agent_config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._gateway_agent import GatewayAgent, GatewayAgentError
 
@@ -87,11 +86,7 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
         encrypt=False if args.plaintext else None,
     )
     domain = args.domain or await announced_issuer(config.gateway_url) or "local"
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signal()
     runtime = AUNRuntime(archive=args.archive, domain=domain)
     gateway = GatewayAgent(runtime, config)
     await runtime.start()

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from .._signals import stop_on_signal
 from ._errors import GatewayStartError
 from ._limits import GatewayLimits
 from ._server import GatewayServer
@@ -32,35 +31,49 @@ def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
         "gateway", help="run a local AUN gateway (WebSocket JSON-RPC + PKI over HTTP on one port)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})")
-    parser.add_argument("--data", default=DEFAULT_DATA, help=f"data directory: SQLite file and PKI (default: ./{DEFAULT_DATA})")
-    parser.add_argument("--issuer", default=None, help="AID domain, fixed at the first start of a data directory "
-                        "(default: aun.localhost)")
-    parser.add_argument("--rate", type=float, default=None, help="requests per second per connection (default: 500)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--data",
+        default=DEFAULT_DATA,
+        help=f"data directory: SQLite file and PKI (default: ./{DEFAULT_DATA})",
+    )
+    parser.add_argument(
+        "--issuer",
+        default=None,
+        help="AID domain, fixed at the first start of a data directory (default: aun.localhost)",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=None, help="requests per second per connection (default: 500)"
+    )
     parser.add_argument("--json", action="store_true", help="print the connection details as one JSON line")
     return parser
 
 
 def _describe(info: dict[str, Any]) -> str:
-    return "\n".join([
-        "AUN gateway running",
-        f"  gateway URL  {info['gateway_url']}",
-        f"  issuer       {info['issuer']}   (register AIDs as <name>.{info['issuer']})",
-        f"  root CA      {info['root_ca_path']}   (clients trust it: AIDStore(..., root_ca_path=...))",
-        f"  data         {info['data_dir']}",
-        "Stop with Ctrl+C.",
-    ])
+    return "\n".join(
+        [
+            "AUN gateway running",
+            f"  gateway URL  {info['gateway_url']}",
+            f"  issuer       {info['issuer']}   (register AIDs as <name>.{info['issuer']})",
+            f"  root CA      {info['root_ca_path']}   (clients trust it: AIDStore(..., root_ca_path=...))",
+            f"  data         {info['data_dir']}",
+            "Stop with Ctrl+C.",
+        ]
+    )
 
 
 async def serve(args: argparse.Namespace) -> None:
-    limits = GatewayLimits() if args.rate is None else GatewayLimits(rate_per_second=args.rate,
-                                                                      rate_burst=max(1, int(args.rate * 2)))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # not on every platform
-            loop.add_signal_handler(signum, stop.set)
-    async with GatewayServer(args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits) as server:
+    limits = (
+        GatewayLimits()
+        if args.rate is None
+        else GatewayLimits(rate_per_second=args.rate, rate_burst=max(1, int(args.rate * 2)))
+    )
+    stop = stop_on_signal()
+    async with GatewayServer(
+        args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits
+    ) as server:
         info = server.describe()
         print(json.dumps(info) if args.json else _describe(info), flush=True)
         await stop.wait()
@@ -77,7 +90,9 @@ def run_gateway(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m aun_runtime.gateway``: the same command without the ``aun-runtime`` prefix."""
-    parser = argparse.ArgumentParser(prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0]
+    )
     commands = parser.add_subparsers(dest="command")
     add_gateway_parser(commands)
     return run_gateway(parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)]))

@@ -7,12 +7,14 @@ it to the same rules.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
 from aun_runtime import AUNRuntime, AUNSingleThreadedRuntime
+from aun_runtime.distributed import worker_runtime
 
 RuntimeFactory = Callable[..., Awaitable[AUNRuntime]]
 
@@ -21,15 +23,35 @@ def _single_threaded(**options: Any) -> AUNRuntime:
     return AUNRuntime(core=AUNSingleThreadedRuntime(), **options)
 
 
+def _grpc_worker(host: str, **options: Any) -> AUNRuntime:
+    """A worker of a host running in its own process (one host for the whole session)."""
+    return worker_runtime(host, **options)
+
+
+_grpc_worker.needs_host = True  # type: ignore[attr-defined]
+
 RUNTIME_KINDS: dict[str, Callable[..., AUNRuntime]] = {
     "single-threaded": _single_threaded,
+    "grpc-worker": _grpc_worker,
 }
+
+
+@pytest.fixture(scope="session")
+def grpc_host() -> Iterator[str]:
+    """An ``aun-runtime host`` process on a free loopback port, killed after the session."""
+    from cluster.processes import start_host
+
+    process, address = start_host()
+    yield address
+    process.kill()
 
 
 @pytest.fixture(params=sorted(RUNTIME_KINDS))
 async def make_runtime(request: pytest.FixtureRequest) -> AsyncIterator[RuntimeFactory]:
     """``runtime = await make_runtime(max_hops=4)``: a runtime of the kind under test, stopped after."""
     build = RUNTIME_KINDS[request.param]
+    if getattr(build, "needs_host", False):
+        build = functools.partial(build, request.getfixturevalue("grpc_host"))
     made: list[AUNRuntime] = []
 
     async def make(**options: Any) -> AUNRuntime:

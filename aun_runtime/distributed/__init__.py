@@ -1,0 +1,77 @@
+"""Distributed workers: agents in several processes or machines, with the same AUN semantics.
+
+A cluster is one host (:class:`AUNHost`, autogen-ext's gRPC host with AUN additions) and any number
+of workers (:class:`WorkerRuntime`, autogen-ext's gRPC worker runtime made reliable), each the core
+of an :class:`~aun_runtime.AUNRuntime`. Agents behave exactly as in one process: mailbox, channel,
+archive, loop guard, dead letters, no RPC.
+
+How nothing gets lost (the mechanism, in short; the modules say more):
+
+* **A durable outbox per sender.** Every direct or group message a worker sends to an AID gets the
+  next number in that worker's stream to the AID and a row in the worker's journal (an extra table
+  in its archive file). It is sent once that row is committed and stays until the receiving worker
+  acknowledges it; it is sent again, in order, after a reconnect, when the AID is held again after
+  its worker restarted, or (last resort) after a silence.
+* **Acknowledged after the commit.** A receiving worker hands a stream's messages to the agent once
+  and in order. What the handler causes (its ``received`` record, thoughts, outgoing messages) and
+  the stream position are committed together when it returns; only then do the outgoing messages
+  leave and the acknowledgement go back (through the host, on ``aun.ack.<worker>``). So a worker
+  killed with SIGKILL and restarted handles every message exactly once: what it had committed is
+  skipped, what it had not is handled again, and nothing it did half-way had left the process.
+* **Kept for absent AIDs.** A message to an AID whose worker is away (crashed, restarting, cut off)
+  waits in the sender's outbox until the AID is held again. A message to an AID nobody holds is
+  refused with :class:`~aun_runtime.UnknownAIDError` and a dead letter, *and* kept: it is delivered
+  if a worker registers that AID later.
+* **Reconnect.** Workers reconnect after any loss of the host and register again; the host keeps a
+  directory of AIDs and groups (rebuilt from the workers after a host restart) and sends it to all.
+
+Example:
+    .. code-block:: python
+
+        from aun_runtime.distributed import worker_runtime
+
+        runtime = worker_runtime("127.0.0.1:50051", archive="coder.sqlite")
+        await runtime.register_agent("coder.local", Coder)
+        await runtime.start()
+"""
+
+from pathlib import Path
+from typing import Any
+
+from .._runtime import AUNRuntime
+from ._errors import HostUnavailableError, OutboxFullError
+from ._host import DEFAULT_HOST_ADDRESS, AUNHost
+from ._servicer import HostStats
+from ._tls import HostTLS, TLSConfig
+from ._worker import WorkerRuntime, WorkerStats
+
+__all__ = [
+    "DEFAULT_HOST_ADDRESS",
+    "AUNHost",
+    "HostStats",
+    "HostTLS",
+    "HostUnavailableError",
+    "OutboxFullError",
+    "TLSConfig",
+    "WorkerRuntime",
+    "WorkerStats",
+    "worker_runtime",
+]
+
+
+def worker_runtime(
+    host_address: str,
+    *,
+    archive: str | Path = ":memory:",
+    name: str | None = None,
+    tls: TLSConfig | None = None,
+    connect_timeout: float | None = 30.0,
+    **options: Any,
+) -> AUNRuntime:
+    """An :class:`~aun_runtime.AUNRuntime` whose core is a :class:`WorkerRuntime` of the host.
+
+    ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``, ``mailbox_capacity``, ...).
+    Nothing connects until ``await runtime.start()``.
+    """
+    core = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
+    return AUNRuntime(core=core, **options)

@@ -1,0 +1,153 @@
+"""``aun-runtime host`` and ``aun-runtime worker``: a cluster from the command line.
+
+``aun-runtime host --address 127.0.0.1:50051`` serves until SIGINT/SIGTERM. ``aun-runtime worker
+--host 127.0.0.1:50051 --app module:function`` connects, runs the app (an ``async def app(runtime)``
+that registers agents and groups, exactly as for ``aun-runtime run``), then serves until SIGINT or
+SIGTERM. Both print one ``ready`` line on stdout once they serve (scripts wait for it) and log one
+line per lifecycle event on stderr. ``aun-runtime status --host ...`` prints the host's counters and
+directory as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+from .._signals import stop_on_signal
+from ._host import DEFAULT_HOST_ADDRESS, AUNHost
+from ._tls import HostTLS, TLSConfig
+
+__all__ = ["add_commands"]
+
+logger = logging.getLogger("aun_runtime.distributed")
+
+
+def add_commands(commands: Any) -> None:
+    """Add the ``host`` and ``worker`` subcommands to the ``aun-runtime`` parser."""
+    host = commands.add_parser("host", help="serve the host of a cluster of workers")
+    host.add_argument(
+        "--address",
+        default=DEFAULT_HOST_ADDRESS,
+        help=f"host:port to bind (default {DEFAULT_HOST_ADDRESS}; port 0 picks one)",
+    )
+    host.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
+    host.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    host.add_argument("--tls-client-ca", help="PEM CA that must sign worker certificates (mutual TLS)")
+    host.set_defaults(run=_run_host)
+
+    worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
+    worker.add_argument(
+        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+    )
+    worker.add_argument(
+        "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
+    )
+    worker.add_argument(
+        "--archive", default=":memory:", help="SQLite file for archive and journal (durable worker)"
+    )
+    worker.add_argument("--name", help="worker name (default: kept in the archive file)")
+    worker.add_argument("--tls-ca", help="PEM CA (or self-signed certificate) to trust: connect with TLS")
+    worker.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
+    worker.add_argument("--tls-key", help="PEM key of --tls-cert")
+    worker.add_argument("--tls-server-name", help="name to check the host certificate against")
+    worker.add_argument(
+        "--connect-timeout", type=float, default=30.0, help="seconds to wait for the host at start"
+    )
+    worker.set_defaults(run=_run_worker)
+
+    status = commands.add_parser("status", help="print a host's counters and directory as JSON")
+    status.add_argument(
+        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+    )
+    status.add_argument("--tls-ca", help="PEM CA to trust: connect with TLS")
+    status.add_argument("--tls-server-name", help="name to check the host certificate against")
+    status.set_defaults(run=_run_status)
+
+
+def _logging() -> None:
+    logging.getLogger("aun_runtime.distributed").setLevel(logging.INFO)
+    logging.getLogger("autogen_core").setLevel(logging.WARNING)
+
+
+def _run_host(args: argparse.Namespace) -> int:
+    _logging()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("error: --tls-cert and --tls-key go together")
+    tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
+
+    async def serve() -> None:
+        host = AUNHost(args.address, tls=tls)
+        await host.open()
+        stop = stop_on_signal()
+        print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
+        await stop.wait()
+        await host.stop(grace=1)
+        logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
+
+    asyncio.run(serve())
+    return 0
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    import grpc
+
+    from ._wire import DIRECTORY_SERVICE, decode_json, encode_json
+
+    async def ask() -> int:
+        if args.tls_ca:
+            tls = TLSConfig(args.tls_ca, server_name=args.tls_server_name)
+            channel = grpc.aio.secure_channel(
+                args.host, tls.channel_credentials(), options=tls.channel_options()
+            )
+        else:
+            channel = grpc.aio.insecure_channel(args.host)
+        call = channel.unary_unary(
+            f"/{DIRECTORY_SERVICE}/Stats", request_serializer=encode_json, response_deserializer=decode_json
+        )
+        try:
+            answer = await call({}, timeout=5)
+        except grpc.aio.AioRpcError as exc:
+            print(f"error: no answer from {args.host}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return 1
+        finally:
+            await channel.close()
+        print(json.dumps(answer, indent=2, sort_keys=True))
+        return 0
+
+    return asyncio.run(ask())
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    from ..cli import load_app
+    from . import worker_runtime
+
+    _logging()
+    tls = None
+    if args.tls_ca:
+        tls = TLSConfig(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+    app = load_app(args.app)
+
+    async def serve() -> int:
+        runtime = worker_runtime(
+            args.host, archive=args.archive, name=args.name, tls=tls, connect_timeout=args.connect_timeout
+        )
+        stop = stop_on_signal()
+        try:
+            await runtime.start()
+        except Exception as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        core = runtime.core
+        await app(runtime)
+        print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)  # type: ignore[attr-defined]
+        await stop.wait()
+        await runtime.stop()
+        logger.info("worker %s: %s", core.name, core.stats_line())  # type: ignore[attr-defined]
+        runtime.archive.close()
+        return 0
+
+    return asyncio.run(serve())

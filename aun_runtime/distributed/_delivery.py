@@ -1,0 +1,131 @@
+"""The receiving path of a worker: from an event on the host stream to an agent's handler and back.
+
+Each delivery runs in its own task (as in autogen-ext), inside a :class:`~._journal.Delivery` scope
+that holds what the handling causes until it is sealed; sealing puts the records, the outgoing
+messages and the stream position into one commit (see :mod:`._journal`). A delivery cancelled
+half-way (the worker stopping) leaves nothing behind and is not acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from autogen_core import AgentId, CancellationToken, MessageContext, MessageHandlerContext, TopicId
+from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
+from opentelemetry.trace import Tracer
+
+from protocols.aun import AUNMessage
+
+from .._archive import RecordKind
+from ._inbound import Inbound
+from ._journal import DELIVERY, Delivery, JournalArchive
+from ._outbox import Outbox
+
+if TYPE_CHECKING:
+    from ._worker import WorkerRuntime
+
+__all__ = ["DeliveryPath"]
+
+logger = logging.getLogger("aun_runtime.distributed")
+
+
+class DeliveryPath:
+    """Hands deliveries to agents, one task each, and seals what they did.
+
+    Args:
+        worker: the worker whose agents receive.
+        tracer: makes one span per delivery when given.
+        changed: called whenever a delivery finishes (for :meth:`WorkerRuntime.idle`).
+    """
+
+    def __init__(self, worker: WorkerRuntime, tracer: Tracer | None, changed: Callable[[], None]) -> None:
+        self._worker = worker
+        self._archive: JournalArchive = worker.archive
+        self._outbox: Outbox = worker._outbox
+        self._inbound: Inbound = worker._inbound
+        self._tracer = tracer
+        self._changed = changed
+        self.busy = 0
+        self.handled = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(self._deliver(scope, event))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def cancel(self) -> None:
+        """Abandon every delivery in progress (the worker is stopping)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _deliver(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
+        self.busy += 1
+        DELIVERY.set(scope)
+        finished = False
+        try:
+            await self._handle(scope, event)
+            finished = True
+        except Exception as exc:  # the runtime's own failure: the handling is recorded, never silent
+            owner = scope.aid if scope is not None else event.type
+            self._archive.record_event(owner, RecordKind.DEAD_LETTER, f"{type(exc).__name__}: {exc}", None)
+            logger.error("worker %s: could not deliver %s: %s", self._worker.name, event.type, exc, exc_info=exc)
+            finished = True
+        finally:
+            if scope is not None and finished:
+                self._seal(scope)
+            elif scope is not None:
+                # Cancelled half-way (the worker is stopping): nothing of it is kept, nothing is
+                # acknowledged, and its sender sends it again to the next run of this worker.
+                scope.sealed = True
+                scope.records.clear()
+                scope.sends.clear()
+            self.busy -= 1
+            if not self.busy:
+                self._archive.commit_soon()
+            self._changed()
+
+    async def _handle(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
+        worker = self._worker
+        attributes = event.attributes
+        schema = attributes["dataschema"].ce_string
+        if schema == AUNMessage.wire_name:
+            message: Any = AUNMessage.model_validate_json(event.binary_data)
+        else:
+            message = worker._serialization_registry.deserialize(
+                event.binary_data, type_name=schema, data_content_type=attributes["datacontenttype"].ce_string
+            )
+        sender = AgentId(attributes["agagentsendertype"].ce_string, attributes["agagentsenderkey"].ce_string)
+        topic_id = TopicId(event.type, event.source)
+        if scope is not None:
+            recipients = [AgentId(scope.aid, "default")]
+        else:
+            subscribed = await worker._subscription_manager.get_subscribed_recipients(topic_id)
+            recipients = [r for r in subscribed if r != sender]
+        for recipient in recipients:
+            agent = await worker._get_agent(recipient)
+            ctx = MessageContext(
+                sender=sender, topic_id=topic_id, is_rpc=False, cancellation_token=CancellationToken(), message_id=event.id
+            )
+            with MessageHandlerContext.populate_context(agent.id):
+                await self._traced(recipient.type, agent.on_message(message, ctx))
+
+    async def _traced(self, aid: str, handling: Awaitable[Any]) -> None:
+        if self._tracer is None:
+            await handling
+            return
+        with self._tracer.start_as_current_span(f"aun deliver {aid}"):
+            await handling
+
+    def _seal(self, scope: Delivery) -> None:
+        for aid, event in scope.sends:
+            self._outbox.append(aid, event)
+        scope.sends.clear()
+        position = self._inbound.sealed(scope.origin, scope.aid, scope.seq)
+        self._archive.seal(scope, position)
+        self.handled += 1

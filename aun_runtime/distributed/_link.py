@@ -1,0 +1,222 @@
+"""The worker's connection to its host: open, keep, and open again after any loss.
+
+autogen-ext's worker connects once and never again (after a host restart it looks healthy and
+receives nothing). The link runs sessions in a loop: connect, say hello, receive the directory
+snapshot, let the worker register everything it holds, then read until the stream breaks; then wait
+(exponential backoff with jitter, 0.05 s doubling to 2 s) and start over. Each session is a new
+autogen-ext client (a new ``client-id``), so the host sees a fresh worker that registers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_grpc
+
+from ._errors import HostUnavailableError
+from ._tls import TLSConfig
+from ._wire import (
+    DIRECTORY_SERVICE,
+    DIRECTORY_TYPE,
+    HELLO_TYPE,
+    WORKER_METADATA,
+    control_event,
+    decode_json,
+    encode_json,
+)
+
+__all__ = ["HostLink"]
+
+logger = logging.getLogger("aun_runtime.distributed")
+
+#: Keepalive pings find a host that vanished without closing the connection (a cable, a VM).
+KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.max_receive_message_length", 8 * 1024 * 1024),
+    ("grpc.max_send_message_length", 8 * 1024 * 1024),
+]
+_FIRST_BACKOFF = 0.05
+_MAX_BACKOFF = 2.0
+#: Seconds one connection attempt (channel ready, snapshot received) may take.
+ATTEMPT_TIMEOUT = 3.0
+
+
+class HostLink:
+    """Sessions with the host, one after another, for as long as the worker runs.
+
+    Args:
+        address: ``host:port``.
+        worker: the worker's name (sent as metadata on every call).
+        tls: TLS settings, or None for a plain connection.
+        on_message: called with every message the host sends.
+        on_ready: awaited after the snapshot, before the session counts as connected.
+        on_lost: called when a session ends.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        worker: str,
+        tls: TLSConfig | None,
+        *,
+        on_message: Callable[[agent_worker_pb2.Message], None],
+        on_ready: Callable[[], Awaitable[None]],
+        on_lost: Callable[[], None],
+    ) -> None:
+        self.address = address
+        self.worker = worker
+        self.tls = tls
+        self._on_message = on_message
+        self._on_ready = on_ready
+        self._on_lost = on_lost
+        self._queue: asyncio.Queue[agent_worker_pb2.Message | None] | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._client_id = ""
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._snapshot = asyncio.Event()
+        self.last_error: BaseException | None = None
+        self.sessions = 0
+        self.reconnects = 0
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"aun-link:{self.worker}")
+
+    async def wait_connected(self, timeout: float | None) -> None:
+        await asyncio.wait_for(self._connected.wait(), timeout)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self._end_session()
+
+    async def _run(self) -> None:
+        backoff = _FIRST_BACKOFF
+        while True:
+            try:
+                await self._session()
+                backoff = _FIRST_BACKOFF
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure ends the session; the loop opens the next
+                self.last_error = exc
+                logger.debug("session with %s failed", self.address, exc_info=exc)
+            was_connected = self.connected
+            await self._end_session()
+            if was_connected:
+                self._on_lost()
+            delay = backoff * (0.5 + random.random())
+            backoff = min(backoff * 2, _MAX_BACKOFF)
+            self.reconnects += 1
+            reason = _describe(self.last_error) if self.last_error else "stream closed"
+            logger.warning("worker %s: reconnecting to %s in %.2f s (%s)", self.worker, self.address, delay, reason)
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        self.last_error = None
+        self._client_id = str(uuid.uuid4())
+        channel = self._channel = self._open_channel()
+        await asyncio.wait_for(channel.channel_ready(), ATTEMPT_TIMEOUT)
+        queue: asyncio.Queue[agent_worker_pb2.Message | None] = asyncio.Queue()
+        self._queue = queue
+        self._snapshot.clear()
+        stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
+        call = stub.OpenChannel(_drain(queue), metadata=self.metadata)
+        queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker}, sender=self.worker))
+        reader = asyncio.get_running_loop().create_task(self._read(call))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._snapshot.wait()), ATTEMPT_TIMEOUT)
+            self.stub = stub
+            await self._on_ready()
+            self._connected.set()
+            self.sessions += 1
+            logger.info("worker %s: connected to %s", self.worker, self.address)
+            await reader
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+    async def _read(self, call: Any) -> None:
+        while True:
+            message = await call.read()
+            if message is grpc.aio.EOF:
+                return
+            if message.WhichOneof("message") == "cloudEvent" and message.cloudEvent.type == DIRECTORY_TYPE:
+                self._on_message(message)
+                self._snapshot.set()
+                continue
+            self._on_message(message)
+
+    async def _end_session(self) -> None:
+        self._connected.clear()
+        if self._queue is not None:
+            self._queue.put_nowait(None)
+            self._queue = None
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.close(grace=None)
+
+    def _open_channel(self) -> grpc.aio.Channel:
+        if self.tls is None:
+            return grpc.aio.insecure_channel(self.address, options=KEEPALIVE_OPTIONS)
+        options = KEEPALIVE_OPTIONS + self.tls.channel_options()
+        return grpc.aio.secure_channel(self.address, self.tls.channel_credentials(), options=options)
+
+    # -- calls -------------------------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> list[tuple[str, str]]:
+        return [("client-id", self._client_id), (WORKER_METADATA, self.worker)]
+
+    def send(self, message: agent_worker_pb2.Message) -> bool:
+        """Queue ``message`` on the current stream. False when there is none (the caller keeps it)."""
+        queue = self._queue
+        if queue is None:
+            return False
+        queue.put_nowait(message)
+        return True
+
+    async def directory_call(self, method: str, request: dict[str, Any]) -> Any:
+        """A call to the host's directory service (group changes, leave, stats)."""
+        channel = self._channel
+        if channel is None or not (self.connected or self._snapshot.is_set()):
+            raise HostUnavailableError(f"the host at {self.address} is not reachable now; try again once reconnected")
+        call = channel.unary_unary(
+            f"/{DIRECTORY_SERVICE}/{method}", request_serializer=encode_json, response_deserializer=decode_json
+        )
+        try:
+            return await call(request, metadata=self.metadata, timeout=ATTEMPT_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            raise HostUnavailableError(f"the host at {self.address} did not answer: {_describe(exc)}") from None
+
+
+async def _drain(queue: asyncio.Queue[agent_worker_pb2.Message | None]) -> AsyncIterator[agent_worker_pb2.Message]:
+    while True:
+        message = await queue.get()
+        if message is None:
+            return
+        yield message
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    if isinstance(error, TimeoutError):
+        return "no answer in time"
+    return f"{type(error).__name__}: {error}"

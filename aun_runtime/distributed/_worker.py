@@ -1,0 +1,473 @@
+"""``WorkerRuntime``: autogen-ext's gRPC worker runtime, made reliable and given AUN rules.
+
+Use it as the core of an :class:`~aun_runtime.AUNRuntime`; the AUN semantics (mailbox, channel,
+archive, loop guard, dead letters) are the runtime's own and stay exactly as in one process. What
+the worker adds under them:
+
+* **No RPC.** ``send_message`` raises before anything is queued; an RPC request that reaches the
+  worker anyway is answered with an error at once (the host refuses them too).
+* **All contract classes serialisable from the start** (the runtime registers them).
+* **Reconnect.** The link to the host reconnects after any loss and registers everything again
+  (see :mod:`._link`); the worker's directory view keeps routing meanwhile.
+* **At-least-once delivery, exactly-once handling.** Direct and group messages go out as numbered
+  per-recipient streams from a durable outbox and stay there until the receiving worker acknowledges
+  them, which it does only after the handling and everything it caused are committed in its journal
+  (see :mod:`._outbox`, :mod:`._inbound`, :mod:`._journal`).
+* **Kept, not lost.** A message to an AID whose worker is away is kept until it is back; one to an
+  AID nobody holds is refused as a dead letter *and* kept, and delivered if a worker registers it.
+* **A real idle.** :meth:`idle` returns once every message this worker sent to a held AID has been
+  handled by its receiver and nothing is being handled here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from autogen_core import (
+    Agent,
+    AgentId,
+    AgentType,
+    CancellationToken,
+    Subscription,
+    TopicId,
+    TypeSubscription,
+)
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
+from opentelemetry.trace import TracerProvider
+
+from protocols.aun import AUNMessage
+
+from .._archive import RecordKind
+from .._core import INBOX_PREFIX
+from .._errors import AgentRegistrationError, RPCForbiddenError
+from ._acks import Acknowledger
+from ._delivery import DeliveryPath
+from ._directory_view import DirectoryView
+from ._errors import HostUnavailableError, OutboxFullError
+from ._events import EventBuilder
+from ._inbound import Inbound
+from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
+from ._link import HostLink
+from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
+from ._tls import TLSConfig
+from ._wire import (
+    ACK_PREFIX,
+    BASE_ATTR,
+    DIRECTORY_TYPE,
+    ORIGIN_ATTR,
+    SEQ_ATTR,
+    WORKER_AGENT_PREFIX,
+    event_json,
+)
+
+__all__ = ["WorkerRuntime", "WorkerStats"]
+
+logger = logging.getLogger("aun_runtime.distributed")
+
+T = TypeVar("T", bound=Agent)
+#: Seconds a registration waits for the host to let go of the same AID held by a connection that
+#: is closing (a worker just stopped, or killed and restarted).
+REGISTRATION_WAIT = 10.0
+
+
+@dataclass
+class WorkerStats:
+    """What the worker did, counted. ``kept`` is what waits for AIDs nobody holds now."""
+
+    connected: bool = False
+    sessions: int = 0
+    reconnects: int = 0
+    sent: int = 0
+    resent: int = 0
+    acknowledged: int = 0
+    handled: int = 0
+    duplicates_skipped: int = 0
+    reordered: int = 0
+    unacknowledged: int = 0
+    kept: int = 0
+
+
+class WorkerRuntime(GrpcWorkerAgentRuntime):
+    """A worker of a cluster whose host is :class:`~aun_runtime.distributed.AUNHost`.
+
+    Args:
+        host_address: the host's ``host:port``.
+        archive: the SQLite file of this worker's archive and journal, or ``":memory:"``. A file
+            makes the worker durable: its name, outbox and positions survive a restart, and a stop
+            leaves its AIDs *away* (messages to them are kept) rather than released.
+        name: the worker's name; default: the one in the archive file (made on first start).
+        tls: TLS settings, if the host serves TLS.
+        tracer_provider: an OpenTelemetry tracer provider; spans are made only when one is given.
+        connect_timeout: seconds :meth:`start` waits for the first connection (None: forever).
+        commit_interval: seconds a change waits for its journal commit.
+        window: unacknowledged messages on the wire per recipient.
+        outbox_capacity: unacknowledged messages kept in all; past it a send is refused with
+            :class:`OutboxFullError` and a dead letter.
+    """
+
+    def __init__(
+        self,
+        host_address: str,
+        *,
+        archive: str | Path = ":memory:",
+        name: str | None = None,
+        tls: TLSConfig | None = None,
+        tracer_provider: TracerProvider | None = None,
+        connect_timeout: float | None = 30.0,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+        window: int = DEFAULT_WINDOW,
+        outbox_capacity: int = DEFAULT_OUTBOX_CAPACITY,
+    ) -> None:
+        super().__init__(host_address, tracer_provider=tracer_provider)
+        self.archive = JournalArchive(archive, commit_interval=commit_interval)
+        self.name = name or self.archive.worker_name()
+        self.connect_timeout = connect_timeout
+        self._link = HostLink(
+            host_address, self.name, tls, on_message=self._on_host_message, on_ready=self._on_ready, on_lost=self._on_lost
+        )
+        self.directory = DirectoryView(self._link.directory_call, self._on_held)
+        self._outbox = Outbox(
+            self.archive, self._link.send, self.directory.aid_status, window=window, capacity=outbox_capacity
+        )
+        self._outbox.load()
+        self._inbound = Inbound(self.archive)
+        self._events = EventBuilder(self.name, self._serialization_registry)
+        self._acks = Acknowledger(self.name, self._link.send)
+        tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
+        self._deliveries = DeliveryPath(self, tracer, self._changed)
+        self.archive.on_commit = self._on_commit
+        self.archive.busy = lambda: self._deliveries.busy > 0
+        self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
+        self._subscriptions: list[Subscription] = [
+            TypeSubscription(ACK_PREFIX + self.name, WORKER_AGENT_PREFIX + self.name)
+        ]
+        self._progress = asyncio.Event()
+        self._ready_error: BaseException | None = None
+        self._refused = asyncio.Event()
+        self._closing = False
+        self._started = False
+        self._timer: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the host, register everything, and keep the connection up until stopped.
+
+        Raises:
+            HostUnavailableError: no connection within ``connect_timeout``.
+            AgentRegistrationError: an AID is held by another live worker.
+        """
+        if self._running:
+            raise RuntimeError("the worker is already running")
+        self._running = True
+        self._link.start()
+        self._timer = asyncio.get_running_loop().create_task(self._tick())
+        refused = asyncio.ensure_future(self._refused.wait())
+        connected = asyncio.ensure_future(self._link.wait_connected(None))
+        try:
+            await asyncio.wait([refused, connected], timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            refused.cancel()
+            connected.cancel()
+        if not self._link.connected:
+            await self._shutdown(leave=False)
+            error = self._ready_error or self._link.last_error
+            if isinstance(error, AgentRegistrationError):
+                raise error
+            raise HostUnavailableError(
+                f"no host at {self._link.address} within {self.connect_timeout:g} s"
+                + (f" ({error})" if error else "")
+            ) from None
+
+    async def stop(self) -> None:
+        """Stop now. A durable worker's AIDs become *away* (kept for); an in-memory one leaves."""
+        if not self._running:
+            raise RuntimeError("the worker is not running")
+        await self._shutdown(leave=not self.archive.durable)
+
+    async def stop_when_idle(self) -> None:
+        await self.idle()
+        await self.stop()
+
+    async def _shutdown(self, *, leave: bool) -> None:
+        self._running = False
+        self._closing = True  # from now on nothing new is handed to an agent: it is sent again later
+        if self._timer is not None:
+            self._timer.cancel()
+        await self._deliveries.cancel()
+        self.archive.flush()
+        if self._acks.pending:  # what was handled is acknowledged before the link goes
+            self._acks.flush()
+        if leave and self._link.connected:
+            try:
+                await self._link.directory_call("Leave", {"groups": sorted(self.directory.held_groups)})
+            except HostUnavailableError:
+                logger.warning("worker %s: could not tell the host it leaves", self.name)
+        await self._link.close()
+        self._outbox.connected = False
+        logger.info("worker %s: stopped (%s)", self.name, "left" if leave else "its AIDs are away")
+
+    async def idle(self) -> None:
+        """Wait until nothing is being handled here and every message sent to a held AID was handled."""
+        while True:
+            if self._is_idle():
+                return
+            self._progress.clear()
+            self.archive.request_commit()
+            await self._progress.wait()
+
+    def _is_idle(self) -> bool:
+        return (
+            not self._deliveries.busy
+            and not self.archive.pending_commit
+            and not self._acks.pending
+            and self._outbox.settled()
+        )
+
+    def _changed(self) -> None:
+        self._progress.set()
+
+    @property
+    def stats(self) -> WorkerStats:
+        outbox, inbound = self._outbox, self._inbound
+        return WorkerStats(
+            connected=self._link.connected,
+            sessions=self._link.sessions,
+            reconnects=self._link.reconnects,
+            sent=outbox.sent,
+            resent=outbox.resent,
+            acknowledged=outbox.acked,
+            handled=self._deliveries.handled,
+            duplicates_skipped=inbound.duplicates,
+            reordered=inbound.reordered,
+            unacknowledged=outbox.size,
+            kept=sum(outbox.kept().values()),
+        )
+
+    def stats_line(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in asdict(self.stats).items())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self._outbox.check_timeouts()
+
+    # -- connection events -------------------------------------------------------------------------
+
+    async def _on_ready(self) -> None:
+        """A session has its snapshot: register what this worker holds, then resume the streams."""
+        lost: set[str] = set()
+        for agent_type in list(self._types):
+            try:
+                await self._register_with_host(agent_type)
+            except AgentRegistrationError as exc:
+                if not self._started:  # at start, a conflict is the caller's to fix
+                    self._ready_error = exc
+                    self._refused.set()
+                    raise
+                # Another worker took it while this one was cut off: say so, serve the rest.
+                logger.error("worker %s: %s; it keeps its other AIDs", self.name, exc)
+                lost.add(agent_type)
+        for subscription in list(self._subscriptions):
+            if getattr(subscription, "agent_type", None) not in lost:
+                await self._subscribe_with_host(subscription)
+        await self.directory.announce()
+        self.directory.online = True
+        self._started = True
+        held = [t for t in self._types if not t.startswith(WORKER_AGENT_PREFIX)]
+        logger.info("worker %s: registered %d AIDs: %s", self.name, len(held), ", ".join(held) or "-")
+        self._outbox.connected = True
+        self._outbox.restart()
+        self._changed()
+
+    def _on_lost(self) -> None:
+        self._outbox.connected = False
+        self.directory.online = False
+        self.directory.mark_all_away()
+        logger.warning("worker %s: lost the host at %s", self.name, self._link.address)
+        self._changed()
+
+    def _on_held(self, aid: str) -> None:
+        kept = self._outbox.kept().get(aid, 0)
+        if kept:
+            logger.info("worker %s: %s is held again; delivering %d kept messages", self.name, aid, kept)
+        self._outbox.restart(aid)
+        self._changed()
+
+    async def _register_with_host(self, agent_type: str) -> None:
+        deadline = asyncio.get_running_loop().time() + REGISTRATION_WAIT
+        while True:
+            try:
+                await self._link.stub.RegisterAgent(
+                    agent_worker_pb2.RegisterAgentTypeRequest(type=agent_type), metadata=self._link.metadata
+                )
+                if not agent_type.startswith(WORKER_AGENT_PREFIX):
+                    self.directory.mark_held(agent_type, self.name)
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
+                    raise AgentRegistrationError(exc.details()) from None
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AgentRegistrationError(f"{agent_type}: {exc.details()}") from None
+                await asyncio.sleep(0.05)  # the host is still letting go of a closing connection
+
+    async def _subscribe_with_host(self, subscription: Subscription) -> None:
+        from autogen_ext.runtimes.grpc._utils import subscription_to_proto
+
+        await self._link.stub.AddSubscription(
+            agent_worker_pb2.AddSubscriptionRequest(subscription=subscription_to_proto(subscription)),
+            metadata=self._link.metadata,
+        )
+
+    # -- registration ------------------------------------------------------------------------------
+
+    async def register_factory(
+        self,
+        type: str | AgentType,
+        agent_factory: Callable[[], T | Awaitable[T]],
+        *,
+        expected_class: type[T] | None = None,
+    ) -> AgentType:
+        agent_type = type if isinstance(type, AgentType) else AgentType(type)
+        if agent_type.type in self._agent_factories:
+            raise ValueError(f"Agent with type {agent_type.type} already exists.")
+
+        async def make() -> T:
+            made = agent_factory()
+            return await made if isinstance(made, Awaitable) else made
+
+        self._agent_factories[agent_type.type] = make
+        self._types.append(agent_type.type)
+        if self._link.connected:
+            await self._register_with_host(agent_type.type)
+        return agent_type
+
+    async def _register_agent_type(self, agent_type: str) -> None:
+        self._types.append(agent_type)
+        if self._link.connected:
+            await self._register_with_host(agent_type)
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        await self._subscription_manager.add_subscription(subscription)
+        self._subscriptions.append(subscription)
+        if self._link.connected:
+            await self._subscribe_with_host(subscription)
+
+    async def remove_subscription(self, id: str) -> None:
+        await self._subscription_manager.remove_subscription(id)
+        self._subscriptions = [s for s in self._subscriptions if s.id != id]
+        if self._link.connected:
+            await self._link.stub.RemoveSubscription(
+                agent_worker_pb2.RemoveSubscriptionRequest(id=id), metadata=self._link.metadata
+            )
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> NoReturn:
+        raise RPCForbiddenError()
+
+    async def publish_message(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        """Publish. On ``aun.inbox.<aid>`` it goes through the outbox (kept until acknowledged);
+        anything else is an autogen-ext publish (best effort, as autogen-ext does it)."""
+        event = self._events.build(message, topic_id, sender, message_id or str(uuid.uuid4()))
+        if not topic_id.type.startswith(INBOX_PREFIX):
+            self._link.send(agent_worker_pb2.Message(cloudEvent=event))
+            return
+        aid = topic_id.type[len(INBOX_PREFIX) :]
+        if self._outbox.full:
+            error = OutboxFullError(f"the outbox holds {self._outbox.capacity} unacknowledged messages; {aid} is not taking them")
+            owner = message.from_aid if isinstance(message, AUNMessage) else aid
+            self.archive.record_event(owner, RecordKind.DEAD_LETTER, f"OutboxFullError: {error}", message if isinstance(message, AUNMessage) else None)
+            raise error
+        scope = DELIVERY.get()
+        if scope is not None and not scope.sealed:
+            scope.sends.append((aid, event))  # leaves with the handling's commit, not before
+            return
+        self._outbox.append(aid, event)
+        self.archive.request_commit()
+
+    # -- receiving ---------------------------------------------------------------------------------
+
+    def _on_host_message(self, message: agent_worker_pb2.Message) -> None:
+        kind = message.WhichOneof("message")
+        if kind == "request":
+            self._refuse_rpc(message.request)
+            return
+        if kind != "cloudEvent":
+            return
+        event = message.cloudEvent
+        topic = event.type
+        if topic == DIRECTORY_TYPE:
+            self.directory.apply(event_json(event))
+            self._changed()
+        elif topic.startswith(ACK_PREFIX):
+            for aid, through in event_json(event)["acks"].items():
+                self._outbox.acknowledged(aid, int(through))
+            self._changed()
+        elif self._closing:
+            return  # stopping: not acknowledged, so its sender sends it again to the next run
+        elif topic.startswith(INBOX_PREFIX) and ORIGIN_ATTR in event.attributes:
+            attributes = event.attributes
+            origin = attributes[ORIGIN_ATTR].ce_string
+            aid = topic[len(INBOX_PREFIX) :]
+            if aid not in self._agent_factories:
+                logger.warning("worker %s: got a delivery for %s, which it does not hold; the sender will retry", self.name, aid)
+                return
+            ready, reack = self._inbound.accept(
+                origin, aid, attributes[SEQ_ATTR].ce_integer, attributes[BASE_ATTR].ce_integer, event
+            )
+            for seq, item in ready:
+                self._deliveries.spawn(Delivery(origin, aid, seq), item)
+            if reack:
+                self._acks.due({origin: {aid: self._inbound.position(origin, aid)}})
+        else:
+            self._deliveries.spawn(None, event)  # a plain autogen-ext publish: best effort
+
+    def _on_commit(self, commit: Commit) -> None:
+        if commit.outbox:
+            self._outbox.committed(commit.outbox)
+        if commit.handled:
+            self._acks.due(self._inbound.committed(commit.handled))
+        self._changed()
+
+    def _refuse_rpc(self, request: agent_worker_pb2.RpcRequest) -> None:
+        logger.warning("worker %s: refused an RPC to %s: AUN has no request/response", self.name, request.target.type)
+        self._link.send(
+            agent_worker_pb2.Message(
+                response=agent_worker_pb2.RpcResponse(request_id=request.request_id, error=str(RPCForbiddenError()))
+            )
+        )
+
+    # -- unsupported on a worker -------------------------------------------------------------------
+
+    async def save_state(self) -> Mapping[str, Any]:
+        raise NotImplementedError("a worker's state is its archive file; there is no save_state")
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        raise NotImplementedError("a worker's state is its archive file; there is no load_state")

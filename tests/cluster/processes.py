@@ -1,0 +1,128 @@
+"""Host and worker processes for tests: started with the real CLI, ready by handshake, always killed.
+
+A process is ready when it prints its ``ready`` line (the host picks a free port with ``:0`` and
+says which); nothing here sleeps for a fixed time. Every child dies with the test process
+(``PR_SET_PDEATHSIG``) even if pytest itself is killed, and fixtures kill them in teardown.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT = 30.0
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Process:
+    """One ``aun-runtime`` child process whose output lines are collected as they come."""
+
+    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.args = list(args)
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "aun_runtime", *self.args],
+            cwd=ROOT,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_line(self, predicate: Callable[[str], bool], timeout: float = READY_TIMEOUT) -> str:
+        """The first line (from now on or already seen) that satisfies ``predicate``."""
+        for line in list(self.lines):
+            if predicate(line):
+                return line
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{self.args[0]}: no matching line in {timeout} s; output:\n" + self.output)
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError(f"{self.args[0]} exited ({self.proc.wait()}); output:\n" + self.output)
+            if predicate(line):
+                return line
+
+    def finish(self, timeout: float = READY_TIMEOUT) -> int:
+        """Wait for the process to exit and for all of its output to be read; its exit code."""
+        code = self.proc.wait(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while (line := self._queue.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            del line  # already kept in self.lines by the reader
+        return code
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(timeout=timeout)
+
+
+def start_host(address: str = "127.0.0.1:0", extra: Sequence[str] = ()) -> tuple[Process, str]:
+    host = Process(["host", "--address", address, *extra])
+    line = host.wait_for_line(lambda s: s.startswith("aun-runtime host ready on "))
+    return host, line.split(" ready on ", 1)[1].split()[0]
+
+
+def start_worker(host: str, app: str, archive: Path | str, env: dict[str, str] | None = None, extra: Sequence[str] = ()) -> Process:
+    worker = Process(["worker", "--host", host, "--app", app, "--archive", str(archive), *extra], env=env)
+    worker.wait_for_line(lambda s: s.startswith("aun-runtime worker ") and " ready on " in s)
+    return worker
+
+
+def query(archive: Path | str, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Read a worker's archive while it runs (WAL lets a reader in beside the writer)."""
+    db = sqlite3.connect(f"file:{archive}?mode=ro", uri=True, timeout=5)
+    try:
+        return db.execute(sql, args).fetchall()
+    except sqlite3.OperationalError:
+        return []  # not created yet
+    finally:
+        db.close()
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    """Poll ``check`` until it holds; the poll interval is short and the wait ends on success."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.02)

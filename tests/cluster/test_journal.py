@@ -1,0 +1,77 @@
+"""The journal and the streams, without processes: atomic handling, ordered streams, optional spans."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from aun_runtime import AUNRuntime, RecordKind
+from aun_runtime.distributed import AUNHost, WorkerRuntime
+from aun_runtime.distributed._inbound import Inbound
+from aun_runtime.distributed._journal import DELIVERY, Delivery, JournalArchive
+from aun_runtime.testing import Recorder, Silent
+
+
+def test_what_a_handler_records_is_written_only_with_its_stream_position(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    journal = JournalArchive(path)
+    scope = Delivery("w-origin", "sink.local", 1)
+    token = DELIVERY.set(scope)
+    journal.record_thought("sink.local", "half-way through")
+    DELIVERY.reset(token)
+    journal.flush()  # a read or a full batch flushes: the open handling must not leak into it
+    assert journal.count(kind=RecordKind.THOUGHT) == 0
+    assert JournalArchive(path).load_in_streams() == {}
+
+    journal.seal(scope, 1)
+    journal.flush()
+    assert journal.count(kind=RecordKind.THOUGHT) == 1
+    assert JournalArchive(path).load_in_streams() == {("w-origin", "sink.local"): 1}
+
+
+def test_a_stream_is_handed_over_once_and_in_order(tmp_path: Path) -> None:
+    inbound = Inbound(JournalArchive(tmp_path / "i.sqlite"))
+    assert inbound.accept("a", "x.local", 2, 1, "two") == ([], False)  # early: waits for 1
+    assert inbound.accept("a", "x.local", 1, 1, "one") == ([(1, "one"), (2, "two")], False)
+    assert inbound.accept("a", "x.local", 2, 1, "two") == ([], False)  # being handled: skipped
+    inbound.committed({("a", "x.local"): 2})
+    assert inbound.accept("a", "x.local", 1, 1, "one") == ([], True)  # handled: skipped, acknowledged again
+    # A new holder of an AID starts at the sender's base: what is below was handled elsewhere.
+    assert inbound.accept("b", "x.local", 40, 40, "forty") == ([(40, "forty")], False)
+
+
+async def test_spans_are_made_only_when_a_tracer_provider_is_given() -> None:
+    host = AUNHost("127.0.0.1:0")
+    await host.open()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        for tracer_provider in (None, provider):
+            runtime = AUNRuntime(core=WorkerRuntime(host.address, tracer_provider=tracer_provider))
+            await runtime.register_agent("rec.local", Recorder)
+            await runtime.register_agent("quiet.local", Silent)
+            await runtime.start()
+            await runtime.send("rec.local", "traced?", sender="quiet.local")
+            await asyncio.wait_for(runtime.settle(), 10)
+            await runtime.close()
+            if tracer_provider is None:
+                assert exporter.get_finished_spans() == ()
+        assert [s.name for s in exporter.get_finished_spans()] == ["aun deliver rec.local"]
+    finally:
+        await host.stop()
+
+
+def test_a_stream_position_never_jumps_a_delivery_that_was_abandoned(tmp_path: Path) -> None:
+    inbound = Inbound(JournalArchive(tmp_path / "g.sqlite"))
+    ready, _ = inbound.accept("a", "x.local", 1, 1, "one")
+    ready += inbound.accept("a", "x.local", 2, 1, "two")[0]
+    ready += inbound.accept("a", "x.local", 3, 1, "three")[0]
+    assert [seq for seq, _ in ready] == [1, 2, 3]
+    assert inbound.sealed("a", "x.local", 1) == 1
+    # 2 was cancelled half-way (the worker stopping); 3 finishing must not carry the position past 2
+    assert inbound.sealed("a", "x.local", 3) is None
