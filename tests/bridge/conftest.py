@@ -31,6 +31,7 @@ from aun_core.logger import NullLogger
 
 from aun_runtime import Archive, AUNRuntime
 from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig, GatewayServer
+from aun_runtime.gateway._identity import quiet_client
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "bridge-test-seed"
@@ -89,8 +90,7 @@ async def plain_client(gateway: GatewayInfo, home: Path, name: str, *, connect: 
         assert registered.ok, registered.error
     loaded = store.load(aid)
     assert loaded.ok and loaded.data is not None
-    client = PlainClient(AUNClient(loaded.data["aid"]))
-    client.client._log._min_level = 3  # errors only
+    client = PlainClient(quiet_client(AUNClient, loaded.data["aid"], "error"))
     if connect:
         await client.client.connect({"auto_reconnect": True, "retry_initial_delay": 0.2, "retry_max_delay": 1.0})
     return client
