@@ -39,6 +39,7 @@ class Endpoint:
         self.seq = itertools.count(1)
         # (sender, message_id) -> resolved once the channel has archived its verdict on that message
         # (or it became a dead letter): how a bridge knows it may acknowledge it to the network.
+        # Bounded by the mailbox: each entry belongs to a message holding a place in it.
         self.receipts: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._channel: Channel | None = None
 

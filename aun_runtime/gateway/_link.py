@@ -81,6 +81,7 @@ class LinkStats:
 
 @dataclass
 class _Lane:
+    # Bounded by the outbox: every item here is a row of it, and the outbox refuses past its capacity.
     items: deque[OutboxItem] = field(default_factory=deque)
     task: asyncio.Task[None] | None = None
 

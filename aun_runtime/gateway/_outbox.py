@@ -188,11 +188,13 @@ class Outbox:
                     await loop.run_in_executor(self._executor, self._write, inserts, removals)
                 except sqlite3.Error as exc:
                     log.error("outbox commit failed: %s", exc)
-                    self._removals[:0] = removals  # tried again at the next commit
+                    self._removals[:0] = removals  # tried again with the next commit
                     for waiter in waiters:
                         if not waiter.done():
                             waiter.set_exception(OutboxWriteError(f"the outbox could not commit: {exc}"))
-                    return
+                    if not self._inserts:
+                        return  # removals alone wait for the next put, rather than retrying in a loop
+                    continue
                 self.commits += 1
                 for waiter in waiters:
                     if not waiter.done():
