@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/flood_memory.py
 	$(BIN)/python bench/gateway_relay.py
 	$(BIN)/python bench/grpc_workers.py
+	$(BIN)/python bench/bridge_roundtrip.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -360,6 +360,19 @@ class Archive:
         self._hand_over()
         self._writer.wait()
 
+    async def committed(self) -> None:
+        """Wait, without blocking the event loop, until every record made so far is committed.
+
+        What :meth:`flush` does for code that must not stall the loop while the disk works: a bridge
+        that acknowledges a message to the network only once its record is safe on disk.
+
+        Raises:
+            ArchiveWriteError: a write failed; the records are kept for the next flush.
+        """
+        self._check_writable()
+        self._hand_over()
+        await asyncio.wrap_future(self._writer.barrier())
+
     @property
     def transactions(self) -> int:
         """Write transactions committed so far (one per batch, or per batches that waited together)."""

@@ -21,6 +21,7 @@ with the failed batches put back so that nothing recorded is dropped.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import logging
 import queue
@@ -104,6 +105,16 @@ class RowInserter:
         return sorted(self._statements)
 
 
+class _Barrier:
+    """A marker in the batch queue: resolved when every batch queued before it has been handled."""
+
+    __slots__ = ("failures", "future")
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures  # the writer's failure count when the barrier was queued
+        self.future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
@@ -111,9 +122,10 @@ class ArchiveWriter:
         self._db = db
         self._write_batch = write_batch
         self._lock = threading.Lock()  # one statement at a time on the shared connection
-        self._queue: queue.Queue[Batch | None] = queue.Queue(MAX_QUEUED_BATCHES)
+        self._queue: queue.Queue[Batch | _Barrier | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
         self._error: BaseException | None = None
+        self._failures = 0  # batches that failed to commit, ever
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, name="aun-archive-writer", daemon=True)
         self._thread.start()
@@ -135,6 +147,21 @@ class ArchiveWriter:
         if self._error is not None:
             error, self._error = self._error, None
             raise ArchiveWriteError(f"writing the archive failed: {error}") from error
+
+    def barrier(self) -> concurrent.futures.Future[None]:
+        """A future that resolves once everything submitted so far is committed, or fails with
+        :class:`ArchiveWriteError` if a write failed (the error stays to be reported by :meth:`wait`).
+
+        Unlike :meth:`wait`, it blocks nobody, and it waits for *these* batches only, not for batches
+        submitted after it: a caller on the event loop awaits it (``asyncio.wrap_future``).
+        """
+        if self._failed:  # batches that failed before are tried again, as at a flush
+            failed, self._failed = self._failed, []
+            for batch in failed:
+                self._queue.put(batch)
+        marker = _Barrier(self._failures)
+        self._queue.put(marker)
+        return marker.future
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``query`` on the connection once everything submitted is written."""
@@ -159,11 +186,15 @@ class ArchiveWriter:
 
     def _run(self) -> None:
         while True:
-            batch = self._queue.get()
-            if batch is None:
+            item = self._queue.get()
+            if item is None:
                 self._queue.task_done()
                 return
-            taken = [batch]
+            if isinstance(item, _Barrier):
+                self._settle(item)
+                continue
+            taken = [item]
+            marker: _Barrier | None = None  # a barrier met while gathering: settled after the write
             closing = False
             while len(taken) < MAX_BATCHES_PER_WRITE:  # whatever else waits goes in the same transaction
                 try:
@@ -173,26 +204,42 @@ class ArchiveWriter:
                 if more is None:
                     closing = True
                     break
+                if isinstance(more, _Barrier):
+                    marker = more
+                    break
                 taken.append(more)
-            try:
-                with self._lock:
-                    self._db.execute("BEGIN")
-                    try:
-                        # One call for all of them: the batch writer undoes its own bookkeeping when
-                        # a write fails, so it must see the whole transaction.
-                        self._write_batch(self._db, taken[0] if len(taken) == 1 else [i for b in taken for i in b])
-                    except BaseException:
-                        self._db.execute("ROLLBACK")
-                        raise
-                    self._db.execute("COMMIT")
-                self.transactions += 1
-            except Exception as exc:
-                logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)
-                self._failed.extend(taken)
-                self._error = exc
-            finally:
-                for _ in taken:
-                    self._queue.task_done()
+            self._write(taken)
+            if marker is not None:
+                self._settle(marker)
             if closing:
                 self._queue.task_done()
                 return
+
+    def _write(self, taken: list[Batch]) -> None:
+        try:
+            with self._lock:
+                self._db.execute("BEGIN")
+                try:
+                    # One call for all of them: the batch writer undoes its own bookkeeping when
+                    # a write fails, so it must see the whole transaction.
+                    self._write_batch(self._db, taken[0] if len(taken) == 1 else [i for b in taken for i in b])
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            self.transactions += 1
+        except Exception as exc:
+            logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)
+            self._failed.extend(taken)
+            self._error = exc
+            self._failures += 1
+        finally:
+            for _ in taken:
+                self._queue.task_done()
+
+    def _settle(self, barrier: _Barrier) -> None:
+        if self._failures == barrier.failures:
+            barrier.future.set_result(None)
+        else:
+            barrier.future.set_exception(ArchiveWriteError(f"writing the archive failed: {self._error}"))
+        self._queue.task_done()

@@ -83,6 +83,7 @@ class Endpoint:
         "eager",
         "last_seq",
         "mailbox",
+        "receipts",
         "runtime",
     )
 
@@ -96,6 +97,11 @@ class Endpoint:
         self.eager = eager
         self.card: AgentCard | None = None
         self.last_seq = 0  # the inbox position of the last direct message
+        # (sender, message_id) -> resolved once the channel has archived its verdict on that message
+        # (or it became a dead letter): how a bridge knows it may acknowledge it to the network.
+        # Bounded by the mailbox: each entry belongs to a message holding a place in it. None until
+        # a bridge first waits on this AID, so idle AIDs carry no empty dict.
+        self.receipts: dict[tuple[str, str], asyncio.Future[None]] | None = None
         self._channel: Channel | None = None
         self._parked: str | None = None  # the window of an evicted agent, if short, packed
         self._reload = not runtime._archive_started_empty  # read the window from the archive?
@@ -144,6 +150,8 @@ class Endpoint:
             self.runtime._dead_letter(
                 self.aid, message if is_envelope else None, MailboxFullError("mailbox full")
             )
+            if self.receipts and is_envelope:
+                self._settle_receipt(message)
             return
         try:
             await mailbox.take_turn(self.handle(agent, message, ctx))
@@ -160,8 +168,12 @@ class Endpoint:
         if group_id is not None and message.seq is not None:
             group = runtime._groups.get(group_id)  # None: a group of another runtime decided
             if group is not None and not group.was_member(self.aid, message.seq):
+                if self.receipts:
+                    self._settle_receipt(message)
                 return  # posted while this agent was not in the group: never its message
         verdict = (self._channel or self.channel).admit(message)
+        if self.receipts:
+            self._settle_receipt(message)
         stats = runtime.stats
         if verdict is Admission.DELIVER:
             stats.delivered += 1
@@ -170,6 +182,11 @@ class Endpoint:
             stats.filtered += 1
         else:
             stats.duplicates += 1
+
+    def _settle_receipt(self, message: AUNMessage) -> None:
+        future = self.receipts.pop((message.from_aid, message.message_id), None) if self.receipts else None
+        if future is not None and not future.done():
+            future.set_result(None)
 
 
 class AgentMaker:

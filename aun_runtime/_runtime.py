@@ -78,6 +78,7 @@ from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
 from ._payload import PayloadLike, coerce_payload
+from ._route import OutboundRoute, deliver_remote, send_copy_out, send_out
 from ._transcript import render_transcript
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
@@ -178,6 +179,7 @@ class AUNRuntime:
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
+        self._outbound: OutboundRoute | None = None
         self._serializer_count = 0
         self._register_serializers()
 
@@ -403,7 +405,8 @@ class AUNRuntime:
     async def ping(self, aid: str) -> bool:
         """Ask explicitly whether ``aid`` is reachable. Never inferred from silence.
 
-        True for a registered local agent, False for an unknown AID of the local domain.
+        True for a registered local agent, False for an unknown AID of the local domain. With an
+        outbound route, any other AID is asked of the route (a gateway agent pings the network).
 
         Raises:
             NoRouteError: ``aid`` is outside the local domain and no gateway carries it.
@@ -413,6 +416,8 @@ class AUNRuntime:
             return True
         if self._directory is not None and self._directory.aid_status(aid) is AIDStatus.HELD:
             return True
+        if self._outbound is not None:
+            return await self._outbound.ping(aid)
         if aid_domain(aid) == self.domain:
             return False
         raise NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
@@ -605,6 +610,8 @@ class AUNRuntime:
 
     async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         target = self._endpoints.get(to)
+        if target is None and self._outbound is not None and not self._held_elsewhere(to):
+            return await send_out(self, self._outbound, AUNMessage(**fields), to)
         if target is None and self._directory is not None:
             return await self._publish_remote(to, AUNMessage(**fields), self._directory)
         if target is None:
@@ -630,6 +637,8 @@ class AUNRuntime:
     async def _publish_to_group(self, group_id: str, fields: dict[str, Any]) -> AUNMessage:
         group = self._groups.get(group_id)
         sender = fields["from_aid"]
+        if group is None and self._outbound is not None:
+            return await send_out(self, self._outbound, AUNMessage(**fields), None)
         if group is None:
             raise self._undeliverable(
                 AUNMessage(**fields), UnknownGroupError(f"no group {group_id!r} in this runtime")
@@ -669,8 +678,11 @@ class AUNRuntime:
             for mailbox in reserved:
                 mailbox.cancel_reservation(message_id)
             raise
-        for aid in absent:  # members with no agent here: their copies are dead letters, the rest go out
-            self._dead_letter(aid, message, self._no_agent(aid))
+        for aid in absent:  # members with no agent here: their copies go out, or are dead letters
+            if self._outbound is not None:
+                await send_copy_out(self, self._outbound, message, aid)
+            else:
+                self._dead_letter(aid, message, self._no_agent(aid))
         return message
 
     async def _publish_remote(self, to: str, message: AUNMessage, directory: Directory) -> AUNMessage:
@@ -699,6 +711,8 @@ class AUNRuntime:
         info = directory.group(group_id)
         sender = fields["from_aid"]
         message = AUNMessage(**fields)
+        if info is None and self._outbound is not None:
+            return await send_out(self, self._outbound, message, None)
         if info is None:
             raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r}"))
         if sender not in info.members:
@@ -721,10 +735,30 @@ class AUNRuntime:
         core_sender = agent_id(sender) if sender in self._endpoints else None
         for aid in sorted(info.members - {sender}):
             if aid not in self._endpoints and directory.aid_status(aid) is AIDStatus.UNKNOWN:
-                self._dead_letter(aid, message, self._no_agent(aid))
+                if self._outbound is not None:
+                    await send_copy_out(self, self._outbound, message, aid)
+                else:
+                    self._dead_letter(aid, message, self._no_agent(aid))
                 continue
             await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
         return message
+
+    # -- the network seam (see _route.py) -----------------------------------------------------------
+
+    def set_outbound_route(self, route: OutboundRoute | None) -> None:
+        """Send what this runtime cannot deliver itself through ``route`` (a gateway agent); None
+        restores dead letters. With a route, an AID is local exactly when it is registered here (or,
+        with a directory, held by another process of this cluster)."""
+        self._outbound = route
+
+    async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
+        """Deliver messages that came from the network to local recipients, ``(message, recipient)``
+        in arrival order; return once the archive has committed every recipient's verdict."""
+        await deliver_remote(self, arrivals)
+
+    def _held_elsewhere(self, aid: str) -> bool:
+        """True if another process of this cluster holds (or held) ``aid``: it is not the network's."""
+        return self._directory is not None and self._directory.aid_status(aid) is not AIDStatus.UNKNOWN
 
     # -- failures ----------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
   not the application, started it).
 * What a channel kept from an agent is shown as filtered and archived, not as lost.
 * Dead letters and loop-guard stops stand out, because those are the real failures.
+* A message sent from outside this archive's runtime (through a gateway) shows where it arrived.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def render_transcript(
         is_agent: tells agents from application inboxes, to mark agents' own openings as proactive.
     """
     sent: dict[str, AUNMessage] = {}
+    outside: set[str] = set()  # received here, sent elsewhere: no ``sent`` record in this archive
     children: dict[str | None, list[str]] = defaultdict(list)
     delivered: dict[str, list[str]] = defaultdict(list)
     filtered: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -43,8 +45,10 @@ def render_transcript(
             sent[message.message_id] = message
             children[message.in_reply_to].append(message.message_id)
         elif record.kind is RecordKind.RECEIVED and message is not None:
+            _arrived(message, sent, outside, children)
             delivered[message.message_id].append(record.owner)
         elif record.kind is RecordKind.FILTERED and message is not None:
+            _arrived(message, sent, outside, children)
             filtered[message.message_id][record.reason or "filtered"].append(record.owner)
         elif record.kind is RecordKind.THOUGHT:
             notes[record.about].append(f"({record.owner} thinks: {_snip(record.text)})")
@@ -62,6 +66,8 @@ def render_transcript(
         pad = _INDENT * depth
         target = f"#{message.group_id}" if message.group_id else message.to
         tags = []
+        if message_id in outside:
+            tags.append("from outside")
         if message.in_reply_to is None:
             tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
         elif message.in_reply_to in number:
@@ -91,6 +97,16 @@ def render_transcript(
     for root in roots:
         render(root, 0)
     return "\n".join(lines)
+
+
+def _arrived(
+    message: AUNMessage, shown: dict[str, AUNMessage], outside: set[str], children: dict[str | None, list[str]]
+) -> None:
+    """A message received here that was sent elsewhere is shown where it first arrived."""
+    if message.message_id not in shown:
+        shown[message.message_id] = message
+        outside.add(message.message_id)
+        children[message.in_reply_to].append(message.message_id)
 
 
 def _content(message: AUNMessage) -> str:

@@ -22,6 +22,7 @@ from typing import cast
 
 from ._runtime import AUNRuntime
 from .distributed._cli import add_commands as add_distributed_commands
+from .gateway._agent_cli import add_network_options, network_requested, run_on_network
 from .gateway._cli import add_gateway_parser, run_gateway
 
 App = Callable[[AUNRuntime], Awaitable[None]]
@@ -82,9 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument(
         "--archive", default=":memory:", help="SQLite file for the archive (default: in memory)"
     )
+    demo.add_argument(
+        "--gateway", action="store_true",
+        help="run the network team on a local AUN gateway, asked by a plain AUN client (exits by itself)",
+    )
     run = commands.add_parser("run", help="run an application given as module:function")
     run.add_argument("app", help="e.g. agents.demo:app")
     run.add_argument("--archive", default=":memory:", help="SQLite file for the archive (default: in memory)")
+    add_network_options(run)
     add_console_options(demo)
     add_console_options(run)
     add_console_command(commands)
@@ -101,7 +107,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_gateway(args)
     if hasattr(args, "run"):  # a subcommand that brings its own entry point (host, worker, status)
         return int(args.run(args))
+    if args.command == "demo" and args.gateway:
+        from .gateway._agent_demo import DEMO_TEAM_APP, run_gateway_demo
+
+        if args.console:
+            raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "
+                             "`aun-runtime run agents.network:team --gateway-url URL --console`")
+
+        return asyncio.run(run_gateway_demo(load_app(DEMO_TEAM_APP), args.archive, print_summary))
     spec = DEMO_APP if args.command == "demo" else args.app
+    if args.command == "run" and network_requested(args):
+        return run_on_network(load_app(spec), args, print_summary)
     if args.console:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_app_with_console(load_app(spec), args, print_summary))

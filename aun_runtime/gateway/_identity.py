@@ -1,0 +1,107 @@
+"""One exposed AID's AUN identity, held by the real AUN client (``fastaun``, imported lazily).
+
+Keys, certificate, tokens and the device id live in the AID's own client directory
+(``data_dir/identities/<aid>``), created by the client's ``AIDStore`` at the first start and
+loaded from there afterwards; login, connection, reconnection and token refresh are the client's.
+Only two things are set from the configuration, both through the client's public knobs: the gateway
+URL (the per-AID ``gateway_url`` metadata, read before any discovery) and an extra trusted root
+(``root_ca_path``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+from protocols.errors import AUNError
+
+from ._agent_config import GatewayAgentConfig
+
+__all__ = ["CLIENT_PACKAGE", "IdentityError", "NetworkClientMissingError", "open_client", "quiet_client", "require_client"]
+
+#: The AUN client this bridge is written against (its wire moves between minors).
+CLIENT_PACKAGE = "fastaun==0.5.25"
+_LOG_LEVELS = {"debug": 0, "info": 1, "warn": 2, "error": 3}
+
+
+class NetworkClientMissingError(AUNError):
+    """The AUN client library is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the gateway agent needs the AUN client: pip install 'aun-runtime[gateway]' (or {CLIENT_PACKAGE})"
+        )
+
+
+class IdentityError(AUNError):
+    """An exposed AID could not get its AUN identity (registration refused or failed)."""
+
+    def __init__(self, aid: str, reason: str, *, retryable: bool) -> None:
+        super().__init__(f"{aid}: no AUN identity: {reason}")
+        self.aid = aid
+        self.retryable = retryable
+
+
+def require_client() -> None:
+    """Raise :class:`NetworkClientMissingError` unless the AUN client can be imported."""
+    try:
+        import aun_core  # noqa: F401
+    except ImportError:
+        raise NetworkClientMissingError() from None
+
+
+async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
+    """An ``AUNClient`` for ``aid`` (not connected), registering the AID on the network if needed.
+
+    Raises:
+        IdentityError: registration failed; ``retryable`` unless the network refused the AID.
+    """
+    from aun_core import AIDStore, AUNClient
+    from aun_core.keystore.local_identity_store import LocalIdentityStore
+    from aun_core.logger import NullLogger
+
+    path = config.identity_path(aid)
+    path.mkdir(parents=True, exist_ok=True)
+    if config.gateway_url:
+        keys = LocalIdentityStore(str(path), encryption_seed=seed, logger=NullLogger())
+        keys.set_metadata_value(aid, "gateway_url", config.gateway_url)
+    store = AIDStore(
+        path,
+        seed,
+        root_ca_path=config.root_ca_path,
+        discovery_port=config.discovery_port,
+        verify_ssl=config.verify_ssl,
+        logger=NullLogger(),
+    )
+    loaded = store.load(aid)
+    if not loaded.ok:
+        try:
+            registered = await store.register(aid, type="agent")
+        except Exception as exc:  # the client raises for transport trouble, returns errors otherwise
+            raise IdentityError(aid, f"{type(exc).__name__}: {exc}", retryable=True) from exc
+        if not registered.ok:
+            error = registered.error
+            code = str(getattr(error, "code", "") or "")
+            reason = f"{code} {getattr(error, 'message', error)}".strip()
+            raise IdentityError(aid, reason, retryable="CONFLICT" not in code.upper() and "INVALID" not in code.upper())
+        loaded = store.load(aid)
+        if not loaded.ok or loaded.data is None:
+            raise IdentityError(aid, f"registered, but the identity does not load: {loaded.error}", retryable=False)
+    assert loaded.data is not None
+    return quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
+
+
+def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
+    """``client_class(aid)`` with its own stderr logger turned down to ``level``.
+
+    The client prints INFO and up to stderr, starting in its constructor, unless a global
+    ``~/.aun/log.ini`` says otherwise; a runtime keeps stderr for its own logging.
+    """
+    quiet = _LOG_LEVELS[level] > _LOG_LEVELS["info"]
+    with contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext():
+        client = client_class(aid)
+    logger = getattr(client, "_log", None)
+    if logger is not None and hasattr(logger, "_min_level"):
+        logger._min_level = _LOG_LEVELS[level]
+    return client

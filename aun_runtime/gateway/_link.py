@@ -1,0 +1,327 @@
+"""``AIDLink``: one exposed AID on the AUN network: its client, what arrives for it, what it sends.
+
+Inbound, the client hands over a page of messages at a time (its ``message.batch`` and
+``group.message_batch`` events) and acknowledges the page to the network only after the handler
+returned. The handler turns each message into an :class:`AUNMessage`, publishes it to the local
+recipient and returns once the recipient's channel has archived every verdict and the archive has
+committed: nothing acknowledged is only in memory. A message that cannot be an :class:`AUNMessage`
+(a payload that is not an object...) is recorded as a dead letter and acknowledged: kept, not retried.
+
+Outbound, messages wait in the durable outbox and leave in *lanes*: one per (this AID, destination),
+strictly in order, each message tried until the network has it. The connection being down (or
+being re-established) makes a lane wait for the client to be ready, for as long as it takes; other
+failures are tried again with growing pauses up to ``max_attempts`` times, and an answer that can
+never change (no such AID, not a member of the group) makes the message a dead letter at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from protocols.aun import AUNMessage
+from protocols.errors import InvalidMessageError
+
+from ._agent_config import GatewayAgentConfig
+from ._envelope import message_from_event, send_call
+from ._identity import IdentityError, open_client
+from ._outbox import Outbox, OutboxItem
+from ._verdict import NetworkRefusedError, Verdict, describe, judge
+
+__all__ = ["AIDLink", "LinkState", "LinkStats"]
+
+log = logging.getLogger("aun_runtime.gateway")
+
+#: How often a lane waiting for the connection looks at the client's state, in seconds, besides
+#: being woken by the client's own ``state_change`` events (those queue behind message deliveries).
+READY_POLL = 0.25
+#: The first pause before a failed send is tried again, in seconds; it doubles up to the configured
+#: ``retry_max_delay``.
+FIRST_RETRY_DELAY = 0.2
+
+#: How often the link looks whether the client has given up reconnecting, in seconds (besides
+#: ``state_change`` events, which queue behind message deliveries).
+SUPERVISE_POLL = 1.0
+#: Client states after which it does not reconnect by itself.
+_GAVE_UP = frozenset({"connection_failed", "closed", "standby", "no_identity"})
+
+Deliver = Callable[[list[tuple[AUNMessage, str]]], Awaitable[None]]
+DeadLetter = Callable[[str, AUNMessage | None, BaseException], None]
+
+_INBOUND_EVENTS = frozenset({"message.received", "group.message_created"})
+
+
+class LinkState(Enum):
+    """Where one exposed AID stands with the network."""
+
+    STARTING = "starting"  #: getting its identity and first connection
+    CONNECTED = "connected"  #: the client is ready
+    RECONNECTING = "reconnecting"  #: connected before; the client is re-establishing the connection
+    FAILED = "failed"  #: the network refused the identity; see ``AIDLink.error``
+    STOPPED = "stopped"
+
+
+@dataclass
+class LinkStats:
+    """What went through one link."""
+
+    received: int = 0  #: messages handed to the local recipient (duplicates included)
+    refused: int = 0  #: arrivals that were not valid messages (dead letters)
+    sent: int = 0  #: messages the network took
+    retries: int = 0  #: sends tried again
+    dead_letters: int = 0  #: messages the network refused for good
+
+
+@dataclass
+class _Lane:
+    # Bounded by the outbox: every item here is a row of it, and the outbox refuses past its capacity.
+    items: deque[OutboxItem] = field(default_factory=deque)
+    task: asyncio.Task[None] | None = None
+
+
+class AIDLink:
+    """The network side of one exposed local AID.
+
+    Args:
+        aid: the local AID.
+        config: the gateway agent's configuration.
+        seed: the key-store seed.
+        outbox: where its outgoing messages wait.
+        deliver: hands arrivals to the runtime (``AUNRuntime.deliver_remote``).
+        dead_letter: records a dead letter (owner, message, error).
+    """
+
+    def __init__(
+        self, aid: str, config: GatewayAgentConfig, seed: str, outbox: Outbox, deliver: Deliver, dead_letter: DeadLetter
+    ) -> None:
+        self.aid = aid
+        self.config = config
+        self.state = LinkState.STARTING
+        self.error: BaseException | None = None
+        self.stats = LinkStats()
+        self.client: Any = None
+        self._seed = seed
+        self._outbox = outbox
+        self._deliver = deliver
+        self._dead_letter = dead_letter
+        self._lanes: dict[str, _Lane] = {}
+        self._state_changed = asyncio.Event()
+        self._connected = asyncio.Event()
+        self._runner: asyncio.Task[None] | None = None
+        self._pages: set[asyncio.Task[Any]] = set()  # the client's tasks running a page handler now
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Get the identity and connect, in the background (retrying while the network is away)."""
+        self._runner = _spawn(self._run(), f"aun:link:{self.aid}")
+
+    async def wait_connected(self) -> None:
+        """Return once the client has been ready at least once."""
+        await self._connected.wait()
+
+    @property
+    def ready(self) -> bool:
+        return self.client is not None and bool(self.client.is_ready)
+
+    async def stop(self) -> None:
+        """Stop sending and receiving; what waits in the outbox stays there for the next start."""
+        self._stopping = True
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        if self._runner is not None:
+            tasks.append(self._runner)
+        for task in tasks:
+            task.cancel()
+        for page in self._pages:  # a page waiting for a stopped runtime is never acknowledged
+            page.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.close()
+        self.state = LinkState.STOPPED
+
+    async def _run(self) -> None:
+        delay = FIRST_RETRY_DELAY
+        while self.client is None:
+            try:
+                self.client = await open_client(self.aid, self.config, self._seed)
+            except IdentityError as exc:
+                self.error = exc
+                if not exc.retryable:
+                    self.state = LinkState.FAILED
+                    log.error("%s", exc)
+                    return
+                log.warning("%s; trying again in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.reconnect_max_delay)
+        client = self.client
+        client.on("message.batch", self._on_direct_page)
+        client.on("group.message_batch", self._on_group_page)
+        client.on("state_change", self._on_state_change)
+        await self._connect()
+        self._connected.set()
+        log.info("%s is on the AUN network", self.aid)
+        await self._supervise()
+
+    async def _connect(self) -> None:
+        """``connect`` until it succeeds. The client reconnects by itself once connected, but not
+        before its first connection, nor after the gateway closed it with a code that says stop."""
+        options = {
+            "auto_reconnect": True,
+            "retry_initial_delay": min(0.5, self.config.reconnect_max_delay),
+            "retry_max_delay": self.config.reconnect_max_delay,
+        }
+        delay = FIRST_RETRY_DELAY
+        while True:
+            try:
+                await self.client.connect(options)
+                break
+            except Exception as exc:
+                self.error = exc
+                log.warning("%s cannot connect to the AUN network (%s); trying again in %.1f s", self.aid, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.reconnect_max_delay)
+        self.error = None
+        self.state = LinkState.CONNECTED
+        self._state_changed.set()
+
+    async def _supervise(self) -> None:
+        """Connect again whenever the client has given up (its own reconnecting is left to it)."""
+        while True:
+            self._state_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), SUPERVISE_POLL)
+            if str(getattr(self.client.state, "value", self.client.state)) in _GAVE_UP:
+                log.warning("%s: the AUN client stopped reconnecting (%s); connecting again", self.aid, self.client.state)
+                self.state = LinkState.RECONNECTING
+                await self._connect()
+
+    def _on_state_change(self, event: dict[str, Any]) -> None:
+        if self.client is not None and self._connected.is_set() and not self._stopping:
+            self.state = LinkState.CONNECTED if self.client.is_ready else LinkState.RECONNECTING
+        self._state_changed.set()
+
+    async def _until_ready(self) -> None:
+        while not self.ready:
+            self._state_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), READY_POLL)
+
+    # -- inbound -----------------------------------------------------------------------------------
+
+    async def _on_direct_page(self, page: dict[str, Any]) -> None:
+        await self._take_page(page, group=False)
+
+    async def _on_group_page(self, page: dict[str, Any]) -> None:
+        await self._take_page(page, group=True)
+
+    async def _take_page(self, page: dict[str, Any], *, group: bool) -> None:
+        # The client acknowledges the page to the network when this returns, and not if it raises.
+        arrivals: list[tuple[AUNMessage, str]] = []
+        refused = self.stats.refused
+        for item in page.get("items") or ():
+            event, body = item.get("event"), item.get("payload")
+            if event not in _INBOUND_EVENTS or not isinstance(body, dict) or body.get("kind"):
+                continue  # recalls and the network's unread hints carry no message
+            try:
+                arrivals.append((message_from_event(body, self.aid, group=group), self.aid))
+            except InvalidMessageError as exc:
+                self.stats.refused += 1
+                origin = f"message {body.get('message_id')!r} from {body.get('from') or body.get('sender_aid')!r}"
+                self._dead_letter(self.aid, None, InvalidMessageError(f"{origin} arrived from the network, unusable: {exc}"))
+        if not arrivals and refused == self.stats.refused:
+            return  # recalls and hints only: nothing was recorded, nothing to wait for
+        self.stats.received += len(arrivals)
+        task = asyncio.current_task()
+        if task is not None:
+            self._pages.add(task)
+        try:
+            await self._deliver(arrivals)  # also commits the dead letters recorded above
+        finally:
+            self._pages.discard(task)
+
+    # -- outbound ----------------------------------------------------------------------------------
+
+    def enqueue(self, item: OutboxItem) -> None:
+        """Send ``item`` after everything this AID sent to the same destination before it."""
+        lane = self._lanes.get(item.lane)
+        if lane is None:
+            lane = self._lanes[item.lane] = _Lane()
+        lane.items.append(item)
+        if lane.task is None and not self._stopping:
+            lane.task = _spawn(self._drain(lane), f"aun:lane:{self.aid}:{item.lane}")
+
+    def waiting(self) -> int:
+        """Messages of this AID not yet taken by the network."""
+        return sum(len(lane.items) for lane in self._lanes.values())
+
+    async def _drain(self, lane: _Lane) -> None:
+        try:
+            while lane.items:
+                item = lane.items[0]
+                await self._send(item)
+                lane.items.popleft()
+                self._outbox.remove(item)
+        finally:
+            lane.task = None
+
+    async def _send(self, item: OutboxItem) -> None:
+        method, params = send_call(item.message, item.recipient, encrypt=self.config.encrypt)
+        failures, delay = 0, FIRST_RETRY_DELAY
+        while True:
+            await self._connected.wait()
+            await self._until_ready()
+            try:
+                await self.client.call(method, params)
+            except Exception as exc:
+                verdict = judge(exc)
+                if verdict is not Verdict.CONNECTION:
+                    failures += 1
+                if verdict is Verdict.REFUSED or failures >= self.config.max_attempts:
+                    self.stats.dead_letters += 1
+                    reason = f"the AUN network refused {method} to {item.lane}: {describe(exc)}"
+                    if verdict is not Verdict.REFUSED:
+                        reason += f" (tried {failures} times)"
+                    self._dead_letter(item.sender, item.message, NetworkRefusedError(reason))
+                    return
+                self.stats.retries += 1
+                log.info("%s: %s to %s failed (%s); trying again", self.aid, method, item.lane, describe(exc))
+                await asyncio.sleep(delay if verdict is Verdict.RETRY else min(delay, READY_POLL))
+                delay = min(delay * 2, self.config.retry_max_delay)
+            else:
+                self.stats.sent += 1
+                return
+
+    # -- liveness ----------------------------------------------------------------------------------
+
+    async def ping_network(self, timeout: float) -> bool:
+        """``meta.ping`` on this AID's own connection: True if the gateway answered in time."""
+        if not self.ready:
+            return False
+        try:
+            answer = await asyncio.wait_for(self.client.call("meta.ping", {}), timeout)
+        except Exception:
+            return False
+        return isinstance(answer, dict) and answer.get("pong") is True
+
+    async def knows(self, aid: str, timeout: float) -> bool:
+        """Whether the network resolves ``aid``'s certificate (the AID exists there)."""
+        try:
+            await asyncio.wait_for(self.client.lookup_peer(aid), timeout)
+        except Exception:
+            return False
+        return True
+
+
+def _spawn(coroutine: Awaitable[None], name: str) -> asyncio.Task[None]:
+    # A fresh context: a task started from inside a handler must not inherit the handler's (the
+    # client marks its own handler context, and sending from inside it behaves differently).
+    return asyncio.get_running_loop().create_task(coroutine, name=name, context=contextvars.Context())  # type: ignore[arg-type]

@@ -1,0 +1,243 @@
+"""Benchmark: agent -> runtime -> gateway agent -> local AUN gateway -> gateway agent -> runtime -> agent,
+against the gateway relay alone and a plain WebSocket echo, in the same run.
+
+Four paths carry the same 100-character text, each measured in the same process against the same
+gateway process (the machine has two cores: one for the gateway, one for everything else):
+
+- bridge: an agent in runtime A sends to an agent in runtime B. The message is committed to A's
+  outbox, leaves through A's AUN client (``fastaun``, end-to-end encrypted by default), is stored by
+  the gateway, pulled or pushed to B's client, published to B's agent, archived, committed, and
+  only then acknowledged. Measured from the send call to the receiving agent's handler. Also run
+  with plaintext direct messages (``--plaintext`` opt-in).
+- client: the same AUN client library alone, one client sending (``message.send``, encrypted) and
+  one receiving (its ``message.received`` handler): the floor for anything built on that client, and
+  so what the runtimes, outbox and archive add is bridge / client.
+- relay: what ``bench/gateway_relay.py`` measures: raw JSON-RPC ``message.send`` from A, the push
+  arriving at B, no client library, no runtime, no encryption, no acknowledgement.
+- echo: a plain ``websockets`` server that sends every frame back: one hop out and one back.
+
+Latency: one message at a time. Throughput: a window of messages in flight. Paths alternate over the
+rounds and each figure is the median over rounds. Prints one JSON line with messages/s, p50/p99 and
+the ratios bridge / client, bridge / relay and bridge / echo.
+
+    python bench/bridge_roundtrip.py [--messages 500] [--window 64] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gateway_relay as relay_bench  # the relay's own measurement, reused as is
+
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
+from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig
+
+TEXT = "x" * 100
+
+
+class Sink(AUNAgent):
+    """Notes when each message reaches its handler."""
+
+    arrived: ClassVar[asyncio.Queue[float]]
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        Sink.arrived.put_nowait(time.perf_counter())
+
+
+class BridgePath:
+    """Runtime A's agent -> the network -> runtime B's agent, through two gateway agents."""
+
+    def __init__(self, first: AUNRuntime, sender: str, receiver: str) -> None:
+        self.first, self.sender, self.receiver = first, sender, receiver
+
+    async def _send(self) -> None:
+        await self.first.send(self.receiver, TEXT, sender=self.sender)
+
+    async def latency(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            began = time.perf_counter()
+            await self._send()
+            samples.append((await Sink.arrived.get()) - began)
+        return samples
+
+    async def throughput(self, count: int, window: int) -> float:
+        began = time.perf_counter()
+        in_flight = 0
+        for _ in range(count):
+            if in_flight >= window:
+                await Sink.arrived.get()
+                in_flight -= 1
+            await self._send()  # returns once committed to the outbox; delivery goes on meanwhile
+            in_flight += 1
+        for _ in range(in_flight):
+            await Sink.arrived.get()
+        return count / (time.perf_counter() - began)
+
+
+class ClientPath:
+    """Two AUN clients and nothing else: ``message.send`` from one, its handler on the other."""
+
+    def __init__(self, sender: Any, receiver: Any) -> None:
+        self.sender, self.receiver = sender, receiver
+        self.arrived: asyncio.Queue[float] = asyncio.Queue()
+        receiver.on("message.received", lambda _: self.arrived.put_nowait(time.perf_counter()))
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    def _send(self) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(self.sender.call("message.send", {"to": self.receiver.aid, "payload": {"type": "text", "text": TEXT}}))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        return task
+
+    async def latency(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            began = time.perf_counter()
+            await self._send()
+            samples.append((await self.arrived.get()) - began)
+        return samples
+
+    async def throughput(self, count: int, window: int) -> float:
+        began = time.perf_counter()
+        in_flight = 0
+        for _ in range(count):
+            if in_flight >= window:
+                await self.arrived.get()
+                in_flight -= 1
+            self._send()
+            in_flight += 1
+        for _ in range(in_flight):
+            await self.arrived.get()
+        return count / (time.perf_counter() - began)
+
+
+async def clients(gateway: dict[str, Any], data: Path) -> tuple[ClientPath, list[Any]]:
+    from aun_core import AIDStore, AUNClient
+    from aun_core.keystore.local_identity_store import LocalIdentityStore
+    from aun_core.logger import NullLogger
+
+    from aun_runtime.gateway._identity import quiet_client
+
+    made = []
+    for name in ("clienta", "clientb"):
+        aid, home = f"{name}.{gateway['issuer']}", data / name
+        LocalIdentityStore(str(home), encryption_seed="bench", logger=NullLogger()).set_metadata_value(aid, "gateway_url", gateway["gateway_url"])
+        store = AIDStore(home, "bench", root_ca_path=gateway["root_ca_path"], logger=NullLogger())
+        await store.register(aid, type="agent")
+        client = quiet_client(AUNClient, store.load(aid).data["aid"], "error")  # type: ignore[index]
+        await client.connect({"auto_reconnect": True})
+        made.append(client)
+    return ClientPath(made[0], made[1]), made
+
+
+async def bridge(gateway: dict[str, Any], data: Path, name: str, *, encrypt: bool) -> tuple[BridgePath, list[Any]]:
+    issuer = gateway["issuer"]
+    sender, receiver = f"{name}-a.{issuer}", f"{name}-b.{issuer}"
+    started: list[Any] = []
+    runtimes = []
+    for aid, cls in ((sender, AUNAgent), (receiver, Sink)):
+        runtime = AUNRuntime(archive=data / f"{aid}.sqlite", domain=issuer)
+        await runtime.start()
+        if cls is Sink:
+            await runtime.register_agent(aid, Sink)
+        else:
+            await runtime.open_inbox(aid)
+        config = GatewayAgentConfig(data_dir=data / aid, gateway_url=gateway["gateway_url"],
+                                    root_ca_path=gateway["root_ca_path"], encrypt=encrypt, reconnect_max_delay=1.0)
+        agent = GatewayAgent(runtime, config)
+        await agent.start()
+        await agent.wait_connected()
+        started += [agent, runtime]
+        runtimes.append(runtime)
+    return BridgePath(runtimes[0], sender, receiver), started
+
+
+async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
+    logging.getLogger("aun_runtime").setLevel(logging.ERROR)
+    Sink.arrived = asyncio.Queue()
+    payload = {"type": "text", "text": TEXT}
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch)
+        gateway, line = relay_bench.start([sys.executable, "-m", "aun_runtime.gateway", "--port", "0", "--data",
+                                           str(data / "gateway"), "--json", "--rate", "1000000"])
+        echo, port = relay_bench.start([sys.executable, "-c", relay_bench.ECHO_SERVER])
+        started: list[Any] = []
+        try:
+            info = json.loads(line)
+            url, issuer = info["gateway_url"], info["issuer"]
+            alice, bob = f"alice.{issuer}", f"bobby.{issuer}"
+            sender = await relay_bench.connect(url, await relay_bench.login(url, alice), "bench-a")
+            receiver = await relay_bench.connect(url, await relay_bench.login(url, bob), "bench-b")
+
+            def send_frame(i: int) -> str:
+                return json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.send",
+                                   "params": {"to": bob, "payload": payload, "message_id": f"m-{time.perf_counter_ns()}-{i}"}})
+
+            relay = relay_bench.Path(sender, receiver, send_frame).start(
+                lambda text: text.startswith('{"jsonrpc":"2.0","method":"event/message.received"'))
+            echo_ws = await websockets.connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None)
+            baseline = relay_bench.Path(echo_ws, echo_ws, send_frame).start(lambda text: True)
+            encrypted, opened = await bridge(info, data, "sealed", encrypt=True)
+            plaintext, opened_plain = await bridge(info, data, "plain", encrypt=False)
+            library, library_clients = await clients(info, data)
+            started = opened + opened_plain
+            paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "client": library,
+                                     "relay": relay, "echo": baseline}
+            for path in paths.values():
+                await path.latency(100)  # warm up (the first encrypted message also fetches the peer's keys)
+            figures: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
+            for _ in range(rounds):
+                for name, path in paths.items():
+                    samples = await path.latency(max(100, messages // 5))
+                    figures[name].append(relay_bench.summary(samples, await path.throughput(messages, window)))
+            await relay.close()
+            await baseline.close()
+            for client in library_clients:
+                await client.close()
+        finally:
+            for item in started:
+                await item.stop()
+            for process in (gateway, echo):
+                process.terminate()
+                process.wait(10)
+    result = {name: relay_bench.medians(rounds_) for name, rounds_ in figures.items()}
+
+    def ratio(a: str, b: str, key: str) -> float:
+        return round(result[a][key] / result[b][key], 3)
+
+    return {
+        "bench": "bridge_roundtrip", "messages": messages, "window": window, "rounds": rounds, "text_chars": len(TEXT),
+        **result,
+        "throughput_ratio_bridge_client": ratio("bridge", "client", "msgs_per_s"),
+        "p50_ratio_bridge_client": ratio("bridge", "client", "p50_ms"),
+        "throughput_ratio_bridge_relay": ratio("bridge", "relay", "msgs_per_s"),
+        "throughput_ratio_bridge_echo": ratio("bridge", "echo", "msgs_per_s"),
+        "throughput_ratio_plaintext_relay": ratio("bridge_plaintext", "relay", "msgs_per_s"),
+        "p50_ratio_bridge_relay": ratio("bridge", "relay", "p50_ms"),
+        "p99_ratio_bridge_relay": ratio("bridge", "relay", "p99_ms"),
+        "p50_ratio_bridge_echo": ratio("bridge", "echo", "p50_ms"),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=500)
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args()
+    print(json.dumps(asyncio.run(main(options.messages, options.window, options.rounds))))
