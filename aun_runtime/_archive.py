@@ -64,6 +64,7 @@ double the cost of every insert.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections import OrderedDict
@@ -75,7 +76,7 @@ from typing import NamedTuple
 
 from protocols.aun import AUNMessage
 
-from ._archive_writer import ArchiveWriter, RowInserter
+from ._archive_writer import ArchiveWriter
 
 __all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "RecordKind"]
 
@@ -132,13 +133,23 @@ CREATE TABLE IF NOT EXISTS agents (
 );
 """
 
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)  # the order of _MessageColumns, after the row id
-_INSERT_RECORD = (
-    "INSERT INTO records (owner, kind, reason, message, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?)"
-)
+# A batch is written by one statement: the JSON of its message rows and of its records inserted into
+# a view whose trigger fills both tables (see Archive._write_batch for why).
+_BATCH_SCHEMA = """
+CREATE TEMP VIEW IF NOT EXISTS archive_batch (messages, records, now) AS SELECT NULL, NULL, NULL;
+CREATE TEMP TRIGGER IF NOT EXISTS archive_batch_insert INSTEAD OF INSERT ON archive_batch BEGIN
+    INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)
+    SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8
+    FROM json_each(NEW.messages) ORDER BY key;
+    INSERT INTO records (owner, kind, reason, message, text, recorded_at)
+    SELECT value->>0, value->>1, value->>2, value->>3, value->>4,
+           CASE WHEN value->>5 > 0 THEN value->>5 ELSE NEW.now END
+    FROM json_each(NEW.records) ORDER BY key;
+END;
+"""
+_INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?, ?)"
+_batch_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
+
 
 #: Messages whose row id the writer remembers, so that the records of one message written in later
 #: batches (a reply's receipt after its send) point to the same row. A message's records arrive
@@ -195,8 +206,13 @@ class AgentEntry:
 # A message as the messages table stores it: message_id, from_aid, to, group_id, thread,
 # in_reply_to, created_at, body (JSON).
 _MessageColumns = tuple[str, str, str | None, str | None, str | None, str | None, int, str]
-# One record waiting to be written: owner, kind, reason, its message's columns, text, created.
-_Pending = tuple[str, RecordKind, str | None, _MessageColumns | None, str | None, int]
+# A messages row waiting to be written: its row id, then its columns.
+_MessageRow = tuple[int, str, str, str | None, str | None, str | None, str | None, int, str]
+# A record waiting to be written: owner, kind, reason, its message's row, text, created (0: when
+# the record is written).
+_Pending = tuple[str, RecordKind, str | None, int | None, str | None, int]
+# What the writer thread takes: the JSON of a batch's message rows and of its records.
+_EncodedBatch = tuple[str, str]
 
 
 def _columns(message: AUNMessage) -> _MessageColumns:
@@ -210,6 +226,24 @@ def _columns(message: AUNMessage) -> _MessageColumns:
         message.created_at,
         message.to_json(),
     )
+
+
+def _encode(messages: list[_MessageRow], records: list[_Pending]) -> _EncodedBatch:
+    """A batch as the JSON its statement reads.
+
+    Encoding happens on the event loop, in two calls into C (a few microseconds a record), because
+    the writer thread must need the GIL as little as possible: whenever it gives the GIL up
+    (around every SQLite call) and wants it back, it waits while a busy event loop holds it, often
+    for tens of milliseconds, and any Python work it does stretches the same way. A writer that
+    only runs one statement per batch keeps up with the loop; one that encoded the batch, or bound
+    rows value by value, fell behind it.
+    """
+    return _batch_json(messages), _batch_json(records)
+
+
+def _join_json_arrays(arrays: Sequence[str]) -> str:
+    """One JSON array of the elements of several (string work only: nothing is parsed)."""
+    return "[" + ",".join([array[1:-1] for array in arrays if array != "[]"]) + "]"
 
 
 class Archive:
@@ -255,16 +289,16 @@ class Archive:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
+            db.executescript(_BATCH_SCHEMA)
             self._next_message_row = int(
                 db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
             )
         self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._message_inserter = RowInserter(_INSERT_MESSAGE)
-        self._record_inserter = RowInserter(_INSERT_RECORD)
-        self._writer = ArchiveWriter(db, self._write_batch)
+        self._writer = ArchiveWriter(db, self._write_batches)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._pending: list[_Pending] = []
+        self._pending_messages: list[_MessageRow] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -272,7 +306,7 @@ class Archive:
 
     def record(self, owner: str, kind: RecordKind, message: AUNMessage, reason: str | None = None) -> None:
         """Record ``message`` in ``owner``'s view."""
-        self._add((owner, kind, reason, _columns(message), None, 0))
+        self._add(self._message_record(owner, kind, reason, message, None, 0))
 
     def record_thought(self, owner: str, text: str, about: str | None = None) -> None:
         """Record an internal thought of ``owner``, optionally about a message (its id). Never sent."""
@@ -280,8 +314,31 @@ class Archive:
 
     def record_event(self, owner: str, kind: RecordKind, reason: str, message: AUNMessage | None) -> None:
         """Record a dead letter or loop stop, with or without the message it concerns."""
-        columns = _columns(message) if message is not None else None
-        self._add((owner, kind, reason, columns, None if message else reason, _now_ms()))
+        if message is None:
+            self._add((owner, kind, reason, None, reason, _now_ms()))
+        else:
+            self._add(self._message_record(owner, kind, reason, message, None, _now_ms()))
+
+    def _message_record(
+        self, owner: str, kind: RecordKind, reason: str | None, message: AUNMessage, text: str | None, created: int
+    ) -> _Pending:
+        # The message's row is numbered, and queued, with its first record: the records that
+        # follow (its receipt after its send, the members of a group) carry only the number.
+        known = self._message_rows
+        key = (message.from_aid, message.message_id)
+        row = known.get(key)
+        if row is None:
+            row = known[key] = self._next_message_row
+            self._next_message_row = row + 1
+            if len(known) > _MESSAGE_ROW_MEMORY:
+                known.popitem(last=False)
+            self._add_message((row, *_columns(message)))
+        return (owner, kind, reason, row, text, created)
+
+    def _forget_rows(self, rows: Iterable[_MessageRow]) -> None:
+        """Message rows that will never be written: the next record of each message queues it again."""
+        for row in rows:
+            self._message_rows.pop((row[2], row[1]), None)
 
     def record_agent(
         self, aid: str, *, role: str, mode: str, description: str, card: str | None = None
@@ -316,44 +373,29 @@ class Archive:
                 return  # no loop: the next read or close writes it
             self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
+    def _add_message(self, row: _MessageRow) -> None:
+        # Always followed by the _add of the record that numbered it, which decides about writing.
+        self._pending_messages.append(row)
+
     def _hand_over(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._pending:
-            pending, self._pending = self._pending, []
-            self._writer.submit(pending)
+            messages, self._pending_messages = self._pending_messages, []
+            records, self._pending = self._pending, []
+            self._writer.submit(_encode(messages, records))
 
-    def _write_batch(self, db: sqlite3.Connection, batch: Sequence[_Pending]) -> None:
-        # Runs in the writer thread, inside a transaction.
-        now = _now_ms()
-        known = self._message_rows
-        next_row = self._next_message_row
-        added: list[tuple[str, str]] = []
-        messages: list[tuple[object, ...]] = []
-        records: list[tuple[object, ...]] = []
-        for owner, kind, reason, columns, text, created in batch:
-            row: int | None = None
-            if columns is not None:
-                key = (columns[1], columns[0])  # (from_aid, message_id)
-                row = known.get(key)
-                if row is None:
-                    row, next_row = next_row, next_row + 1
-                    known[key] = row
-                    added.append(key)
-                    messages.append((row, *columns))
-            # A RecordKind is a str: it is bound as its text.
-            records.append((owner, kind, reason, row, text, created or now))
-        try:
-            self._message_inserter.insert(db, messages)
-            self._record_inserter.insert(db, records)
-        except BaseException:
-            for key in added:  # the transaction is rolled back: these rows do not exist
-                known.pop(key, None)
-            raise
-        self._next_message_row = next_row
-        while len(known) > _MESSAGE_ROW_MEMORY:
-            known.popitem(last=False)
+    def _write_batches(self, db: sqlite3.Connection, batches: Sequence[_EncodedBatch]) -> None:
+        # Runs in the writer thread: all the batches in one statement, hence one transaction
+        # (the connection is in autocommit mode). A failed write is kept and written again whole,
+        # with the row numbers its records carry.
+        if len(batches) == 1:
+            messages, records = batches[0]
+        else:
+            messages = _join_json_arrays([batch[0] for batch in batches])
+            records = _join_json_arrays([batch[1] for batch in batches])
+        db.execute(_INSERT_BATCH, (messages, records, _now_ms()))
 
     def flush(self) -> None:
         """Write every waiting record now and wait until it is committed."""

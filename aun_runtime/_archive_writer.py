@@ -4,14 +4,11 @@ The sqlite3 module releases the GIL while SQLite works, so a dedicated thread le
 I/O for one batch run on another core while the event loop goes on delivering the next messages.
 The loop thread only hands over a list; the batch writer turns it into rows here.
 
-Two things keep the thread from falling behind a busy event loop. Every time it needs the GIL it may
-wait out Python's switch interval (5 ms) while the loop runs, so it should need it rarely:
-
-* rows go in with :class:`RowInserter`'s multi-row ``INSERT`` statements, not ``executemany``,
-  which releases and re-takes the GIL around every row (the writer crawled, and the loop ended up
-  waiting for it); one statement is bound in one go and then runs entirely outside the GIL;
-* when several batches are waiting, the thread takes them all (up to :data:`MAX_BATCHES_PER_WRITE`)
-  into one transaction.
+What keeps the thread from falling behind a busy event loop is needing the GIL rarely: every time
+it gives the GIL up (around each SQLite call) and wants it back, it may wait out Python's switch
+interval (5 ms) while the loop runs. So the batch writer writes a batch with one statement (see
+:class:`~aun_runtime._archive.Archive`), and when several batches are waiting, the thread takes
+them all (up to :data:`MAX_BATCHES_PER_WRITE`) into one transaction.
 
 Batches wait in a bounded queue. If the disk cannot keep up, the loop thread blocks when it hands
 over the next batch: memory stays bounded, and a slow disk slows the runtime down rather than
@@ -22,7 +19,6 @@ with the failed batches put back so that nothing recorded is dropped.
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import logging
 import queue
 import sqlite3
@@ -30,7 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter", "RowInserter"]
+__all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter"]
 
 logger = logging.getLogger("aun_runtime")
 
@@ -39,70 +35,16 @@ logger = logging.getLogger("aun_runtime")
 MAX_QUEUED_BATCHES = 64
 #: Batches written in one transaction when several are waiting (the writer fell behind a burst).
 MAX_BATCHES_PER_WRITE = 16
-#: Rows per INSERT statement at most (bounded further by SQLite's limit on bound variables).
-#: Full statements are prepared once and reused; the rest of a write goes in power-of-two
-#: statements, so that only a dozen statement sizes are ever prepared.
-MAX_ROWS_PER_STATEMENT = 2048
 
 T = TypeVar("T")
-Batch = Sequence[Any]
-BatchWriter = Callable[[sqlite3.Connection, Batch], None]
+Batch = Any
+#: Writes batches, atomically: all of them in one transaction, or nothing (then it raises). It runs
+#: in the writer thread on a connection in autocommit mode, where a single statement is a transaction.
+BatchWriter = Callable[[sqlite3.Connection, Sequence[Batch]], None]
 
 
 class ArchiveWriteError(RuntimeError):
     """Writing to the archive failed; the records are kept and will be written at the next flush."""
-
-
-class RowInserter:
-    """Inserts rows into one table with multi-row ``INSERT`` statements.
-
-    Args:
-        insert_sql: ``INSERT INTO t (a, b) VALUES (?, ?)`` for one row.
-    """
-
-    def __init__(self, insert_sql: str) -> None:
-        head, _, values = insert_sql.partition(" VALUES ")
-        self._head = head + " VALUES "
-        self._values = values
-        self._columns = values.count("?")
-        self._statements: dict[int, str] = {}
-
-    def insert(self, db: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) -> None:
-        """Insert ``rows`` (inside the caller's transaction)."""
-        start = 0
-        for size in self._chunks(db, len(rows)):
-            chunk = rows[start : start + size]
-            db.execute(self._statement(size), list(itertools.chain.from_iterable(chunk)))
-            start += size
-
-    def _chunks(self, db: sqlite3.Connection, count: int) -> list[int]:
-        """Statement sizes for ``count`` rows: full statements, then powers of two.
-
-        The sqlite3 module keeps every prepared statement it saw (up to 128), and a statement for
-        hundreds of rows is large; batches flushed by the timer come in every size, so one statement
-        per size filled that cache and memory grew by tens of megabytes under a flood.
-        """
-        limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // self._columns
-        step = max(1, min(MAX_ROWS_PER_STATEMENT, 1 << (limit.bit_length() - 1)))
-        sizes = [step] * (count // step)
-        rest = count % step
-        while rest:
-            size = 1 << (rest.bit_length() - 1)
-            sizes.append(size)
-            rest -= size
-        return sizes
-
-    def _statement(self, count: int) -> str:
-        sql = self._statements.get(count)
-        if sql is None:
-            sql = self._head + ",".join([self._values] * count)
-            self._statements[count] = sql
-        return sql
-
-    @property
-    def statement_sizes(self) -> list[int]:
-        """The row counts of the statements prepared so far."""
-        return sorted(self._statements)
 
 
 class _Barrier:
@@ -118,9 +60,9 @@ class _Barrier:
 class ArchiveWriter:
     """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
 
-    def __init__(self, db: sqlite3.Connection, write_batch: BatchWriter) -> None:
+    def __init__(self, db: sqlite3.Connection, write_batches: BatchWriter) -> None:
         self._db = db
-        self._write_batch = write_batch
+        self._write_batches = write_batches
         self._lock = threading.Lock()  # one statement at a time on the shared connection
         self._queue: queue.Queue[Batch | _Barrier | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
@@ -218,15 +160,7 @@ class ArchiveWriter:
     def _write(self, taken: list[Batch]) -> None:
         try:
             with self._lock:
-                self._db.execute("BEGIN")
-                try:
-                    # One call for all of them: the batch writer undoes its own bookkeeping when
-                    # a write fails, so it must see the whole transaction.
-                    self._write_batch(self._db, taken[0] if len(taken) == 1 else [i for b in taken for i in b])
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
+                self._write_batches(self._db, taken)
             self.transactions += 1
         except Exception as exc:
             logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)

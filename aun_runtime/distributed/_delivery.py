@@ -82,8 +82,7 @@ class DeliveryPath:
             elif scope is not None:
                 # Cancelled half-way (the worker is stopping): nothing of it is kept, nothing is
                 # acknowledged, and its sender sends it again to the next run of this worker.
-                scope.sealed = True
-                scope.records.clear()
+                self._archive.abandon(scope)
                 scope.sends.clear()
             self.busy -= 1
             if not self.busy:

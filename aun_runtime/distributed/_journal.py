@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._archive import Archive, _Pending
+from .._archive import Archive, _encode, _MessageRow, _Pending
 
 __all__ = ["DELIVERY", "Commit", "Delivery", "JournalArchive"]
 
@@ -59,6 +59,7 @@ class Delivery:
     aid: str
     seq: int
     records: list[_Pending] = field(default_factory=list)
+    messages: list[_MessageRow] = field(default_factory=list)  # the rows its records numbered
     sends: list[tuple[str, Any]] = field(default_factory=list)  # (recipient aid, CloudEvent)
     sealed: bool = False
 
@@ -128,6 +129,21 @@ class JournalArchive(Archive):
         else:
             self.request_commit()
 
+    def _add_message(self, row: _MessageRow) -> None:
+        scope = DELIVERY.get()
+        if scope is not None and not scope.sealed:
+            scope.messages.append(row)
+        else:
+            self._pending_messages.append(row)
+
+    def abandon(self, scope: Delivery) -> None:
+        """Drop what a delivery recorded: it will not be kept. The message rows its records numbered
+        are forgotten, so that a later record of the same message writes its row itself."""
+        scope.sealed = True
+        self._forget_rows(scope.messages)
+        scope.messages.clear()
+        scope.records.clear()
+
     def seal(self, scope: Delivery, position: int | None) -> None:
         """Move a finished delivery's records and its stream's new position into the write batch.
 
@@ -139,7 +155,9 @@ class JournalArchive(Archive):
         if self._closed:
             raise RuntimeError("the archive is closed")
         self._pending.extend(scope.records)
+        self._pending_messages.extend(scope.messages)
         scope.records.clear()
+        scope.messages.clear()
         if position is not None:
             self._handled[(scope.origin, scope.aid)] = position
         if len(self._pending) >= self._batch_size:
@@ -186,12 +204,14 @@ class JournalArchive(Archive):
             self._timer = None
         if not (self._pending or self._outbox_rows or self._outbox_done or self._handled):
             return
+        messages, self._pending_messages = self._pending_messages, []
         pending, self._pending = self._pending, []
 
         def write(db: sqlite3.Connection) -> None:
             db.execute("BEGIN")
             try:
-                self._write_batch(db, pending)
+                if pending:
+                    self._write_batches(db, [_encode(messages, pending)])
                 self._write_extra(db)
             except BaseException:
                 db.execute("ROLLBACK")
@@ -202,6 +222,7 @@ class JournalArchive(Archive):
             self._writer.read(write)
         except BaseException:
             self._pending[:0] = pending  # kept for the next attempt; nothing was sent for it
+            self._pending_messages[:0] = messages
             raise
         self._committed()
 
