@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python bench/runtime_throughput.py --repeat 3
+	$(BIN)/python bench/runtime_throughput.py
 	$(BIN)/python bench/idle_agents.py
 	$(BIN)/python bench/flood_memory.py
 	$(BIN)/python bench/gateway_relay.py
