@@ -48,6 +48,7 @@ from ._errors import (
 from ._inbox import Inbox
 from ._mailbox import Mailbox, OverflowPolicy
 from ._runtime import AUNRuntime, GroupInfo, RuntimeStats
+from ._sqlite_state import SQLiteStateStore
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "RecordKind",
     "RuntimeStats",
     "RuntimeStoppedError",
+    "SQLiteStateStore",
     "TextPayload",
     "ToolCallPayload",
     "ToolResultPayload",

@@ -146,12 +146,28 @@ class ActorLifecycle:
         await self.stop()
 
     async def close(self) -> None:
-        """Stop if running, then close every agent instance in memory."""
+        """Stop if running, then close every agent instance in memory.
+
+        With a durable state store (``store.durable``), each instance's state is saved into it first,
+        as if it were evicted, and the store is closed: a runtime started on the same store later
+        carries on from there.
+        """
         if self._running:
             await self.stop()
+        durable = getattr(self._store, "durable", False)
         for cell in list(self._cells.values()):
-            if cell.agent is not None:
-                await cell.agent.close()
+            agent = cell.agent
+            if agent is None:
+                continue
+            if durable and _declares_state(agent) and getattr(agent, "evictable", True) is not False:
+                try:
+                    self._store.put(cell.agent_id, await agent.save_state())
+                except Exception:
+                    logger.warning("could not save the state of %s at close", cell.agent_id, exc_info=True)
+            await agent.close()
+        close_store = getattr(self._store, "close", None)
+        if close_store is not None:
+            close_store()
 
     def _raise_background_exception(self) -> None:
         error, self._background_exception = self._background_exception, None

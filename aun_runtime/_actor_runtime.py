@@ -157,7 +157,7 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         self._tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
         self._ignore_unhandled = ignore_unhandled_exceptions
         self._background_exception: BaseException | None = None
-        ActorLifecycle.__init__(self, idle_timeout, state_store or MemoryStateStore())
+        ActorLifecycle.__init__(self, idle_timeout, state_store if state_store is not None else MemoryStateStore())
 
     # -- the hooks an AUN runtime facade plugs in ----------------------------------------------------
 

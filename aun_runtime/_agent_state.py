@@ -60,16 +60,16 @@ class MemoryStateStore:
 
     def take(self, agent: AgentId) -> Mapping[str, Any] | None:
         text = self._states.pop(_key(agent), None)
-        return None if text is None else _decoded(text)
+        return None if text is None else decoded_state(text)
 
     def peek(self, agent: AgentId) -> Mapping[str, Any] | None:
         text = self._states.get(_key(agent))
-        return None if text is None else _decoded(text)
+        return None if text is None else decoded_state(text)
 
     def items(self) -> Iterator[tuple[AgentId, Mapping[str, Any]]]:
         return iter(
             [
-                (AgentId(key, "default") if isinstance(key, str) else AgentId(*key), _decoded(text))
+                (AgentId(key, "default") if isinstance(key, str) else AgentId(*key), decoded_state(text))
                 for key, text in self._states.items()
             ]
         )
@@ -82,7 +82,8 @@ def _key(agent: AgentId) -> str | tuple[str, str]:
     return agent.type if agent.key == "default" else (agent.type, agent.key)
 
 
-def _decoded(text: str) -> Mapping[str, Any]:
+def decoded_state(text: str) -> Mapping[str, Any]:
+    """A state from the JSON a store kept it as."""
     state = json.loads(text)
     if not isinstance(state, dict):
         raise TypeError(f"a saved agent state is a mapping, not {type(state).__name__}")

@@ -134,7 +134,7 @@ CREATE TABLE IF NOT EXISTS agents (
 """
 
 # A batch is written by one statement: the JSON of its message rows and of its records inserted into
-# a view whose trigger fills both tables (see Archive._write_batch for why).
+# a view whose trigger fills both tables (see _encode for why).
 _BATCH_SCHEMA = """
 CREATE TEMP VIEW IF NOT EXISTS archive_batch (messages, records, now) AS SELECT NULL, NULL, NULL;
 CREATE TEMP TRIGGER IF NOT EXISTS archive_batch_insert INSTEAD OF INSERT ON archive_batch BEGIN
@@ -151,7 +151,7 @@ _INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?
 _batch_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
 
 
-#: Messages whose row id the writer remembers, so that the records of one message written in later
+#: Messages whose row id the archive remembers, so that the records of one message made in later
 #: batches (a reply's receipt after its send) point to the same row. A message's records arrive
 #: within moments of each other; one that is forgotten merely gets a second row.
 _MESSAGE_ROW_MEMORY = 65_536

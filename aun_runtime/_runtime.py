@@ -252,8 +252,11 @@ class AUNRuntime:
         self.archive.flush()
 
     async def close(self) -> None:
-        """Stop and close the archive."""
+        """Stop, close the agents (on the actor core: saving their state into a durable state
+        store, if it has one), and close the archive."""
         await self.stop()
+        if isinstance(self.core, AUNActorRuntime):
+            await self.core.close()
         self.archive.close()
 
     async def _cancel_tasks(self) -> None:
