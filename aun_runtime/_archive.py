@@ -151,6 +151,11 @@ _INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?
 _batch_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
 
 
+#: Characters of JSON one batch statement takes at most when it joins batches. Far under SQLite's
+#: limit on a string (a billion bytes), and small enough that joining never holds much memory
+#: twice: hundreds of batches of small messages, or a few of messages near the payload bound.
+MAX_STATEMENT_CHARS = 32 * 1024 * 1024
+
 #: Messages whose row id the archive remembers, so that the records of one message made in later
 #: batches (a reply's receipt after its send) point to the same row. A message's records arrive
 #: within moments of each other; one that is forgotten merely gets a second row.
@@ -239,6 +244,28 @@ def _encode(messages: list[_MessageRow], records: list[_Pending]) -> _EncodedBat
     rows value by value, fell behind it.
     """
     return _batch_json(messages), _batch_json(records)
+
+
+def _statements(batches: Sequence[_EncodedBatch]) -> list[_EncodedBatch]:
+    """The batches joined into as few statements' worth of JSON as :data:`MAX_STATEMENT_CHARS` allows."""
+    statements: list[_EncodedBatch] = []
+    group: list[_EncodedBatch] = []
+    size = 0
+    for batch in batches:
+        length = len(batch[0]) + len(batch[1])
+        if group and size + length > MAX_STATEMENT_CHARS:
+            statements.append(_joined(group))
+            group, size = [], 0
+        group.append(batch)
+        size += length
+    statements.append(_joined(group))
+    return statements
+
+
+def _joined(batches: list[_EncodedBatch]) -> _EncodedBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return _join_json_arrays([batch[0] for batch in batches]), _join_json_arrays([batch[1] for batch in batches])
 
 
 def _join_json_arrays(arrays: Sequence[str]) -> str:
@@ -387,15 +414,24 @@ class Archive:
             self._writer.submit(_encode(messages, records))
 
     def _write_batches(self, db: sqlite3.Connection, batches: Sequence[_EncodedBatch]) -> None:
-        # Runs in the writer thread: all the batches in one statement, hence one transaction
-        # (the connection is in autocommit mode). A failed write is kept and written again whole,
-        # with the row numbers its records carry.
-        if len(batches) == 1:
-            messages, records = batches[0]
-        else:
-            messages = _join_json_arrays([batch[0] for batch in batches])
-            records = _join_json_arrays([batch[1] for batch in batches])
-        db.execute(_INSERT_BATCH, (messages, records, _now_ms()))
+        # Runs in the writer thread: one transaction for all the batches, written whole or not at
+        # all (a failed write is kept and written again, with the row numbers its records carry).
+        # Usually one statement is that transaction (the connection is in autocommit mode); batches
+        # of large messages that would make one statement too long go in several, inside BEGIN and
+        # COMMIT. A batch is never split.
+        now = _now_ms()
+        statements = _statements(batches)
+        if len(statements) == 1:
+            db.execute(_INSERT_BATCH, (*statements[0], now))
+            return
+        db.execute("BEGIN")
+        try:
+            for messages, records in statements:
+                db.execute(_INSERT_BATCH, (messages, records, now))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     def flush(self) -> None:
         """Write every waiting record now and wait until it is committed."""

@@ -45,6 +45,7 @@ from protocols.aun import (
     parse_dispatch_mode,
     validate_aid,
     validate_group_id,
+    validate_message_id,
 )
 from protocols.contract import contract_classes
 from protocols.errors import AUNError
@@ -574,7 +575,7 @@ class AUNRuntime:
         cause = (
             inbound if inbound is not None else in_reply_to if isinstance(in_reply_to, AUNMessage) else None
         )
-        message_id = message_id or new_message_id()
+        message_id = new_message_id() if message_id is None else validate_message_id(message_id)
         if cause is None:
             thread, hops = message_id, 0
         else:

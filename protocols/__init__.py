@@ -18,6 +18,7 @@ from .aun import (
     parse_dispatch_mode,
     validate_aid,
     validate_group_id,
+    validate_message_id,
 )
 from .contract import AUNContract, contract_class, contract_classes, decode_contract
 from .errors import (
@@ -57,4 +58,5 @@ __all__ = [
     "parse_dispatch_mode",
     "validate_aid",
     "validate_group_id",
+    "validate_message_id",
 ]

@@ -46,6 +46,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import PydanticSerializationError
 
 from .errors import InvalidAIDError, InvalidGroupIdError, InvalidMessageError, PayloadTooLargeError
 
@@ -69,6 +70,7 @@ __all__ = [
     "parse_dispatch_mode",
     "validate_aid",
     "validate_group_id",
+    "validate_message_id",
 ]
 
 #: The AUN client refuses to send a frame over 1,000,000 bytes, so no payload may be larger.
@@ -79,6 +81,25 @@ MAX_AID_LENGTH = 253
 AID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$")
 _GROUP_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 _MAX_GROUP_ID_LENGTH = 128
+
+
+def validate_message_id(message_id: str) -> str:
+    """Return ``message_id`` if it can be a message's id, else raise :class:`InvalidMessageError`.
+
+    An id is 1 to 128 characters of text that UTF-8 can carry (no lone surrogate).
+
+    Example:
+        >>> validate_message_id("task-42")
+        'task-42'
+    """
+    if not isinstance(message_id, str) or not 0 < len(message_id) <= 128:
+        got = f"{len(message_id)} characters" if isinstance(message_id, str) else type(message_id).__name__
+        raise InvalidMessageError(f"invalid message: message_id: 1 to 128 characters of text, not {got}", field="message_id")
+    if not _is_text(message_id):
+        raise InvalidMessageError(
+            "invalid message: message_id: text that is not valid Unicode (a lone surrogate)", field="message_id"
+        )
+    return message_id
 
 
 def validate_aid(aid: str) -> str:
@@ -348,6 +369,11 @@ class AUNMessage(_Frozen):
                 "a message goes either to one agent ('to') or to one group ('group_id'), exactly one of them",
                 field="to",
             )
+        for name in ("message_id", "in_reply_to", "thread"):
+            if not _is_text(getattr(self, name)):
+                raise InvalidMessageError(
+                    f"invalid message: {name}: text that is not valid Unicode (a lone surrogate)", field=name
+                )
         _check_payload_size(self.payload)
         _set_attribute(self, "_json_text", None)  # set, so that to_json never takes the slow miss path
         return self
@@ -377,14 +403,15 @@ class AUNMessage(_Frozen):
         if (
             type(message_id) is str
             and 0 < len(message_id) <= 128
+            and _is_text(message_id)
             and _is_aid(from_aid)
             and (to is None or _is_aid(to))
             and (group_id is None or (type(group_id) is str and _GROUP_ID_PATTERN.match(group_id) is not None))
             and (to is None) != (group_id is None)
             and _PAYLOAD_CLASSES.get(getattr(payload, "type", None)) is type(payload)
             and (seq is None or (type(seq) is int and seq >= 0))
-            and (in_reply_to is None or type(in_reply_to) is str)
-            and (thread is None or type(thread) is str)
+            and (in_reply_to is None or (type(in_reply_to) is str and _is_text(in_reply_to)))
+            and (thread is None or (type(thread) is str and _is_text(thread)))
             and type(hops) is int
             and hops >= 0
             and (dispatch_mode is None or type(dispatch_mode) is DispatchMode)
@@ -563,13 +590,36 @@ def _is_aid(value: object) -> bool:
     return False
 
 
+def _is_text(value: str | None) -> bool:
+    """Whether ``value`` can be written as UTF-8, as JSON on the wire and in the archive must be.
+
+    A Python string can hold what UTF-8 cannot: a lone surrogate (``"\\ud800"``, which a JSON
+    escape can also produce). Such a message would fail at every write, so it is refused where
+    it is made. ASCII, the usual case, is told apart without encoding anything.
+    """
+    if value is None or value.isascii():
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_payload_size(payload: BaseModel) -> None:
+    """Refuse a payload over :data:`MAX_PAYLOAD_BYTES`, or one that is not valid Unicode text."""
     if (
         isinstance(payload, TextPayload)
         and 6 * len(payload.text) + 512 * len(payload.mentions) < _FAST_PATH_BYTES
+        and _is_text(payload.text)
     ):
         return
-    size = len(payload.model_dump_json(by_alias=True).encode())
+    try:
+        size = len(payload.model_dump_json(by_alias=True).encode())
+    except (UnicodeEncodeError, PydanticSerializationError) as exc:
+        raise InvalidMessageError(
+            f"invalid message: payload: text that is not valid Unicode (a lone surrogate): {exc}", field="payload"
+        ) from None
     if size > MAX_PAYLOAD_BYTES:
         raise PayloadTooLargeError(size, MAX_PAYLOAD_BYTES)
 

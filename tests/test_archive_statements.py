@@ -58,3 +58,29 @@ def test_a_failed_write_is_written_again_with_its_message_rows(tmp_path: Path) -
         (RecordKind.SENT, message.message_id),
     ]
     archive.close()
+
+
+def test_batches_too_long_for_one_statement_go_in_one_transaction_of_several(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aun_runtime import _archive
+
+    monkeypatch.setattr(_archive, "MAX_STATEMENT_CHARS", 2000)  # a few messages per statement
+    archive = Archive(tmp_path / "a.sqlite", batch_size=2)
+    messages = [_message(n) for n in range(40)]
+    writer = archive._writer
+    statements: list[str] = []
+    writer._db.set_trace_callback(statements.append)
+    with writer._lock:  # hold the writer, so that the batches wait and are taken together
+        for message in messages:
+            archive.record("a.local", RecordKind.SENT, message)
+            archive.record("b.local", RecordKind.RECEIVED, message)
+        archive._hand_over()
+    archive.flush()
+    inserts = [s for s in statements if s.startswith("INSERT INTO archive_batch")]
+    assert writer.transactions < len(inserts)  # batches taken together, several statements each
+    assert statements.count("BEGIN") == statements.count("COMMIT") >= 1
+    received = archive.history("b.local", limit=100)
+    assert [r.message.message_id for r in received if r.message] == [m.message_id for m in messages]
+    assert archive.count() == 80
+    archive.close()

@@ -22,6 +22,7 @@ from protocols import (
     UnknownPayload,
     parse_dispatch_mode,
     validate_aid,
+    validate_message_id,
 )
 
 
@@ -157,3 +158,32 @@ def test_malformed_json_is_an_invalid_message_error() -> None:
             '{"from_aid": "a.local", "to": "b.local", "payload": {"type": "tool_call", "call_id": ""}}'
         )
     assert info.value.field is not None and info.value.field.startswith("payload")
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"payload": TextPayload(text="\ud800")}, "payload"),
+        ({"payload": TextPayload(text="ok"), "thread": "t\udc00"}, "thread"),
+        ({"payload": TextPayload(text="ok"), "in_reply_to": "\udfff"}, "in_reply_to"),
+    ],
+)
+def test_text_utf8_cannot_carry_is_refused_on_both_build_paths(fields: dict, field: str) -> None:  # type: ignore[type-arg]
+    """A lone surrogate cannot be written as UTF-8 (wire, archive): refused where a message is made."""
+    values = {"from_aid": "a.local", "to": "b.local", **fields}
+    with pytest.raises(InvalidMessageError, match="lone surrogate") as made:
+        AUNMessage(**values)
+    assert made.value.field == field
+    with pytest.raises(InvalidMessageError, match="lone surrogate"):
+        AUNMessage.assemble(**{"message_id": "m-1", **values})
+    # Characters outside ASCII are fine, astral ones included.
+    fine = AUNMessage(from_aid="a.local", to="b.local", payload=TextPayload(text="é ✓ 😀"), thread="fil ✓")
+    assert AUNMessage.from_json(fine.to_json()) == fine
+
+
+@pytest.mark.parametrize("message_id", ["", "x" * 129, "m\ud83d"])
+def test_message_ids_a_sender_chooses_are_checked_with_a_specific_error(message_id: str) -> None:
+    with pytest.raises(InvalidMessageError) as refused:
+        validate_message_id(message_id)
+    assert refused.value.field == "message_id"
+    assert validate_message_id("é-✓-1") == "é-✓-1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,20 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
+# A JSON escape of a UTF-16 surrogate. In pairs they are one character (how ASCII-only encoders
+# write an emoji); alone they decode to a string UTF-8 cannot carry, which would fail later, at
+# storage, as an internal error. Only frames with such an escape are checked further.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _utf8_safe(data: Any) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
     raise ValueError(f"{name} is not valid JSON")
@@ -77,6 +92,11 @@ def parse_frame(text: str) -> Request | tuple[RequestId, RPCError]:
         data = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return None, RPCError(ErrorCode.PARSE_ERROR, "the frame is not valid JSON")
+    if _SURROGATE_ESCAPE.search(text) is not None and not _utf8_safe(data):
+        return None, RPCError(
+            ErrorCode.PARSE_ERROR,
+            "the frame escapes half of a UTF-16 surrogate pair (a lone \\uD800-\\uDFFF), which is no character",
+        )
     if isinstance(data, list):
         return None, RPCError(
             ErrorCode.INVALID_REQUEST, "batch requests are not supported: send one request object per frame"

@@ -44,6 +44,15 @@ async def test_invalid_input_is_refused_with_specific_errors(make_runtime: Runti
     with pytest.raises(InvalidMessageError) as info:
         await runtime.send("rec.local", {"type": "tool_result", "call_id": "c", "ok": False})
     assert info.value.field is not None and "payload" in info.value.field
+    # Text UTF-8 cannot carry (a lone surrogate) would fail at every write: refused at the send.
+    with pytest.raises(InvalidMessageError, match="lone surrogate") as info:
+        await runtime.send("rec.local", "half a pair: \ud800")
+    assert info.value.field == "payload"
+    with pytest.raises(InvalidMessageError, match="lone surrogate"):
+        await runtime.group_send("room", {"type": "json", "kind": "x.y", "data": {"k": "\udfff"}}, sender="rec.local")
+    with pytest.raises(InvalidMessageError, match="128 characters") as info:
+        await runtime.send("rec.local", "hi", message_id="x" * 129)
+    assert info.value.field == "message_id"
     await runtime.settle()
 
     recorder = await runtime.agent_instance("rec.local", Recorder)

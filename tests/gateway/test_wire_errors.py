@@ -51,6 +51,20 @@ async def test_invalid_requests(gateway: GatewayServer, frame: str, expected_id:
     await conn.close()
 
 
+async def test_a_lone_surrogate_escape_is_a_parse_error_and_a_pair_is_a_character(gateway: GatewayServer) -> None:
+    alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
+    conn = await alice.connect(gateway)
+    frame = '{"jsonrpc": "2.0", "id": 5, "method": "message.send", "params": {"to": "%s", "payload": %s}}'
+    lone = frame % (bob.aid, '{"type": "text", "text": "half \\ud800 a character"}')
+    error = error_of(await conn.send_text(lone))
+    assert error["code"] == -32700 and "surrogate" in str(error["message"])
+    assert gateway.core.inboxes.head(bob.aid) == 0  # nothing stored
+    pair = frame % (bob.aid, '{"type": "text", "text": "an emoji, escaped: \\ud83d\\ude00"}')
+    answer = await conn.send_text(pair)  # how an ASCII-only encoder writes it: one character
+    assert answer["result"]["seq"] == 1, answer
+    await conn.close()
+
+
 async def test_binary_frames_are_invalid_requests(gateway: GatewayServer) -> None:
     conn = await RawConnection.open(gateway)
     await conn.ws.send(b'{"jsonrpc": "2.0", "id": 1, "method": "meta.ping"}')
