@@ -61,9 +61,10 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
-from ._errors import MailboxFullError, RPCForbiddenError, UndeliverableError
+from ._errors import MailboxFullError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._no_rpc import RefusesRPC
 from ._routing import SubscriptionIndex
 
 __all__ = ["DRAIN_BATCH", "AUNActorRuntime", "MailboxProvider", "UndeliverableHook"]
@@ -103,7 +104,7 @@ def _factory_entry(make: Callable[..., Any], expected: type[Agent] | None) -> Ca
     return _Factory(make, expected, arity == 2)
 
 
-class AUNActorRuntime(ActorLifecycle, AgentRuntime):
+class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     """An in-process autogen-core runtime with actor semantics: one mailbox and one drain per agent.
 
     Args:
@@ -178,18 +179,6 @@ class AUNActorRuntime(ActorLifecycle, AgentRuntime):
         return cell.mailbox if cell is not None else None
 
     # -- messages ----------------------------------------------------------------------------------
-
-    async def send_message(
-        self,
-        message: Any,
-        recipient: AgentId,
-        *,
-        sender: AgentId | None = None,
-        cancellation_token: CancellationToken | None = None,
-        message_id: str | None = None,
-    ) -> NoReturn:
-        """Refused: a receiver has no obligation to respond. Nothing is queued."""
-        raise RPCForbiddenError()
 
     async def publish_message(
         self,

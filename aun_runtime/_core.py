@@ -22,7 +22,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 from autogen_core import (
     EVENT_LOGGER_NAME,
@@ -46,7 +46,8 @@ from pydantic import BaseModel
 from protocols.aun import AUNMessage
 from protocols.contract import contract_classes
 
-from ._errors import RPCForbiddenError, RuntimeStoppedError
+from ._errors import RuntimeStoppedError
+from ._no_rpc import RefusesRPC
 
 __all__ = [
     "AUNSingleThreadedRuntime",
@@ -126,7 +127,7 @@ def register_wire_serializers(core: AgentRuntime) -> None:
     core.add_message_serializer(serializers)
 
 
-class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
+class AUNSingleThreadedRuntime(RefusesRPC, SingleThreadedAgentRuntime):
     """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted per-delivery work.
 
     Args:
@@ -169,17 +170,6 @@ class AUNSingleThreadedRuntime(SingleThreadedAgentRuntime):
                     if recipient != envelope.sender:
                         hook(recipient, envelope.message, stopped)
         await super().stop()
-
-    async def send_message(
-        self,
-        message: Any,
-        recipient: AgentId,
-        *,
-        sender: AgentId | None = None,
-        cancellation_token: CancellationToken | None = None,
-        message_id: str | None = None,
-    ) -> NoReturn:
-        raise RPCForbiddenError()
 
     async def publish_message(
         self,

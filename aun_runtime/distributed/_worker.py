@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from autogen_core import (
@@ -48,6 +48,7 @@ from protocols.aun import AUNMessage
 from .._archive import RecordKind
 from .._core import INBOX_PREFIX
 from .._errors import AgentRegistrationError, RPCForbiddenError
+from .._no_rpc import RefusesRPC
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
@@ -95,7 +96,7 @@ class WorkerStats:
     kept: int = 0
 
 
-class WorkerRuntime(GrpcWorkerAgentRuntime):
+class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     """A worker of a cluster whose host is :class:`~aun_runtime.distributed.AUNHost`.
 
     Args:
@@ -372,17 +373,6 @@ class WorkerRuntime(GrpcWorkerAgentRuntime):
             )
 
     # -- sending -----------------------------------------------------------------------------------
-
-    async def send_message(
-        self,
-        message: Any,
-        recipient: AgentId,
-        *,
-        sender: AgentId | None = None,
-        cancellation_token: CancellationToken | None = None,
-        message_id: str | None = None,
-    ) -> NoReturn:
-        raise RPCForbiddenError()
 
     async def publish_message(
         self,
