@@ -120,13 +120,33 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
             handler raises is raised again by ``stop``/``stop_when_idle``.
 
     Example:
-        .. code-block:: python
+        Plain autogen-core code, unchanged:
 
-            runtime = AUNActorRuntime()
-            await MyAgent.register(runtime, "my_agent", lambda: MyAgent("My agent"))
-            runtime.start()
-            await runtime.publish_message(MyMessage("hi"), DefaultTopicId())
-            await runtime.stop_when_idle()
+        >>> import asyncio
+        >>> from dataclasses import dataclass
+        >>> from autogen_core import DefaultTopicId, MessageContext, RoutedAgent, default_subscription, event
+        >>> @dataclass
+        ... class Hello:
+        ...     text: str
+        >>> @default_subscription
+        ... class Greeter(RoutedAgent):
+        ...     def __init__(self) -> None:
+        ...         super().__init__("greets")
+        ...         self.heard: list[str] = []
+        ...
+        ...     @event
+        ...     async def on_hello(self, message: Hello, ctx: MessageContext) -> None:
+        ...         self.heard.append(message.text)
+        >>> async def main() -> list[str]:
+        ...     runtime = AUNActorRuntime()
+        ...     await Greeter.register(runtime, "greeter", Greeter)
+        ...     runtime.start()
+        ...     await runtime.publish_message(Hello("hi"), DefaultTopicId())
+        ...     await runtime.stop_when_idle()
+        ...     greeter = await runtime.try_get_underlying_agent_instance(AgentId("greeter", "default"), Greeter)
+        ...     return greeter.heard
+        >>> asyncio.run(main())
+        ['hi']
     """
 
     #: It runs each agent's messages one at a time itself: the AUN facade hands it the mailboxes.

@@ -10,9 +10,12 @@ client needs (``/pki/*``, ``/health``, ``/.well-known/aun-gateway``). A developm
 the data directory on first start; everything acknowledged is kept in SQLite there.
 
 Example:
-    >>> async def main(tmp):                                      # doctest: +SKIP
+    >>> import asyncio, tempfile
+    >>> async def main(tmp):
     ...     async with GatewayServer("127.0.0.1", port=0, data_dir=tmp) as server:
-    ...         print(server.url, server.issuer, server.root_ca_path)
+    ...         return server.url.startswith("ws://127.0.0.1:"), server.issuer
+    >>> asyncio.run(main(tempfile.mkdtemp()))
+    (True, 'aun.localhost')
 """
 
 from ._agent_config import GatewayAgentConfig
