@@ -7,11 +7,13 @@ next created, in this process or in the next one that opens the file (virtual ac
 state). The actor runtime saves every instance still in memory into a durable store when it is
 closed, so a runtime restarted on the same file carries on where the last one stopped.
 
-Writes are deferred: ``put`` and ``take`` change a small table of pending changes in memory, which
-goes to the file in one transaction when :data:`PENDING_LIMIT` changes wait, before any read that
-needs the file, and on :meth:`SQLiteStateStore.close`. Evictions come in bursts (thousands of agents
-going idle at once), and one transaction per agent would cost a file sync each. A change not yet
-written is lost if the process dies, as the instance it came from would have been.
+Writes are deferred: ``put`` changes a small table of pending states in memory, which goes to the
+file in one transaction when :data:`PENDING_LIMIT` states wait, before any read that needs the
+file, and on :meth:`SQLiteStateStore.close`. Evictions come in bursts (thousands of agents going
+idle at once), and one transaction per agent would cost a file sync each. Nothing is ever deleted:
+``take`` hands an agent's state to its new instance and hides it from the store's readers, but
+leaves the row in the file until the agent's next save replaces it. So a process that dies loses
+only what changed since each agent was last saved, never an older state.
 """
 
 from __future__ import annotations
@@ -77,8 +79,9 @@ class SQLiteStateStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        # key -> the state's JSON to write, or None to delete what the file holds for it.
-        self._pending: dict[_Key, str | None] = {}
+        self._pending: dict[_Key, str] = {}  # states to write
+        # Agents whose state an instance in memory holds: hidden from readers, kept in the file.
+        self._taken: set[_Key] = set()
         self._closed = False
 
     def put(self, agent: AgentId, state: Mapping[str, Any]) -> None:
@@ -87,35 +90,45 @@ class SQLiteStateStore:
         Raises:
             TypeError: the state is not JSON-serialisable (autogen-core requires that it be).
         """
-        self._change((agent.type, agent.key), json.dumps(state, separators=(",", ":")))
+        key = (agent.type, agent.key)
+        self._pending[key] = json.dumps(state, separators=(",", ":"))
+        self._taken.discard(key)
+        if len(self._pending) >= PENDING_LIMIT:
+            self.flush()
 
     def take(self, agent: AgentId) -> Mapping[str, Any] | None:
-        """Remove and return the state kept for ``agent`` (None if there is none)."""
+        """Return the state kept for ``agent`` and stop offering it (None if there is none).
+
+        The row stays in the file, the agent's last saved state, until its next ``put``.
+        """
         key = (agent.type, agent.key)
-        text = self._pending[key] if key in self._pending else self._read(key)
+        text = self._lookup(key)
         if text is None:
             return None
-        self._change(key, None)
+        self._taken.add(key)
         return decoded_state(text)
 
     def peek(self, agent: AgentId) -> Mapping[str, Any] | None:
         """The state kept for ``agent``, left in place (None if there is none)."""
-        key = (agent.type, agent.key)
-        text = self._pending[key] if key in self._pending else self._read(key)
+        text = self._lookup((agent.type, agent.key))
         return None if text is None else decoded_state(text)
 
     def items(self) -> Iterator[tuple[AgentId, Mapping[str, Any]]]:
         """Every kept state (read in one go: the store may change while the caller goes through them)."""
         self.flush()
         rows = self._db.execute("SELECT agent_type, agent_key, state FROM agent_states").fetchall()
-        return iter([(AgentId(type_, key), decoded_state(text)) for type_, key, text in rows])
+        taken = self._taken
+        return iter(
+            [(AgentId(type_, key), decoded_state(text)) for type_, key, text in rows if (type_, key) not in taken]
+        )
 
     def __len__(self) -> int:
         self.flush()
-        return int(self._db.execute("SELECT COUNT(*) FROM agent_states").fetchone()[0])
+        # Every taken key has its row (it came from the file, or was written by the flush above).
+        return int(self._db.execute("SELECT COUNT(*) FROM agent_states").fetchone()[0]) - len(self._taken)
 
     def flush(self) -> None:
-        """Write the pending changes now, in one transaction."""
+        """Write the pending states now, in one transaction."""
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
@@ -123,17 +136,13 @@ class SQLiteStateStore:
             self._db.execute("BEGIN")
             self._db.executemany(
                 "INSERT OR REPLACE INTO agent_states (agent_type, agent_key, state) VALUES (?, ?, ?)",
-                [(type_, key, text) for (type_, key), text in pending.items() if text is not None],
-            )
-            self._db.executemany(
-                "DELETE FROM agent_states WHERE agent_type = ? AND agent_key = ?",
-                [key for key, text in pending.items() if text is None],
+                [(type_, key, text) for (type_, key), text in pending.items()],
             )
             self._db.execute("COMMIT")
         except BaseException:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-            pending.update(self._pending)  # changes made since are newer: they win
+            pending.update(self._pending)  # states put since are newer: they win
             self._pending = pending
             raise
 
@@ -145,10 +154,11 @@ class SQLiteStateStore:
         self._db.close()
         self._closed = True
 
-    def _change(self, key: _Key, text: str | None) -> None:
-        self._pending[key] = text
-        if len(self._pending) >= PENDING_LIMIT:
-            self.flush()
+    def _lookup(self, key: _Key) -> str | None:
+        if key in self._taken:
+            return None
+        text = self._pending.get(key)
+        return text if text is not None else self._read(key)
 
     def _read(self, key: _Key) -> str | None:
         row = self._db.execute(

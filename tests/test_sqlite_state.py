@@ -79,10 +79,14 @@ def test_changes_wait_in_memory_and_go_to_the_file_together(tmp_path: Path) -> N
     assert len(_rows(path)) == PENDING_LIMIT  # the limit reached: one transaction for all
 
     assert store.take(AgentId("a.local", "7")) == {"n": 7}
-    assert store.take(AgentId("a.local", "7")) is None  # taken means removed...
-    assert len(store) == PENDING_LIMIT - 1  # ...from the file too, once written
-    assert "a.local/7" not in _rows(path)
+    assert store.take(AgentId("a.local", "7")) is None  # taken: no longer offered...
+    assert store.peek(AgentId("a.local", "7")) is None
+    assert len(store) == PENDING_LIMIT - 1
+    assert _rows(path)["a.local/7"] == '{"n":7}'  # ...but kept in the file, its last saved state
+    store.put(AgentId("a.local", "7"), {"n": 70})  # saved again: offered again
+    assert store.peek(AgentId("a.local", "7")) == {"n": 70}
     assert dict(store.items())[AgentId("a.local", "8")] == {"n": 8}
+    assert len(dict(store.items())) == len(store) == PENDING_LIMIT
     store.close()
     store.close()  # idempotent
 
@@ -106,3 +110,23 @@ def test_the_store_can_share_the_archive_file(tmp_path: Path) -> None:
     assert [r.text for r in archive.history("a.local")] == ["noted"]
     archive.close()
     assert _rows(tmp_path / "archive.sqlite") == {"a.local/default": '{"x":1}'}
+
+
+async def test_a_process_that_dies_keeps_each_agents_last_saved_state(tmp_path: Path) -> None:
+    path = tmp_path / "states.sqlite"
+    seed = SQLiteStateStore(path)
+    seed.put(AgentId("notebook.local", "default"), {"notes": ["saved before"]})
+    seed.close()
+    core = AUNActorRuntime(state_store=SQLiteStateStore(path))
+    runtime = AUNRuntime(core=core, archive=tmp_path / "archive.sqlite")
+    await runtime.register_agent("notebook.local", Notebook)
+    inbox = await runtime.open_inbox()
+    await runtime.start()
+    await inbox.send("notebook.local", "new, not saved yet")
+    await runtime.settle()
+    notebook = await runtime.agent_instance("notebook.local", Notebook)
+    assert notebook.notes == ["saved before", "new, not saved yet"]
+    assert core.saved_states == 0  # the state is the instance's now...
+    # ...and the process dies here, without close(): the file still has the last saved state.
+    assert _rows(path) == {"notebook.local/default": '{"notes":["saved before"]}'}
+    await runtime.close()
