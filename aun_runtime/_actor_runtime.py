@@ -381,9 +381,8 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     # -- failures ----------------------------------------------------------------------------------
 
     def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
-        hook = self._on_undeliverable
-        if hook is not None:
-            hook(agent_id, message, error)
+        if self._on_undeliverable is not None:
+            self._report(agent_id, message, error)
         else:
             logger.warning("undeliverable %s for %s: %s", type(message).__name__, agent_id, error)
 
@@ -391,9 +390,21 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         if self._on_undeliverable is None:
             logger.error("handler of %s raised on a %s", agent_id, type(message).__name__, exc_info=error)
         else:
-            self._on_undeliverable(agent_id, message, error)
+            self._report(agent_id, message, error)
         if not self._ignore_unhandled and self._background_exception is None:
             self._background_exception = error
+
+    def _report(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
+        """Pass a failure to the hook. A hook that raises is logged: it runs inside a drain, a
+        publish or stop(), and letting it escape would strand the drain's queue, abort the publish
+        midway through its recipients, or leave stop() half done."""
+        assert self._on_undeliverable is not None
+        try:
+            self._on_undeliverable(agent_id, message, error)
+        except Exception:
+            logger.exception(
+                "on_undeliverable raised while reporting a %s for %s (%s)", type(message).__name__, agent_id, error
+            )
 
     def _fail_queued(self, cell: Cell, error: BaseException) -> None:
         while cell.queue:

@@ -1,0 +1,116 @@
+"""AUNActorRuntime when things go wrong around a handler: cancellations, a failing hook, stop() at odd
+moments, activations that are cut short. Every case must leave the count of unfinished messages and
+the mailboxes exact, report each message that was not handled, and let the rest be delivered."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from autogen_core import (
+    AgentId,
+    MessageContext,
+    RoutedAgent,
+    TopicId,
+    TypeSubscription,
+    event,
+)
+
+from aun_runtime import AUNActorRuntime
+
+TOPIC = TopicId("work", "default")
+WORKER = AgentId("worker", "default")
+
+
+@dataclass
+class Job:
+    n: int
+
+
+class Worker(RoutedAgent):
+    """Records each job; job 0 waits (for ``gate``, or for a future tied to its cancellation token)."""
+
+    def __init__(self, gate: asyncio.Event | None = None, on_zero: str = "gate") -> None:
+        super().__init__("works")
+        self.done: list[int] = []
+        self.gate = gate
+        self.on_zero = on_zero
+        self.started = asyncio.Event()
+        self.closed = False
+
+    @event
+    async def on_job(self, message: Job, ctx: MessageContext) -> None:
+        if message.n == 0:
+            self.started.set()
+            if self.on_zero == "token":
+                waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                ctx.cancellation_token.link_future(waiting)
+                await waiting
+            elif self.gate is not None:
+                await self.gate.wait()
+        self.done.append(message.n)
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {"done": list(self.done)}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        if "broken" in state:
+            raise ValueError("unreadable state")
+        self.done = list(state["done"])
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class Interrupted:
+    n: int
+
+
+Failure = tuple[AgentId, Any, BaseException]
+
+
+async def _runtime(make: Any = Worker, **options: Any) -> tuple[AUNActorRuntime, list[Failure]]:
+    runtime = AUNActorRuntime(idle_timeout=None, **options)
+    failures: list[Failure] = []
+    runtime.attach(on_undeliverable=lambda agent, message, error: failures.append((agent, message, error)))
+    await runtime.register_factory("worker", make)
+    await runtime.add_subscription(TypeSubscription("work", "worker"))
+    return runtime, failures
+
+
+def _settled(runtime: AUNActorRuntime) -> bool:
+    mailbox = runtime.mailbox(WORKER)
+    return runtime.unprocessed_messages_count == 0 and (mailbox is None or mailbox.occupancy == 0)
+
+
+async def test_a_hook_that_raises_is_logged_and_delivery_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    class Failing(Worker):
+        @event
+        async def on_job(self, message: Job, ctx: MessageContext) -> None:
+            if message.n == 0:
+                raise RuntimeError("job 0 failed")
+            self.done.append(message.n)
+
+    def hook(agent: AgentId, message: Any, error: BaseException) -> None:
+        raise OSError("the archive is unavailable")
+
+    runtime, _ = await _runtime(Failing)
+    runtime.attach(on_undeliverable=hook)
+    await runtime.add_subscription(TypeSubscription("work", "ghost"))  # subscribed, never registered
+    runtime.start()
+    with caplog.at_level(logging.ERROR, logger="aun_runtime"):
+        await runtime.publish_message(Job(0), TOPIC)  # the ghost's report fails: the publish goes on
+        await runtime.publish_message(Job(1), TOPIC)
+        await asyncio.wait_for(runtime.idle(), timeout=5)
+
+    worker = await runtime.try_get_underlying_agent_instance(WORKER, Failing)
+    assert worker.done == [1]
+    assert _settled(runtime)
+    hook_errors = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], OSError)]
+    assert len(hook_errors) == 3  # ghost twice, the failed job once
+    await runtime.stop()
