@@ -22,7 +22,8 @@ messages travel:
 * **Failures are reported.** A message that is refused, cannot reach its agent (unknown type, a factory
   that raises), whose handler raises, or that is still queued when the runtime stops is passed to the
   ``on_undeliverable`` hook (the AUN facade archives it as a dead letter) or logged. The drain task
-  survives a handler that raises and goes on with the next message.
+  survives a handler that raises (``CancelledError`` included, as when the publisher cancels the
+  message's token) and goes on with the next message; a hook that raises is logged.
 * **No RPC.** ``send_message`` raises :class:`~aun_runtime.RPCForbiddenError` before anything is queued.
 
 Lifecycle and state details are in :mod:`aun_runtime._actor_lifecycle`.
@@ -312,6 +313,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     async def _drain(self, cell: Cell) -> None:
         """Hand the cell's messages to its agent, one at a time, until the queue is empty."""
         epoch = self._epoch
+        this = asyncio.current_task()
         try:
             agent = cell.agent
             if agent is None:
@@ -343,6 +345,12 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                             await self._handle_traced(agent, delivery)
                     except Exception as exc:
                         self._handler_failed(cell.agent_id, delivery.message, exc)
+                    except asyncio.CancelledError as exc:
+                        if self._epoch != epoch or (this is not None and this.cancelling()):
+                            raise  # the drain itself is cancelled: by stop(), or from outside
+                        # Cancelled inside the handler only (a future tied to the message's token,
+                        # which its publisher cancelled): that message failed, the others go on.
+                        self._handler_failed(cell.agent_id, delivery.message, exc)
                     if self._epoch != epoch:
                         break  # stopped meanwhile: stop() accounts for this message and the rest
                     cell.current = None
@@ -355,12 +363,23 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                         handled = 0
                         await asyncio.sleep(0)  # let other agents (and publishers) run
         finally:
-            if self._epoch == epoch:
+            if self._epoch == epoch:  # else stop() has accounted for this cell
                 cell.task = None
-                if not cell.queue:
+                interrupted, cell.current = cell.current, None
+                if interrupted is not None:  # cancelled from outside mid-handler: finish that message
+                    cell.mailbox.release()
+                    self._message_finished()
+                    self._undeliverable(
+                        cell.agent_id,
+                        interrupted.message,
+                        UndeliverableError("the drain was cancelled while this message was being handled"),
+                    )
+                if cell.queue:
+                    if self._running and not cell.evicting:
+                        self._start_drain(cell)  # the rest must not wait for a drain that is gone
+                else:
                     cell.queue = None  # an idle cell keeps no deque
-                    if cell.current is None:
-                        self._went_idle(cell)
+                    self._went_idle(cell)
 
     async def _handle_traced(self, agent: Agent, delivery: Delivery) -> None:
         assert self._tracer is not None
@@ -386,12 +405,14 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         else:
             logger.warning("undeliverable %s for %s: %s", type(message).__name__, agent_id, error)
 
-    def _handler_failed(self, agent_id: AgentId, message: Any, error: Exception) -> None:
+    def _handler_failed(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
         if self._on_undeliverable is None:
             logger.error("handler of %s raised on a %s", agent_id, type(message).__name__, exc_info=error)
         else:
             self._report(agent_id, message, error)
-        if not self._ignore_unhandled and self._background_exception is None:
+        # A cancelled message is no error of the handler; and stop() raising CancelledError would
+        # read as stop() itself having been cancelled.
+        if not self._ignore_unhandled and self._background_exception is None and isinstance(error, Exception):
             self._background_exception = error
 
     def _report(self, agent_id: AgentId, message: Any, error: BaseException) -> None:

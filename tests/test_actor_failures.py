@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from autogen_core import (
     AgentId,
+    CancellationToken,
     MessageContext,
     RoutedAgent,
     TopicId,
@@ -86,6 +87,45 @@ async def _runtime(make: Any = Worker, **options: Any) -> tuple[AUNActorRuntime,
 def _settled(runtime: AUNActorRuntime) -> bool:
     mailbox = runtime.mailbox(WORKER)
     return runtime.unprocessed_messages_count == 0 and (mailbox is None or mailbox.occupancy == 0)
+
+
+async def test_a_handler_cancelled_through_its_token_fails_that_message_only() -> None:
+    runtime, failures = await _runtime(lambda: Worker(on_zero="token"), ignore_unhandled_exceptions=False)
+    runtime.start()
+    token = CancellationToken()
+    await runtime.publish_message(Job(0), TOPIC, cancellation_token=token)
+    await runtime.publish_message(Job(1), TOPIC)
+    worker = await runtime.try_get_underlying_agent_instance(WORKER, Worker)
+    await asyncio.wait_for(worker.started.wait(), timeout=5)
+
+    token.cancel()  # the publisher takes the message back: its handler ends with CancelledError
+    await asyncio.wait_for(runtime.idle(), timeout=5)
+
+    assert worker.done == [1]
+    [(agent, message, error)] = failures
+    assert agent == WORKER and message == Job(0) and isinstance(error, asyncio.CancelledError)
+    assert _settled(runtime)
+    await runtime.stop()  # a cancelled message is no handler error: stop() does not raise it
+
+
+async def test_a_drain_cancelled_from_outside_reports_its_message_and_delivers_the_rest() -> None:
+    gate = asyncio.Event()
+    runtime, failures = await _runtime(lambda: Worker(gate=gate))
+    runtime.start()
+    for n in range(3):
+        await runtime.publish_message(Job(n), TOPIC)
+    worker = await runtime.try_get_underlying_agent_instance(WORKER, Worker)
+    await asyncio.wait_for(worker.started.wait(), timeout=5)
+    drain = runtime._cells[WORKER].task
+    assert drain is not None
+
+    drain.cancel()
+    await asyncio.wait_for(runtime.idle(), timeout=5)
+
+    assert worker.done == [1, 2]
+    assert [message for _, message, _ in failures] == [Job(0)]
+    assert _settled(runtime)
+    await runtime.stop()
 
 
 async def test_a_hook_that_raises_is_logged_and_delivery_goes_on(caplog: pytest.LogCaptureFixture) -> None:
