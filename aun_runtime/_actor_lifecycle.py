@@ -184,6 +184,7 @@ class ActorLifecycle:
             if cell.current is not None:
                 cell.current.ctx.cancellation_token.cancel()
         tasks: list[asyncio.Task[Any]] = [cell.task for cell in cells if cell.task is not None]
+        tasks += [cell.activation for cell in cells if cell.activation is not None]
         tasks += self._evictions
         for task in tasks:
             task.cancel()

@@ -508,25 +508,32 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
 
     async def _get_agent_of(self, cell: Cell) -> Agent:
         cell.touched += 1  # an eviction in progress keeps the instance: someone is using it
-        if cell.agent is not None:
-            return cell.agent
-        if cell.activation is not None:
-            return await asyncio.shield(cell.activation)
-        activation: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
-        cell.activation = activation
+        while cell.agent is None:
+            activation = cell.activation
+            if activation is None:
+                # A task of its own that every caller awaits through a shield, so that a caller
+                # that gives up (a wait_for that timed out, a stopped drain) does not cancel it
+                # for the others. Only stop() cancels it.
+                activation = cell.activation = asyncio.get_running_loop().create_task(self._activate(cell))
+            epoch = self._epoch
+            try:
+                return await asyncio.shield(activation)
+            except asyncio.CancelledError:
+                this = asyncio.current_task()
+                if not activation.cancelled() or (this is not None and this.cancelling()):
+                    raise  # this caller was cancelled
+                if self._epoch == epoch:  # the factory itself raised CancelledError
+                    raise UndeliverableError(f"creating {cell.agent_id} was cancelled") from None
+                # stop() cancelled the activation, not this caller, who still wants the agent.
+        return cell.agent
+
+    async def _activate(self, cell: Cell) -> Agent:
         try:
             agent = await self._instantiate(cell.agent_id)
-        except asyncio.CancelledError:
-            activation.cancel()
-            raise
-        except BaseException as exc:
-            activation.set_exception(exc)
-            activation.exception()  # retrieved: only concurrent callers need it
-            raise
         finally:
-            cell.activation = None
+            if cell.activation is asyncio.current_task():
+                cell.activation = None
         cell.agent = agent
-        activation.set_result(agent)
         return agent
 
     async def _instantiate(self, agent_id: AgentId) -> Agent:
@@ -539,7 +546,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                 else:
                     made = factory.make(self, agent_id) if factory.takes_runtime else factory.make()
                 agent = cast(Agent, await made if inspect.isawaitable(made) else made)
-            except BaseException:
+            except Exception:  # not CancelledError: stop() interrupting a slow factory is no error
                 logger.error("error constructing agent %s", agent_id, exc_info=True)
                 raise
         if factory is not None and factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
@@ -547,7 +554,16 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                 f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
                 f"got {_type_of(agent).__name__}"
             )
-        await self._restore(agent_id, agent)
+        try:
+            await self._restore(agent_id, agent)
+        except BaseException:
+            # This instance will never be used (the next attempt makes another): close it, as an
+            # evicted one is, so that whatever it opened is released.
+            try:
+                await agent.close()
+            except Exception:
+                logger.warning("closing %s after its state failed to load failed", agent_id, exc_info=True)
+            raise
         return agent
 
     # -- subscriptions and serializers -------------------------------------------------------------

@@ -21,7 +21,8 @@ from autogen_core import (
     event,
 )
 
-from aun_runtime import AUNActorRuntime
+from aun_runtime import AUNActorRuntime, RuntimeStoppedError
+from aun_runtime._errors import UndeliverableError
 
 TOPIC = TopicId("work", "default")
 WORKER = AgentId("worker", "default")
@@ -153,4 +154,105 @@ async def test_a_hook_that_raises_is_logged_and_delivery_goes_on(caplog: pytest.
     assert _settled(runtime)
     hook_errors = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], OSError)]
     assert len(hook_errors) == 3  # ghost twice, the failed job once
+    await runtime.stop()
+
+
+async def test_a_caller_that_gives_up_on_an_activation_does_not_cancel_it_for_the_drain() -> None:
+    gate = asyncio.Event()
+
+    async def slow() -> Worker:
+        await gate.wait()
+        return Worker()
+
+    runtime, failures = await _runtime(slow)
+    runtime.start()
+    impatient = asyncio.create_task(runtime.try_get_underlying_agent_instance(WORKER))
+    await asyncio.sleep(0)  # it starts the activation
+    await runtime.publish_message(Job(1), TOPIC)
+    await asyncio.sleep(0)  # the drain waits for the same activation
+    impatient.cancel()  # as a wait_for() that timed out would
+    with pytest.raises(asyncio.CancelledError):
+        await impatient
+    gate.set()
+
+    await asyncio.wait_for(runtime.idle(), timeout=5)
+
+    assert (await runtime.try_get_underlying_agent_instance(WORKER, Worker)).done == [1]
+    assert failures == [] and _settled(runtime)
+    await runtime.stop()
+
+
+async def test_stop_during_an_activation_does_not_cancel_another_callers_wait() -> None:
+    gate = asyncio.Event()
+    made = 0
+
+    async def slow() -> Worker:
+        nonlocal made
+        made += 1
+        await gate.wait()
+        return Worker()
+
+    runtime, failures = await _runtime(slow)
+    runtime.start()
+    await runtime.publish_message(Job(1), TOPIC)  # the drain starts the activation
+    await asyncio.sleep(0)
+    caller = asyncio.create_task(runtime.try_get_underlying_agent_instance(WORKER, Worker))
+    await asyncio.sleep(0)  # it waits for the same activation
+
+    await asyncio.wait_for(runtime.stop(), timeout=5)
+    gate.set()
+    worker = await asyncio.wait_for(caller, timeout=5)  # the caller was not cancelled: it gets its agent
+
+    assert isinstance(worker, Worker) and made == 2
+    assert [message for _, message, _ in failures] == [Job(1)]
+    assert isinstance(failures[0][2], RuntimeStoppedError)
+    assert _settled(runtime)
+
+
+async def test_a_factory_interrupted_by_stop_is_not_logged_as_a_construction_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def never() -> Worker:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    runtime, failures = await _runtime(never)
+    runtime.start()
+    await runtime.publish_message(Job(1), TOPIC)
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.ERROR, logger="aun_runtime"):
+        await asyncio.wait_for(runtime.stop(), timeout=5)
+    assert not [r for r in caplog.records if "constructing" in r.getMessage()]
+    assert [message for _, message, _ in failures] == [Job(1)]
+
+
+async def test_an_instance_whose_state_cannot_be_loaded_is_closed_and_the_state_kept() -> None:
+    made: list[Worker] = []
+
+    def make() -> Worker:
+        made.append(Worker())
+        return made[-1]
+
+    runtime, _ = await _runtime(make)
+    await runtime.load_state({"worker/default": {"broken": True}})
+    with pytest.raises(ValueError, match="unreadable state"):
+        await runtime.try_get_underlying_agent_instance(WORKER)
+    assert len(made) == 1 and made[0].closed
+    assert runtime.instances == 0 and runtime.saved_states == 1
+
+
+async def test_a_factory_that_raises_cancelled_error_fails_its_messages_without_cancelling_callers() -> None:
+    async def cancelled() -> Worker:
+        raise asyncio.CancelledError
+
+    runtime, failures = await _runtime(cancelled)
+    runtime.start()
+    await runtime.publish_message(Job(1), TOPIC)
+    await asyncio.wait_for(runtime.idle(), timeout=5)
+    with pytest.raises(UndeliverableError, match="was cancelled"):
+        await runtime.try_get_underlying_agent_instance(WORKER)
+
+    assert [message for _, message, _ in failures] == [Job(1)]
+    assert isinstance(failures[0][2], UndeliverableError)
+    assert _settled(runtime)
     await runtime.stop()
