@@ -157,6 +157,89 @@ async def test_a_hook_that_raises_is_logged_and_delivery_goes_on(caplog: pytest.
     await runtime.stop()
 
 
+async def test_a_message_published_while_stop_waits_for_handlers_is_reported_too() -> None:
+    class Noisy(Worker):
+        """Tells another agent, one with no cell yet, when its handler is cancelled."""
+
+        @event
+        async def on_job(self, message: Job, ctx: MessageContext) -> None:
+            self.started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                await self.publish_message(Interrupted(message.n), TopicId("told", "default"))
+                raise
+
+    told: list[int] = []
+
+    class Listener(RoutedAgent):
+        def __init__(self) -> None:
+            super().__init__("listens")
+
+        @event
+        async def on_interrupted(self, message: Interrupted, ctx: MessageContext) -> None:
+            told.append(message.n)
+
+    runtime, failures = await _runtime(Noisy)
+    await runtime.register_factory("listener", Listener)
+    await runtime.add_subscription(TypeSubscription("told", "listener"))
+    runtime.start()
+    await runtime.publish_message(Job(0), TOPIC)
+    worker = await runtime.try_get_underlying_agent_instance(WORKER, Noisy)
+    await asyncio.wait_for(worker.started.wait(), timeout=5)
+
+    await asyncio.wait_for(runtime.stop(), timeout=5)
+
+    assert [(agent.type, message) for agent, message, _ in failures] == [
+        ("worker", Job(0)),
+        ("listener", Interrupted(0)),
+    ]
+    assert all(isinstance(error, RuntimeStoppedError) for _, _, error in failures)
+    assert runtime.unprocessed_messages_count == 0
+    listener_mailbox = runtime.mailbox(AgentId("listener", "default"))
+    assert listener_mailbox is None or listener_mailbox.occupancy == 0
+
+    runtime.start()  # nothing left over: the count stays exact
+    await runtime.publish_message(Job(1), TOPIC)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert runtime.unprocessed_messages_count == 1
+    await runtime.stop()
+    assert told == []
+
+
+async def test_stop_called_by_a_handler_returns_and_reports_what_was_not_handled() -> None:
+    outcome: list[str] = []
+    stopped = asyncio.Event()
+
+    class Stopper(Worker):
+        @event
+        async def on_job(self, message: Job, ctx: MessageContext) -> None:
+            try:
+                await self.runtime.stop()  # type: ignore[attr-defined]
+                outcome.append("returned")
+            except BaseException as error:
+                outcome.append(type(error).__name__)
+                raise
+            finally:
+                stopped.set()
+
+    runtime, failures = await _runtime(Stopper)
+    await runtime.publish_message(Job(0), TOPIC)
+    await runtime.publish_message(Job(1), TOPIC)
+    runtime.start()
+    await asyncio.wait_for(stopped.wait(), timeout=5)
+    for _ in range(5):  # let the handler and its drain end
+        await asyncio.sleep(0)
+
+    assert outcome == ["returned"]
+    assert [message for _, message, _ in failures] == [Job(0), Job(1)]
+    assert all(isinstance(error, RuntimeStoppedError) for _, _, error in failures)
+    assert _settled(runtime)
+    runtime.start()  # and it starts again
+    await runtime.stop()
+
+
 async def test_a_caller_that_gives_up_on_an_activation_does_not_cancel_it_for_the_drain() -> None:
     gate = asyncio.Event()
 
