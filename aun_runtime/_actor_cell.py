@@ -71,7 +71,7 @@ class Cell:
         queue: deliveries waiting, oldest first (None while empty, to keep idle cells small).
         task: the drain task, while the agent has messages to handle (one task per active agent).
         current: the delivery being handled right now.
-        activation: set while the instance is being created, so concurrent callers share it.
+        activation: the task creating the instance, while it runs; every caller waits for it.
         evicting: set while the instance is being saved and dropped.
         idle_listed: the cell is on the idle list (a candidate for eviction).
         touched: bumped whenever the cell is used; an eviction that sees it change backs off.
@@ -99,7 +99,7 @@ class Cell:
         self.queue: deque[Delivery] | None = None
         self.task: asyncio.Task[None] | None = None
         self.current: Delivery | None = None
-        self.activation: asyncio.Future[Agent] | None = None
+        self.activation: asyncio.Task[Agent] | None = None
         self.evicting = False
         self.idle_listed = False
         self.touched = 0

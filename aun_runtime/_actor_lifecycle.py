@@ -6,10 +6,14 @@
 * ``stop_when_idle()`` is ``idle()`` then ``stop()``.
 * ``stop()`` never hangs and never raises for messages in flight (autogen-core 0.7.5 raises
   ``task_done() called too many times`` there, upstream #7007): handlers still running are cancelled
-  (their ``CancellationToken`` too) and given :data:`STOP_GRACE` seconds to finish; the message each
-  was handling and every message still queued are reported as undeliverable with
+  (their ``CancellationToken`` too), and so are agents being created, and given :data:`STOP_GRACE`
+  seconds to finish; the message each was handling and every message still queued, including those
+  published while ``stop()`` waited for the handlers, are reported as undeliverable with
   :class:`~aun_runtime.RuntimeStoppedError` (the AUN facade archives them as dead letters, so they can
-  be found and sent again). The runtime can be started again afterwards.
+  be found and sent again). The runtime can be started again afterwards. A ``stop()`` called by a
+  handler returns to it: that handler is not cancelled (its token is) and runs to its end, but its
+  message is reported with the others. A caller waiting in ``try_get_underlying_agent_instance``
+  for an agent whose creation ``stop()`` cancelled is not cancelled: the agent is created again for it.
 * ``save_state()`` returns the agents' own state, ``{str(agent_id): state}``, for the instances in
   memory and for evicted agents (their saved state). Messages still queued are **not** part of it
   (they are not agents' state, as on autogen-core, upstream #4108): call ``stop_when_idle()`` first
@@ -119,7 +123,7 @@ class ActorLifecycle:
         Raises:
             RuntimeError: messages are queued but the runtime is not started (they would wait forever).
         """
-        while self._unfinished:
+        while self._unfinished > 0:
             if not self._running:
                 raise RuntimeError("the runtime is not started: queued messages wait for start()")
             await self._idle_event.wait()
@@ -184,14 +188,23 @@ class ActorLifecycle:
             if cell.current is not None:
                 cell.current.ctx.cancellation_token.cancel()
         tasks: list[asyncio.Task[Any]] = [cell.task for cell in cells if cell.task is not None]
+        tasks += [cell.activation for cell in cells if cell.activation is not None]
         tasks += self._evictions
+        # Called by a handler, stop() runs in that handler's drain: cancelling it would interrupt
+        # this very stop. That handler goes on to its end (its message is reported below all the
+        # same, and its drain then leaves the cell alone: the epoch has changed).
+        this = asyncio.current_task()
+        tasks = [task for task in tasks if task is not this]
         for task in tasks:
             task.cancel()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE)
             if pending:
                 logger.error("%d handlers ignored cancellation at stop; left running", len(pending))
-        for cell in cells:
+        # Read the cells again: while the handlers wound down, they (or any other task) may have
+        # published to agents that had no cell yet. Those messages are reported too, or they would
+        # stay queued while no longer counted.
+        for cell in list(self._cells.values()):
             cell.task = None
             cell.evicting = False
             interrupted, cell.current = cell.current, None

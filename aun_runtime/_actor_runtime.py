@@ -22,7 +22,8 @@ messages travel:
 * **Failures are reported.** A message that is refused, cannot reach its agent (unknown type, a factory
   that raises), whose handler raises, or that is still queued when the runtime stops is passed to the
   ``on_undeliverable`` hook (the AUN facade archives it as a dead letter) or logged. The drain task
-  survives a handler that raises and goes on with the next message.
+  survives a handler that raises (``CancelledError`` included, as when the publisher cancels the
+  message's token) and goes on with the next message; a hook that raises is logged.
 * **No RPC.** ``send_message`` raises :class:`~aun_runtime.RPCForbiddenError` before anything is queued.
 
 Lifecycle and state details are in :mod:`aun_runtime._actor_lifecycle`.
@@ -312,6 +313,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     async def _drain(self, cell: Cell) -> None:
         """Hand the cell's messages to its agent, one at a time, until the queue is empty."""
         epoch = self._epoch
+        this = asyncio.current_task()
         try:
             agent = cell.agent
             if agent is None:
@@ -343,6 +345,12 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                             await self._handle_traced(agent, delivery)
                     except Exception as exc:
                         self._handler_failed(cell.agent_id, delivery.message, exc)
+                    except asyncio.CancelledError as exc:
+                        if self._epoch != epoch or (this is not None and this.cancelling()):
+                            raise  # the drain itself is cancelled: by stop(), or from outside
+                        # Cancelled inside the handler only (a future tied to the message's token,
+                        # which its publisher cancelled): that message failed, the others go on.
+                        self._handler_failed(cell.agent_id, delivery.message, exc)
                     if self._epoch != epoch:
                         break  # stopped meanwhile: stop() accounts for this message and the rest
                     cell.current = None
@@ -355,12 +363,23 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                         handled = 0
                         await asyncio.sleep(0)  # let other agents (and publishers) run
         finally:
-            if self._epoch == epoch:
+            if self._epoch == epoch:  # else stop() has accounted for this cell
                 cell.task = None
-                if not cell.queue:
+                interrupted, cell.current = cell.current, None
+                if interrupted is not None:  # cancelled from outside mid-handler: finish that message
+                    cell.mailbox.release()
+                    self._message_finished()
+                    self._undeliverable(
+                        cell.agent_id,
+                        interrupted.message,
+                        UndeliverableError("the drain was cancelled while this message was being handled"),
+                    )
+                if cell.queue:
+                    if self._running and not cell.evicting:
+                        self._start_drain(cell)  # the rest must not wait for a drain that is gone
+                else:
                     cell.queue = None  # an idle cell keeps no deque
-                    if cell.current is None:
-                        self._went_idle(cell)
+                    self._went_idle(cell)
 
     async def _handle_traced(self, agent: Agent, delivery: Delivery) -> None:
         assert self._tracer is not None
@@ -381,19 +400,32 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     # -- failures ----------------------------------------------------------------------------------
 
     def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
-        hook = self._on_undeliverable
-        if hook is not None:
-            hook(agent_id, message, error)
+        if self._on_undeliverable is not None:
+            self._report(agent_id, message, error)
         else:
             logger.warning("undeliverable %s for %s: %s", type(message).__name__, agent_id, error)
 
-    def _handler_failed(self, agent_id: AgentId, message: Any, error: Exception) -> None:
+    def _handler_failed(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
         if self._on_undeliverable is None:
             logger.error("handler of %s raised on a %s", agent_id, type(message).__name__, exc_info=error)
         else:
-            self._on_undeliverable(agent_id, message, error)
-        if not self._ignore_unhandled and self._background_exception is None:
+            self._report(agent_id, message, error)
+        # A cancelled message is no error of the handler; and stop() raising CancelledError would
+        # read as stop() itself having been cancelled.
+        if not self._ignore_unhandled and self._background_exception is None and isinstance(error, Exception):
             self._background_exception = error
+
+    def _report(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
+        """Pass a failure to the hook. A hook that raises is logged: it runs inside a drain, a
+        publish or stop(), and letting it escape would strand the drain's queue, abort the publish
+        midway through its recipients, or leave stop() half done."""
+        assert self._on_undeliverable is not None
+        try:
+            self._on_undeliverable(agent_id, message, error)
+        except Exception:
+            logger.exception(
+                "on_undeliverable raised while reporting a %s for %s (%s)", type(message).__name__, agent_id, error
+            )
 
     def _fail_queued(self, cell: Cell, error: BaseException) -> None:
         while cell.queue:
@@ -476,25 +508,32 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
 
     async def _get_agent_of(self, cell: Cell) -> Agent:
         cell.touched += 1  # an eviction in progress keeps the instance: someone is using it
-        if cell.agent is not None:
-            return cell.agent
-        if cell.activation is not None:
-            return await asyncio.shield(cell.activation)
-        activation: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
-        cell.activation = activation
+        while cell.agent is None:
+            activation = cell.activation
+            if activation is None:
+                # A task of its own that every caller awaits through a shield, so that a caller
+                # that gives up (a wait_for that timed out, a stopped drain) does not cancel it
+                # for the others. Only stop() cancels it.
+                activation = cell.activation = asyncio.get_running_loop().create_task(self._activate(cell))
+            epoch = self._epoch
+            try:
+                return await asyncio.shield(activation)
+            except asyncio.CancelledError:
+                this = asyncio.current_task()
+                if not activation.cancelled() or (this is not None and this.cancelling()):
+                    raise  # this caller was cancelled
+                if self._epoch == epoch:  # the factory itself raised CancelledError
+                    raise UndeliverableError(f"creating {cell.agent_id} was cancelled") from None
+                # stop() cancelled the activation, not this caller, who still wants the agent.
+        return cell.agent
+
+    async def _activate(self, cell: Cell) -> Agent:
         try:
             agent = await self._instantiate(cell.agent_id)
-        except asyncio.CancelledError:
-            activation.cancel()
-            raise
-        except BaseException as exc:
-            activation.set_exception(exc)
-            activation.exception()  # retrieved: only concurrent callers need it
-            raise
         finally:
-            cell.activation = None
+            if cell.activation is asyncio.current_task():
+                cell.activation = None
         cell.agent = agent
-        activation.set_result(agent)
         return agent
 
     async def _instantiate(self, agent_id: AgentId) -> Agent:
@@ -507,7 +546,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                 else:
                     made = factory.make(self, agent_id) if factory.takes_runtime else factory.make()
                 agent = cast(Agent, await made if inspect.isawaitable(made) else made)
-            except BaseException:
+            except Exception:  # not CancelledError: stop() interrupting a slow factory is no error
                 logger.error("error constructing agent %s", agent_id, exc_info=True)
                 raise
         if factory is not None and factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
@@ -515,7 +554,16 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                 f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
                 f"got {_type_of(agent).__name__}"
             )
-        await self._restore(agent_id, agent)
+        try:
+            await self._restore(agent_id, agent)
+        except BaseException:
+            # This instance will never be used (the next attempt makes another): close it, as an
+            # evicted one is, so that whatever it opened is released.
+            try:
+                await agent.close()
+            except Exception:
+                logger.warning("closing %s after its state failed to load failed", agent_id, exc_info=True)
+            raise
         return agent
 
     # -- subscriptions and serializers -------------------------------------------------------------
