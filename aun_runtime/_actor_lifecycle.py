@@ -278,7 +278,9 @@ class ActorLifecycle:
                 await agent.close()
             except Exception:
                 logger.warning("closing evicted %s failed", cell.agent_id, exc_info=True)
-            if cell.quiet() and self._cells.get(cell.agent_id) is cell:
+            # A caller may have made a new instance in this cell while the old one closed: it
+            # holds the state just saved, so the cell stays with it.
+            if cell.agent is None and cell.quiet() and self._cells.get(cell.agent_id) is cell:
                 del self._cells[cell.agent_id]
             return True
         finally:

@@ -1,0 +1,122 @@
+"""Agents' state while the runtime awaits an agent: an eviction, a load, a save or a close that
+meets a caller half-way keeps the newest state and loses no agent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
+
+from aun_runtime import AUNActorRuntime
+
+A = AgentId("a", "default")
+
+
+@dataclass
+class Add:
+    n: int
+
+
+class Gate:
+    """Holds an agent method until the test lets it go, and tells the test when it got there."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def hold(self) -> None:
+        self.entered.set()
+        await self.release.wait()
+
+
+@dataclass
+class Gates:
+    """The gates an agent passes through; a test sets the one it needs."""
+
+    save: Gate | None = None
+    load: Gate | None = None
+    close: Gate | None = None
+    made: int = 0
+    closed: int = 0
+    close_error: Exception | None = None
+    failures: list[int] = field(default_factory=list)
+
+
+class Keeper(RoutedAgent):
+    """Keeps every number it was given; its state is that list."""
+
+    def __init__(self, gates: Gates) -> None:
+        super().__init__("keeps")
+        gates.made += 1
+        self.gates = gates
+        self.seen: list[int] = []
+
+    @event
+    async def on_add(self, message: Add, ctx: MessageContext) -> None:
+        self.seen.append(message.n)
+        if message.n in self.gates.failures:
+            raise ValueError(f"refused {message.n}")
+
+    async def save_state(self) -> Mapping[str, Any]:
+        snapshot = {"seen": list(self.seen)}
+        if self.gates.save is not None:
+            await self.gates.save.hold()
+        return snapshot
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        if self.gates.load is not None:
+            await self.gates.load.hold()
+        self.seen = list(state["seen"])
+
+    async def close(self) -> None:
+        self.gates.closed += 1
+        if self.gates.close is not None:
+            await self.gates.close.hold()
+        if self.gates.close_error is not None:
+            raise self.gates.close_error
+
+
+async def _runtime(gates: Gates, agent_type: str = "a", **options: Any) -> AUNActorRuntime:
+    runtime = AUNActorRuntime(idle_timeout=None, **options)
+    await runtime.register_factory(agent_type, lambda: Keeper(gates))
+    await runtime.add_subscription(TypeSubscription(agent_type, agent_type))
+    return runtime
+
+
+async def _add(runtime: AUNActorRuntime, *numbers: int, key: str = "default", topic: str = "a") -> None:
+    for n in numbers:
+        await runtime.publish_message(Add(n), TopicId(topic, key))
+
+
+async def _keeper(runtime: AUNActorRuntime, agent_id: AgentId = A) -> Keeper:
+    return await runtime.try_get_underlying_agent_instance(agent_id, Keeper)
+
+
+# -- eviction -------------------------------------------------------------------------------------
+
+
+async def test_an_instance_made_while_the_evicted_one_closes_keeps_its_cell_and_state() -> None:
+    gates = Gates()
+    runtime = await _runtime(gates)
+    runtime.start()
+    await _add(runtime, 1)
+    await runtime.idle()
+    first = await _keeper(runtime)
+    gate = gates.close = Gate()
+    eviction = asyncio.create_task(runtime.evict_idle())
+    await gate.entered.wait()
+    gates.close = None
+
+    again = await _keeper(runtime)  # made from the state the eviction just saved
+    assert again is not first and again.seen == [1]
+    gate.release.set()
+    assert await eviction == 1
+
+    await _add(runtime, 2)
+    await runtime.idle()
+    assert await _keeper(runtime) is again
+    assert again.seen == [1, 2] and gates.made == 2 and runtime.instances == 1
+    await runtime.stop()
