@@ -13,8 +13,9 @@
 * ``save_state()`` returns the agents' own state, ``{str(agent_id): state}``, for the instances in
   memory and for evicted agents (their saved state). Messages still queued are **not** part of it
   (they are not agents' state, as on autogen-core, upstream #4108): call ``stop_when_idle()`` first
-  to have none. ``load_state()`` loads into instances in memory and keeps the rest until each agent
-  is next created, so loading 100,000 agents' state creates no instance.
+  to have none. ``load_state()`` loads into instances in memory (an instance being created gets it
+  once it is, and one being evicted stays) and keeps the rest until each agent is next created, so
+  loading 100,000 agents' state creates no instance.
 * Idle eviction (see :mod:`aun_runtime._eviction`): an instance is evicted only when nothing is
   queued for it, nothing is running in it, nothing is promised to its mailbox, and it allows it
   (``agent.evictable`` is not False; instances registered with ``register_agent_instance`` are never
@@ -64,6 +65,7 @@ class ActorLifecycle:
         def _start_drain(self, cell: Cell) -> None: ...
         def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None: ...
         async def _get_agent(self, agent_id: AgentId) -> Agent: ...
+        async def _get_agent_of(self, cell: Cell) -> Agent: ...
 
     def __init__(self, idle_timeout: float | None, store: AgentStateStore) -> None:
         self._running = False
@@ -317,11 +319,7 @@ class ActorLifecycle:
             agent_id = AgentId.from_str(key)
             if agent_id.type not in self._factories:
                 continue  # as autogen-core: state of unknown agent types is skipped
-            cell = self._cells.get(agent_id)
-            if cell is not None and cell.agent is not None:
-                await cell.agent.load_state(agent_state)
-            else:
-                self._store.put(agent_id, agent_state)
+            await self._load(agent_id, agent_state)
 
     async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
         cell = self._cells.get(agent)
@@ -335,8 +333,19 @@ class ActorLifecycle:
     async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
         if agent.type not in self._factories:
             raise LookupError(f"Agent with name {agent.type} not found.")
-        cell = self._cells.get(agent)
-        if cell is not None and cell.agent is not None:
-            await cell.agent.load_state(state)
-        else:
-            self._store.put(agent, state)
+        await self._load(agent, state)
+
+    async def _load(self, agent_id: AgentId, state: Mapping[str, Any]) -> None:
+        cell = self._cells.get(agent_id)
+        if cell is None or (cell.agent is None and cell.activation is None):
+            self._store.put(agent_id, state)  # the next instance loads it
+            return
+        # Through the cell, as any caller: an eviction saving the instance meanwhile backs off (it
+        # would store the old state and drop this instance), and an instance being created, which
+        # has already taken the old state from the store, gets this one once it exists.
+        try:
+            agent = await self._get_agent_of(cell)
+        except Exception:
+            self._store.put(agent_id, state)  # its creation failed (and was reported): the next one
+            return
+        await agent.load_state(state)

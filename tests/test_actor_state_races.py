@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
 
 from aun_runtime import AUNActorRuntime
@@ -120,3 +121,54 @@ async def test_an_instance_made_while_the_evicted_one_closes_keeps_its_cell_and_
     assert await _keeper(runtime) is again
     assert again.seen == [1, 2] and gates.made == 2 and runtime.instances == 1
     await runtime.stop()
+
+
+# -- load_state -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["load_state", "agent_load_state"])
+async def test_state_loaded_while_the_instance_is_saved_for_eviction_is_kept(how: str) -> None:
+    gates = Gates()
+    runtime = await _runtime(gates)
+    runtime.start()
+    await _add(runtime, 1)
+    await runtime.idle()
+    instance = await _keeper(runtime)
+    gate = gates.save = Gate()
+    eviction = asyncio.create_task(runtime.evict_idle())
+    await gate.entered.wait()
+    gates.save = None
+
+    if how == "load_state":
+        await runtime.load_state({str(A): {"seen": [42]}})
+    else:
+        await runtime.agent_load_state(A, {"seen": [42]})
+    gate.release.set()
+    assert await eviction == 0  # the load used the instance: it stays, with the loaded state
+    assert await _keeper(runtime) is instance
+    assert await runtime.agent_save_state(A) == {"seen": [42]}
+    await runtime.stop()
+
+
+@pytest.mark.parametrize("how", ["load_state", "agent_load_state"])
+async def test_state_loaded_while_the_instance_is_created_is_applied_to_it(how: str) -> None:
+    gates = Gates()
+    runtime = await _runtime(gates)
+    await runtime.load_state({str(A): {"seen": [1]}})
+    gate = gates.load = Gate()
+    creating = asyncio.create_task(_keeper(runtime))
+    await gate.entered.wait()  # the old state is out of the store, being loaded
+    gates.load = None
+
+    if how == "load_state":
+        loading = asyncio.create_task(runtime.load_state({str(A): {"seen": [42]}}))
+    else:
+        loading = asyncio.create_task(runtime.agent_load_state(A, {"seen": [42]}))
+    await asyncio.sleep(0)  # let the load reach the instance being created
+    gate.release.set()
+    instance = await creating
+    await loading
+
+    assert instance.seen == [42]
+    assert runtime.saved_states == 0  # nothing stale parked for a later instance
+    assert await runtime.save_state() == {str(A): {"seen": [42]}}
