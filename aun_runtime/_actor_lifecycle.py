@@ -306,9 +306,22 @@ class ActorLifecycle:
     async def save_state(self) -> Mapping[str, Any]:
         """The agents' own state (instances in memory and evicted ones); queued messages are not in it."""
         state: dict[str, Any] = {}
-        for agent_id, cell in list(self._cells.items()):
-            if cell.agent is not None:
-                state[str(agent_id)] = dict(await cell.agent.save_state())
+        # Each await lets agents be evicted and made again, out of the store into a new cell, behind
+        # this walk: walk again over what is not covered yet until a walk awaits nothing, so the
+        # instances and the store are read at one moment and no agent falls between them.
+        while todo := [
+            cell
+            for agent_id, cell in self._cells.items()
+            if str(agent_id) not in state and (cell.agent is not None or cell.activation is not None)
+        ]:
+            for cell in todo:
+                if self._cells.get(cell.agent_id) is not cell or (cell.agent is None and cell.activation is None):
+                    continue  # evicted meanwhile (its state is in the store) or replaced: next walk
+                try:
+                    agent = await self._get_agent_of(cell)  # an instance being created: its state
+                except Exception:
+                    continue  # its creation failed and put the state it took back into the store
+                state[str(cell.agent_id)] = dict(await agent.save_state())
         for agent_id, saved in self._store.items():
             state.setdefault(str(agent_id), dict(saved))
         return state

@@ -172,3 +172,28 @@ async def test_state_loaded_while_the_instance_is_created_is_applied_to_it(how: 
     assert instance.seen == [42]
     assert runtime.saved_states == 0  # nothing stale parked for a later instance
     assert await runtime.save_state() == {str(A): {"seen": [42]}}
+
+
+# -- save_state -----------------------------------------------------------------------------------
+
+
+async def test_save_state_covers_an_agent_evicted_and_made_again_while_it_runs() -> None:
+    slow_gates, gates = Gates(), Gates()
+    runtime = await _runtime(gates)
+    await runtime.register_factory("slow", lambda: Keeper(slow_gates))
+    runtime.start()
+    slow = await _keeper(runtime, AgentId("slow", "default"))  # saved first: its cell is older
+    slow.evictable = False  # type: ignore[attr-defined]
+    await _add(runtime, 1)
+    await runtime.idle()
+    gate = slow_gates.save = Gate()
+    saving = asyncio.create_task(runtime.save_state())
+    await gate.entered.wait()
+
+    assert await runtime.evict_idle() == 1  # "a" goes to the store ...
+    await _add(runtime, 2)  # ... and comes back out of it into a new instance
+    await runtime.idle()
+    gate.release.set()
+
+    assert await saving == {"slow/default": {"seen": []}, str(A): {"seen": [1, 2]}}
+    await runtime.stop()
