@@ -10,6 +10,9 @@
   was handling and every message still queued are reported as undeliverable with
   :class:`~aun_runtime.RuntimeStoppedError` (the AUN facade archives them as dead letters, so they can
   be found and sent again). The runtime can be started again afterwards.
+* ``close()`` stops, saves the instances into a durable state store, closes them and the store, and
+  reports the messages still queued as ``stop()`` does, whatever fails on the way; only then does it
+  raise a handler's exception that ``stop()`` raised. A second ``close()`` does nothing.
 * ``save_state()`` returns the agents' own state, ``{str(agent_id): state}``, for the instances in
   memory and for evicted agents (their saved state). Messages still queued are **not** part of it
   (they are not agents' state, as on autogen-core, upstream #4108): call ``stop_when_idle()`` first
@@ -76,6 +79,7 @@ class ActorLifecycle:
         self._store = store
         self._idle_list = IdleList(idle_timeout, self._evict_due) if idle_timeout is not None else None
         self._evictions: set[asyncio.Task[int]] = set()
+        self._closed = False
         #: Agent instances evicted so far.
         self.evicted = 0
 
@@ -148,28 +152,66 @@ class ActorLifecycle:
         await self.stop()
 
     async def close(self) -> None:
-        """Stop if running, then close every agent instance in memory.
+        """Stop if running, then close every agent instance in memory and the state store.
 
         With a durable state store (``store.durable``), each instance's state is saved into it first,
         as if it were evicted, and the store is closed: a runtime started on the same store later
-        carries on from there.
+        carries on from there. Messages still queued are reported as undeliverable with
+        :class:`~aun_runtime.RuntimeStoppedError`, as ``stop()`` does.
+
+        All of it happens whatever fails on the way: an agent whose ``save_state`` or ``close`` raises
+        is logged and the others are still saved and closed; a handler's exception that ``stop()``
+        raises (``ignore_unhandled_exceptions=False``) is raised once the store is closed. A second
+        ``close()`` does nothing.
         """
+        if self._closed:
+            return
+        self._closed = True
+        failure: Exception | None = None
         if self._running:
-            await self.stop()
-        durable = getattr(self._store, "durable", False)
-        for cell in list(self._cells.values()):
-            agent = cell.agent
-            if agent is None:
-                continue
-            if durable and _declares_state(agent) and getattr(agent, "evictable", True) is not False:
+            try:
+                await self.stop()
+            except Exception as exc:
+                failure = exc  # raised at the end: the states must reach the store first
+        try:
+            durable = getattr(self._store, "durable", False)
+            for cell in list(self._cells.values()):
+                agent = cell.agent
+                if agent is None:
+                    continue
+                if durable and _declares_state(agent) and getattr(agent, "evictable", True) is not False:
+                    try:
+                        self._store.put(cell.agent_id, await agent.save_state())
+                    except Exception:
+                        logger.warning("could not save the state of %s at close", cell.agent_id, exc_info=True)
                 try:
-                    self._store.put(cell.agent_id, await agent.save_state())
+                    await agent.close()
                 except Exception:
-                    logger.warning("could not save the state of %s at close", cell.agent_id, exc_info=True)
-            await agent.close()
-        close_store = getattr(self._store, "close", None)
-        if close_store is not None:
-            close_store()
+                    logger.warning("closing %s failed", cell.agent_id, exc_info=True)
+                cell.agent = None
+            # Last, so that messages agents published while closing are reported too.
+            self._report_queued_at_close()
+        finally:
+            close_store = getattr(self._store, "close", None)
+            if close_store is not None:
+                close_store()
+        if failure is not None:
+            raise failure
+
+    def _report_queued_at_close(self) -> None:
+        # Nothing will ever run these (the runtime never ran, or was stopped and published to since).
+        for cell in list(self._cells.values()):
+            while cell.queue:
+                delivery = cell.queue.popleft()
+                cell.mailbox.release()
+                self._undeliverable(
+                    cell.agent_id,
+                    delivery.message,
+                    RuntimeStoppedError("the runtime closed before this message was handled"),
+                )
+            cell.queue = None
+        self._unfinished = 0
+        self._idle_event.set()
 
     def _raise_background_exception(self) -> None:
         error, self._background_exception = self._background_exception, None

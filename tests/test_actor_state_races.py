@@ -4,14 +4,16 @@ meets a caller half-way keeps the newest state and loses no agent."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
 
-from aun_runtime import AUNActorRuntime
+from aun_runtime import AUNActorRuntime, RuntimeStoppedError, SQLiteStateStore
 
 A = AgentId("a", "default")
 
@@ -197,3 +199,73 @@ async def test_save_state_covers_an_agent_evicted_and_made_again_while_it_runs()
 
     assert await saving == {"slow/default": {"seen": []}, str(A): {"seen": [1, 2]}}
     await runtime.stop()
+
+
+# -- close ----------------------------------------------------------------------------------------
+
+
+async def test_close_saves_and_closes_everything_before_it_raises_a_handler_error(tmp_path: Path) -> None:
+    gates = Gates(failures=[-1])
+    path = tmp_path / "states.sqlite"
+    runtime = await _runtime(gates, state_store=SQLiteStateStore(path), ignore_unhandled_exceptions=False)
+    runtime.start()
+    for key in ("k0", "k1", "k2"):
+        await _add(runtime, 1, key=key)
+    await runtime.idle()
+    assert await runtime.evict_idle() == 3  # their states wait in the store's deferred writes
+    await _add(runtime, -1)
+    await runtime.idle()
+
+    with pytest.raises(ValueError, match="refused -1"):
+        await runtime.close()
+
+    again = SQLiteStateStore(path)
+    assert len(again) == 4 and again.peek(A) == {"seen": [-1]}
+    again.close()
+    assert gates.closed == 4  # the three evicted and the one in memory at close
+
+
+async def test_an_agent_whose_close_raises_is_logged_and_the_rest_still_closed_and_saved(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad, gates = Gates(close_error=RuntimeError("close failed")), Gates()
+    path = tmp_path / "states.sqlite"
+    runtime = await _runtime(bad, agent_type="bad", state_store=SQLiteStateStore(path))
+    await runtime.register_factory("a", lambda: Keeper(gates))
+    await runtime.add_subscription(TypeSubscription("a", "a"))
+    runtime.start()
+    await runtime.get("bad", lazy=False)  # closed first: its cell is older
+    await _add(runtime, 7)
+    await runtime.idle()
+
+    with caplog.at_level(logging.WARNING, logger="aun_runtime"):
+        await runtime.close()
+
+    assert "close failed" in caplog.text
+    assert bad.closed == 1 and gates.closed == 1
+    again = SQLiteStateStore(path)
+    assert again.peek(A) == {"seen": [7]} and again.peek(AgentId("bad", "default")) == {"seen": []}
+    again.close()
+
+
+@pytest.mark.parametrize("started", [False, True])
+async def test_close_reports_queued_messages_and_a_second_close_does_nothing(started: bool) -> None:
+    gates = Gates()
+    runtime = await _runtime(gates)
+    reports: list[tuple[AgentId, Any, BaseException]] = []
+    runtime.attach(on_undeliverable=lambda *report: reports.append(report))
+    await runtime.get("a", lazy=False)
+    if started:
+        runtime.start()
+        await runtime.stop()
+    await _add(runtime, 1)  # queued: nothing runs it any more
+
+    await runtime.close()
+    assert [(agent_id, message) for agent_id, message, _ in reports] == [(A, Add(1))]
+    assert isinstance(reports[0][2], RuntimeStoppedError)
+    assert runtime.unprocessed_messages_count == 0 and runtime.mailbox(A) is not None
+    mailbox = runtime.mailbox(A)
+    assert mailbox is not None and mailbox.occupancy == 0
+
+    await runtime.close()
+    assert gates.closed == 1 and len(reports) == 1
