@@ -261,7 +261,12 @@ class ActorLifecycle:
     # -- eviction ----------------------------------------------------------------------------------
 
     def _went_idle(self, cell: Cell) -> None:
-        if self._idle_list is not None and cell.agent is not None and not cell.resident:
+        if cell.agent is None:
+            # Its instance could not be created (the messages were reported): nothing would ever
+            # evict the cell, so it goes now, unless something is still on its way to it.
+            if cell.quiet() and self._cells.get(cell.agent_id) is cell:
+                del self._cells[cell.agent_id]
+        elif self._idle_list is not None and not cell.resident:
             self._idle_list.add(cell)
 
     def _idle_list_discard(self, cell: Cell) -> None:

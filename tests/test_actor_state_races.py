@@ -269,3 +269,34 @@ async def test_close_reports_queued_messages_and_a_second_close_does_nothing(sta
 
     await runtime.close()
     assert gates.closed == 1 and len(reports) == 1
+
+
+# -- cells ----------------------------------------------------------------------------------------
+
+
+async def test_an_agent_whose_instance_could_not_be_made_leaves_no_cell_behind() -> None:
+    gates = Gates()
+    runtime = await _runtime(gates)
+    broken = True
+
+    def make() -> Keeper:
+        if broken:
+            raise RuntimeError("no model client")
+        return Keeper(gates)
+
+    await runtime.register_factory("flaky", make)
+    await runtime.add_subscription(TypeSubscription("flaky", "flaky"))
+    reports: list[tuple[AgentId, Any, BaseException]] = []
+    runtime.attach(on_undeliverable=lambda *report: reports.append(report))
+    runtime.start()
+    for key in ("k0", "k1", "k2"):
+        await _add(runtime, 1, key=key, topic="flaky")
+    await runtime.idle()
+    assert len(reports) == 3
+    assert all(runtime.mailbox(AgentId("flaky", key)) is None for key in ("k0", "k1", "k2"))
+
+    broken = False  # the next message tries again, in a new cell
+    await _add(runtime, 2, key="k0", topic="flaky")
+    await runtime.idle()
+    assert (await _keeper(runtime, AgentId("flaky", "k0"))).seen == [2]
+    await runtime.stop()
