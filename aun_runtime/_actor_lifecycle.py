@@ -406,6 +406,7 @@ class ActorLifecycle:
         try:
             agent = await self._get_agent_of(cell)
         except Exception:
-            self._store.put(agent_id, state)  # its creation failed (and was reported): the next one
+            # Its creation failed (whoever started it was told): the next instance loads this state.
+            self._store.put(agent_id, state)
             return
         await agent.load_state(state)
