@@ -14,11 +14,15 @@
   handler returns to it: that handler is not cancelled (its token is) and runs to its end, but its
   message is reported with the others. A caller waiting in ``try_get_underlying_agent_instance``
   for an agent whose creation ``stop()`` cancelled is not cancelled: the agent is created again for it.
+* ``close()`` stops, saves the instances into a durable state store, closes them and the store, and
+  reports the messages still queued as ``stop()`` does, whatever fails on the way; only then does it
+  raise a handler's exception that ``stop()`` raised. A second ``close()`` does nothing.
 * ``save_state()`` returns the agents' own state, ``{str(agent_id): state}``, for the instances in
   memory and for evicted agents (their saved state). Messages still queued are **not** part of it
   (they are not agents' state, as on autogen-core, upstream #4108): call ``stop_when_idle()`` first
-  to have none. ``load_state()`` loads into instances in memory and keeps the rest until each agent
-  is next created, so loading 100,000 agents' state creates no instance.
+  to have none. ``load_state()`` loads into instances in memory (an instance being created gets it
+  once it is, and one being evicted stays) and keeps the rest until each agent is next created, so
+  loading 100,000 agents' state creates no instance.
 * Idle eviction (see :mod:`aun_runtime._eviction`): an instance is evicted only when nothing is
   queued for it, nothing is running in it, nothing is promised to its mailbox, and it allows it
   (``agent.evictable`` is not False; instances registered with ``register_agent_instance`` are never
@@ -68,6 +72,7 @@ class ActorLifecycle:
         def _start_drain(self, cell: Cell) -> None: ...
         def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None: ...
         async def _get_agent(self, agent_id: AgentId) -> Agent: ...
+        async def _get_agent_of(self, cell: Cell) -> Agent: ...
 
     def __init__(self, idle_timeout: float | None, store: AgentStateStore) -> None:
         self._running = False
@@ -78,6 +83,7 @@ class ActorLifecycle:
         self._store = store
         self._idle_list = IdleList(idle_timeout, self._evict_due) if idle_timeout is not None else None
         self._evictions: set[asyncio.Task[int]] = set()
+        self._closed = False
         #: Agent instances evicted so far.
         self.evicted = 0
 
@@ -150,28 +156,66 @@ class ActorLifecycle:
         await self.stop()
 
     async def close(self) -> None:
-        """Stop if running, then close every agent instance in memory.
+        """Stop if running, then close every agent instance in memory and the state store.
 
         With a durable state store (``store.durable``), each instance's state is saved into it first,
         as if it were evicted, and the store is closed: a runtime started on the same store later
-        carries on from there.
+        carries on from there. Messages still queued are reported as undeliverable with
+        :class:`~aun_runtime.RuntimeStoppedError`, as ``stop()`` does.
+
+        All of it happens whatever fails on the way: an agent whose ``save_state`` or ``close`` raises
+        is logged and the others are still saved and closed; a handler's exception that ``stop()``
+        raises (``ignore_unhandled_exceptions=False``) is raised once the store is closed. A second
+        ``close()`` does nothing.
         """
+        if self._closed:
+            return
+        self._closed = True
+        failure: Exception | None = None
         if self._running:
-            await self.stop()
-        durable = getattr(self._store, "durable", False)
-        for cell in list(self._cells.values()):
-            agent = cell.agent
-            if agent is None:
-                continue
-            if durable and _declares_state(agent) and getattr(agent, "evictable", True) is not False:
+            try:
+                await self.stop()
+            except Exception as exc:
+                failure = exc  # raised at the end: the states must reach the store first
+        try:
+            durable = getattr(self._store, "durable", False)
+            for cell in list(self._cells.values()):
+                agent = cell.agent
+                if agent is None:
+                    continue
+                if durable and _declares_state(agent) and getattr(agent, "evictable", True) is not False:
+                    try:
+                        self._store.put(cell.agent_id, await agent.save_state())
+                    except Exception:
+                        logger.warning("could not save the state of %s at close", cell.agent_id, exc_info=True)
                 try:
-                    self._store.put(cell.agent_id, await agent.save_state())
+                    await agent.close()
                 except Exception:
-                    logger.warning("could not save the state of %s at close", cell.agent_id, exc_info=True)
-            await agent.close()
-        close_store = getattr(self._store, "close", None)
-        if close_store is not None:
-            close_store()
+                    logger.warning("closing %s failed", cell.agent_id, exc_info=True)
+                cell.agent = None
+            # Last, so that messages agents published while closing are reported too.
+            self._report_queued_at_close()
+        finally:
+            close_store = getattr(self._store, "close", None)
+            if close_store is not None:
+                close_store()
+        if failure is not None:
+            raise failure
+
+    def _report_queued_at_close(self) -> None:
+        # Nothing will ever run these (the runtime never ran, or was stopped and published to since).
+        for cell in list(self._cells.values()):
+            while cell.queue:
+                delivery = cell.queue.popleft()
+                cell.mailbox.release()
+                self._undeliverable(
+                    cell.agent_id,
+                    delivery.message,
+                    RuntimeStoppedError("the runtime closed before this message was handled"),
+                )
+            cell.queue = None
+        self._unfinished = 0
+        self._idle_event.set()
 
     def _raise_background_exception(self) -> None:
         error, self._background_exception = self._background_exception, None
@@ -230,7 +274,12 @@ class ActorLifecycle:
     # -- eviction ----------------------------------------------------------------------------------
 
     def _went_idle(self, cell: Cell) -> None:
-        if self._idle_list is not None and cell.agent is not None and not cell.resident:
+        if cell.agent is None:
+            # Its instance could not be created (the messages were reported): nothing would ever
+            # evict the cell, so it goes now, unless something is still on its way to it.
+            if cell.quiet() and self._cells.get(cell.agent_id) is cell:
+                del self._cells[cell.agent_id]
+        elif self._idle_list is not None and not cell.resident:
             self._idle_list.add(cell)
 
     def _idle_list_discard(self, cell: Cell) -> None:
@@ -291,7 +340,9 @@ class ActorLifecycle:
                 await agent.close()
             except Exception:
                 logger.warning("closing evicted %s failed", cell.agent_id, exc_info=True)
-            if cell.quiet() and self._cells.get(cell.agent_id) is cell:
+            # A caller may have made a new instance in this cell while the old one closed: it
+            # holds the state just saved, so the cell stays with it.
+            if cell.agent is None and cell.quiet() and self._cells.get(cell.agent_id) is cell:
                 del self._cells[cell.agent_id]
             return True
         finally:
@@ -315,9 +366,22 @@ class ActorLifecycle:
     async def save_state(self) -> Mapping[str, Any]:
         """The agents' own state (instances in memory and evicted ones); queued messages are not in it."""
         state: dict[str, Any] = {}
-        for agent_id, cell in list(self._cells.items()):
-            if cell.agent is not None:
-                state[str(agent_id)] = dict(await cell.agent.save_state())
+        # Each await lets agents be evicted and made again, out of the store into a new cell, behind
+        # this walk: walk again over what is not covered yet until a walk awaits nothing, so the
+        # instances and the store are read at one moment and no agent falls between them.
+        while todo := [
+            cell
+            for agent_id, cell in self._cells.items()
+            if str(agent_id) not in state and (cell.agent is not None or cell.activation is not None)
+        ]:
+            for cell in todo:
+                if self._cells.get(cell.agent_id) is not cell or (cell.agent is None and cell.activation is None):
+                    continue  # evicted meanwhile (its state is in the store) or replaced: next walk
+                try:
+                    agent = await self._get_agent_of(cell)  # an instance being created: its state
+                except Exception:
+                    continue  # its creation failed and put the state it took back into the store
+                state[str(cell.agent_id)] = dict(await agent.save_state())
         for agent_id, saved in self._store.items():
             state.setdefault(str(agent_id), dict(saved))
         return state
@@ -328,11 +392,7 @@ class ActorLifecycle:
             agent_id = AgentId.from_str(key)
             if agent_id.type not in self._factories:
                 continue  # as autogen-core: state of unknown agent types is skipped
-            cell = self._cells.get(agent_id)
-            if cell is not None and cell.agent is not None:
-                await cell.agent.load_state(agent_state)
-            else:
-                self._store.put(agent_id, agent_state)
+            await self._load(agent_id, agent_state)
 
     async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
         cell = self._cells.get(agent)
@@ -346,8 +406,20 @@ class ActorLifecycle:
     async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
         if agent.type not in self._factories:
             raise LookupError(f"Agent with name {agent.type} not found.")
-        cell = self._cells.get(agent)
-        if cell is not None and cell.agent is not None:
-            await cell.agent.load_state(state)
-        else:
-            self._store.put(agent, state)
+        await self._load(agent, state)
+
+    async def _load(self, agent_id: AgentId, state: Mapping[str, Any]) -> None:
+        cell = self._cells.get(agent_id)
+        if cell is None or (cell.agent is None and cell.activation is None):
+            self._store.put(agent_id, state)  # the next instance loads it
+            return
+        # Through the cell, as any caller: an eviction saving the instance meanwhile backs off (it
+        # would store the old state and drop this instance), and an instance being created, which
+        # has already taken the old state from the store, gets this one once it exists.
+        try:
+            agent = await self._get_agent_of(cell)
+        except Exception:
+            # Its creation failed (whoever started it was told): the next instance loads this state.
+            self._store.put(agent_id, state)
+            return
+        await agent.load_state(state)
