@@ -275,17 +275,30 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                     delivery.message,
                     MailboxFullError(f"{agent_id}: mailbox full ({cell.mailbox.capacity} messages)"),
                 )
+                if cell.agent is None:
+                    self._went_idle(cell)  # a cell made for this message alone goes with it
                 continue
             cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
             if cell is not None:
                 self._enqueue(cell, delivery)
 
     def _new_cell(self, agent_id: AgentId, message: Any = None) -> Cell | None:
-        if agent_id.type not in self._factories:
-            self._undeliverable(
-                agent_id, message, UndeliverableError(f"no agent type {agent_id.type!r} is registered")
-            )
+        """A cell for an agent the runtime can create; else ``message`` is reported, and None."""
+        reason = self._cannot_create(agent_id)
+        if reason is not None:
+            self._undeliverable(agent_id, message, UndeliverableError(reason))
             return None
+        return self._make_cell(agent_id)
+
+    def _cannot_create(self, agent_id: AgentId) -> str | None:
+        factory = self._factories.get(agent_id.type)
+        if factory is None:
+            return f"no agent type {agent_id.type!r} is registered"
+        if factory is _no_factory:
+            return f"no instance is registered as {agent_id} (agents of type {agent_id.type!r} are registered instances)"
+        return None
+
+    def _make_cell(self, agent_id: AgentId) -> Cell:
         mailbox = self._mailbox_provider(agent_id) if self._mailbox_provider is not None else None
         cell = Cell(agent_id, mailbox or Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout))
         self._cells[agent_id] = cell
@@ -463,8 +476,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         elif known is not _type_of(agent_instance):
             raise ValueError("Agent instances must be the same object type.")
         await agent_instance.bind_id_and_runtime(id=agent_id, runtime=self)
-        cell = cell or self._new_cell(agent_id)
-        assert cell is not None
+        cell = cell or self._make_cell(agent_id)
         cell.agent = agent_instance
         cell.resident = True  # its factory cannot re-create it: never evicted
         return agent_id
@@ -497,10 +509,10 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     async def _get_agent(self, agent_id: AgentId) -> Agent:
         cell = self._cells.get(agent_id)
         if cell is None:
-            if agent_id.type not in self._factories:
-                raise LookupError(f"Agent with name {agent_id.type} not found.")
-            cell = self._new_cell(agent_id)
-            assert cell is not None
+            reason = self._cannot_create(agent_id)
+            if reason is not None:
+                raise LookupError(f"Agent with name {agent_id.type} not found: {reason}.")
+            cell = self._make_cell(agent_id)
         agent = await self._get_agent_of(cell)
         if cell.task is None and not cell.queue and not cell.idle_listed:
             self._went_idle(cell)
@@ -584,6 +596,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
 
 
 def _no_factory() -> NoReturn:
+    # The marker of a type registered with instances; the runtime never calls it (see _cannot_create).
     raise RuntimeError(
         "an agent registered as an instance cannot be created by the runtime: register the instance "
         "under this AgentId before publishing to it"

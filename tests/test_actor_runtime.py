@@ -354,3 +354,20 @@ async def test_state_metadata_and_registered_instances() -> None:
         await runtime.register_agent_instance(Worker(), AgentId("worker", "other"))
     assert await runtime.try_get_underlying_agent_instance(AgentId("solo", "default")) is instance
     await runtime.stop()
+
+
+async def test_a_key_of_an_instance_type_that_was_never_registered_is_refused_as_autogen_core_does() -> None:
+    runtime, failures = await _runtime()
+    await runtime.register_agent_instance(Worker(), AgentId("solo", "default"))
+    await runtime.add_subscription(TypeSubscription("solo-work", "solo"))
+    with pytest.raises(LookupError, match="not found"):
+        await runtime.try_get_underlying_agent_instance(AgentId("solo", "other"))
+    runtime.start()
+    await runtime.publish_message(Job(7), TopicId("solo-work", "other"))  # maps to solo/other: none
+    await runtime.publish_message(Job(8), TopicId("solo-work", "default"))
+    await runtime.stop_when_idle()
+    [(agent, _, error)] = failures
+    assert agent == AgentId("solo", "other") and isinstance(error, UndeliverableError)
+    assert "registered instances" in str(error)
+    assert (await runtime.try_get_underlying_agent_instance(AgentId("solo", "default"), Worker)).done == [8]
+    assert AgentId("solo", "other") not in runtime._cells  # nothing was kept for the refused key
