@@ -193,8 +193,9 @@ class ActorLifecycle:
                 except Exception:
                     logger.warning("closing %s failed", cell.agent_id, exc_info=True)
                 cell.agent = None
-            # Last, so that messages agents published while closing are reported too.
-            self._report_queued_at_close()
+            # Last, so that messages agents published while closing are reported too. Nothing will
+            # ever run them (the runtime never ran, or was stopped and published to since).
+            self._report_queued("the runtime closed before this message was handled")
         finally:
             close_store = getattr(self._store, "close", None)
             if close_store is not None:
@@ -202,17 +203,13 @@ class ActorLifecycle:
         if failure is not None:
             raise failure
 
-    def _report_queued_at_close(self) -> None:
-        # Nothing will ever run these (the runtime never ran, or was stopped and published to since).
+    def _report_queued(self, why: str) -> None:
+        """Report every queued message as undeliverable (:class:`RuntimeStoppedError`); none is left."""
         for cell in list(self._cells.values()):
             while cell.queue:
                 delivery = cell.queue.popleft()
                 cell.mailbox.release()
-                self._undeliverable(
-                    cell.agent_id,
-                    delivery.message,
-                    RuntimeStoppedError("the runtime closed before this message was handled"),
-                )
+                self._undeliverable(cell.agent_id, delivery.message, RuntimeStoppedError(why))
             cell.queue = None
         self._unfinished = 0
         self._idle_event.set()
@@ -259,17 +256,7 @@ class ActorLifecycle:
                     interrupted.message,
                     RuntimeStoppedError("the runtime stopped while this message was being handled"),
                 )
-            while cell.queue:
-                delivery = cell.queue.popleft()
-                cell.mailbox.release()
-                self._undeliverable(
-                    cell.agent_id,
-                    delivery.message,
-                    RuntimeStoppedError("the runtime stopped before this message was handled"),
-                )
-            cell.queue = None
-        self._unfinished = 0
-        self._idle_event.set()
+        self._report_queued("the runtime stopped before this message was handled")
 
     # -- eviction ----------------------------------------------------------------------------------
 
