@@ -38,7 +38,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from autogen_core import Agent, AgentId, BaseAgent
+from autogen_core import Agent, AgentId, BaseAgent, MessageHandlerContext
 
 from ._actor_cell import Cell
 from ._agent_state import AgentStateStore
@@ -127,12 +127,27 @@ class ActorLifecycle:
         """Wait until every queued message, and everything it caused, has been handled.
 
         Raises:
-            RuntimeError: messages are queued but the runtime is not started (they would wait forever).
+            RuntimeError: messages are queued but the runtime is not started (they would wait forever),
+                or a handler called it: it would wait for that very handler (start a task for it, or
+                call ``stop()``).
         """
+        self._refuse_in_own_handler()
         while self._unfinished > 0:
             if not self._running:
                 raise RuntimeError("the runtime is not started: queued messages wait for start()")
             await self._idle_event.wait()
+
+    def _refuse_in_own_handler(self) -> None:
+        try:
+            agent_id = MessageHandlerContext.agent_id()
+        except RuntimeError:
+            return  # not in a handler
+        cell = self._cells.get(agent_id)
+        if cell is not None and cell.task is not None and cell.task is asyncio.current_task():
+            raise RuntimeError(
+                f"a handler of {agent_id} waited for the runtime to be idle, which includes its own message: "
+                "it would wait forever (wait in a task the handler starts, or call stop())"
+            )
 
     async def stop(self) -> None:
         """Stop now: cancel running handlers and report what was not handled (see the module doc)."""

@@ -339,3 +339,36 @@ async def test_a_factory_that_raises_cancelled_error_fails_its_messages_without_
     assert isinstance(failures[0][2], UndeliverableError)
     assert _settled(runtime)
     await runtime.stop()
+
+
+async def test_a_handler_that_waits_for_idle_gets_an_error_instead_of_waiting_forever() -> None:
+    failures: list[BaseException] = []
+    waited_in_a_task = asyncio.Event()
+    runtime = AUNActorRuntime(idle_timeout=None)
+    runtime.attach(on_undeliverable=lambda _agent, _message, error: failures.append(error))
+
+    class Impatient(RoutedAgent):
+        def __init__(self) -> None:
+            super().__init__("waits for everyone, itself included")
+
+        @event
+        async def on_job(self, message: Job, ctx: MessageContext) -> None:
+            if message.n == 0:
+                await runtime.stop_when_idle()  # would wait for this very message
+                return
+
+            async def wait() -> None:  # a task the handler starts may wait: it is not the handler
+                await runtime.idle()
+                waited_in_a_task.set()
+
+            asyncio.get_running_loop().create_task(wait())
+
+    await runtime.register_factory("impatient", Impatient)
+    await runtime.add_subscription(TypeSubscription("work", "impatient"))
+    runtime.start()
+    await runtime.publish_message(Job(0), TOPIC)
+    await asyncio.wait_for(runtime.idle(), 5)
+    assert len(failures) == 1 and "would wait forever" in str(failures[0])
+    await runtime.publish_message(Job(1), TOPIC)
+    await asyncio.wait_for(waited_in_a_task.wait(), 5)
+    await runtime.stop()
