@@ -112,9 +112,11 @@ class ActorLifecycle:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start delivering. Raises RuntimeError if already started."""
+        """Start delivering. Raises RuntimeError if already started, or closed."""
         if self._running:
             raise RuntimeError("Runtime is already started")
+        if self._closed:
+            raise RuntimeError("the runtime is closed: make a new one (its agents' state is in its store)")
         self._running = True
         self._epoch += 1
         for cell in list(self._cells.values()):

@@ -561,20 +561,20 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
             except Exception:  # not CancelledError: stop() interrupting a slow factory is no error
                 logger.error("error constructing agent %s", agent_id, exc_info=True)
                 raise
-        if factory is not None and factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
-            raise ValueError(
-                f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
-                f"got {_type_of(agent).__name__}"
-            )
         try:
+            if factory is not None and factory.expected is not None and not issubclass(_type_of(agent), factory.expected):
+                raise ValueError(
+                    f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
+                    f"got {_type_of(agent).__name__}"
+                )
             await self._restore(agent_id, agent)
         except BaseException:
-            # This instance will never be used (the next attempt makes another): close it, as an
-            # evicted one is, so that whatever it opened is released.
+            # This instance will never be used (of the wrong class, or its state did not load): close
+            # it, as an evicted one is, so that whatever it opened is released.
             try:
                 await agent.close()
             except Exception:
-                logger.warning("closing %s after its state failed to load failed", agent_id, exc_info=True)
+                logger.warning("closing %s, which could not be used, failed", agent_id, exc_info=True)
             raise
         return agent
 

@@ -319,11 +319,24 @@ async def test_a_factory_that_fails_makes_its_queued_messages_undeliverable() ->
     assert all("cannot build" in str(error) for _, _, error in failures)
 
 
-async def test_a_factory_of_the_wrong_class_is_refused() -> None:
+async def test_a_factory_of_the_wrong_class_is_refused_and_what_it_made_is_closed() -> None:
+    made: list[_Watcher] = []
+
+    class _ClosingWatcher(_Watcher):
+        closed = False
+
+        async def close(self) -> None:
+            self.closed = True
+
+    def factory() -> _Watcher:
+        made.append(_ClosingWatcher([]))
+        return made[-1]
+
     runtime = AUNActorRuntime()
-    await runtime.register_factory("worker", lambda: _Watcher([]), expected_class=Worker)
+    await runtime.register_factory("worker", factory, expected_class=Worker)
     with pytest.raises(ValueError, match="wrong type"):
         await runtime.get("worker", lazy=False)
+    assert [watcher.closed for watcher in made] == [True]  # never used: released at once
 
 
 async def test_state_metadata_and_registered_instances() -> None:

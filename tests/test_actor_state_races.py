@@ -269,6 +269,8 @@ async def test_close_reports_queued_messages_and_a_second_close_does_nothing(sta
 
     await runtime.close()
     assert gates.closed == 1 and len(reports) == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        runtime.start()  # a closed runtime's agents and store are gone: it does not run again
 
 
 # -- cells ----------------------------------------------------------------------------------------
