@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import gc
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +45,7 @@ from autogen_core import (
 from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, AUNSingleThreadedRuntime
 
 sys.path.insert(0, str(Path(__file__).parent))
-from idle_agents import MB, peak_rss_bytes, rss_bytes
+from _memory import MB, peak_rss_bytes, rss_bytes, run_children
 
 #: Loop turns the agent takes per message: enough to make it slower than any publisher here.
 SLOWNESS = 3
@@ -166,11 +165,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(CONFIGURATIONS[args.child](args.messages))))
         return
 
-    results: dict[str, dict[str, Any]] = {}
-    for name in CONFIGURATIONS:
-        command = [sys.executable, __file__, "--child", name, "--messages", str(args.messages)]
-        done = subprocess.run(command, check=True, capture_output=True, text=True)
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    results = run_children(__file__, CONFIGURATIONS, ["--messages", str(args.messages)])
     baseline = results[BASELINE]["growth_while_publishing_mb"]
     print(
         json.dumps(

@@ -31,8 +31,6 @@ import argparse
 import asyncio
 import gc
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,22 +53,14 @@ from autogen_core.models import UserMessage
 
 from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, SQLiteStateStore
 
-MB = 1024 * 1024
+sys.path.insert(0, str(Path(__file__).parent))
+from _memory import MB, peak_rss_bytes, rss_bytes, run_children
+
 #: Messages each agent's model context keeps.
 CONTEXT_MESSAGES = 10
 #: Messages sent before the sender waits for them to be handled, as a server answering requests
 #: would. One burst of 100,000 would measure 100,000 messages in flight, not 100,000 idle agents.
 ROUND = 1000
-
-
-def rss_bytes() -> int:
-    """The process's resident set size now (Linux)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize()
-
-
-def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
 
 
 class Session(AUNAgent):
@@ -205,12 +195,8 @@ def main() -> None:
         print(json.dumps(asyncio.run(CONFIGURATIONS[args.child](args.agents, args.idle_timeout))))
         return
 
-    results: dict[str, dict[str, Any]] = {}
-    for name in CONFIGURATIONS:
-        command = [sys.executable, __file__, "--child", name, "--agents", str(args.agents)]
-        command += ["--idle-timeout", str(args.idle_timeout)]
-        done = subprocess.run(command, check=True, capture_output=True, text=True)
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    options = ["--agents", str(args.agents), "--idle-timeout", str(args.idle_timeout)]
+    results = run_children(__file__, CONFIGURATIONS, options)
     theirs = results[BASELINE]
     print(
         json.dumps(
