@@ -58,51 +58,18 @@ class Sink(AUNAgent):
         Sink.arrived.put_nowait(time.perf_counter())
 
 
-class BridgePath:
-    """Runtime A's agent -> the network -> runtime B's agent, through two gateway agents."""
+class _Path:
+    """One way from a sender to a receiver's handler; ``arrived`` gets the time of each arrival."""
 
-    def __init__(self, first: AUNRuntime, sender: str, receiver: str) -> None:
-        self.first, self.sender, self.receiver = first, sender, receiver
+    arrived: asyncio.Queue[float]
+
+    async def _submit(self) -> None:
+        """Hand one message over, returning once the sender may send the next."""
+        raise NotImplementedError
 
     async def _send(self) -> None:
-        await self.first.send(self.receiver, TEXT, sender=self.sender)
-
-    async def latency(self, count: int) -> list[float]:
-        samples = []
-        for _ in range(count):
-            began = time.perf_counter()
-            await self._send()
-            samples.append((await Sink.arrived.get()) - began)
-        return samples
-
-    async def throughput(self, count: int, window: int) -> float:
-        began = time.perf_counter()
-        in_flight = 0
-        for _ in range(count):
-            if in_flight >= window:
-                await Sink.arrived.get()
-                in_flight -= 1
-            await self._send()  # returns once committed to the outbox; delivery goes on meanwhile
-            in_flight += 1
-        for _ in range(in_flight):
-            await Sink.arrived.get()
-        return count / (time.perf_counter() - began)
-
-
-class ClientPath:
-    """Two AUN clients and nothing else: ``message.send`` from one, its handler on the other."""
-
-    def __init__(self, sender: Any, receiver: Any) -> None:
-        self.sender, self.receiver = sender, receiver
-        self.arrived: asyncio.Queue[float] = asyncio.Queue()
-        receiver.on("message.received", lambda _: self.arrived.put_nowait(time.perf_counter()))
-        self._calls: set[asyncio.Task[Any]] = set()
-
-    def _send(self) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(self.sender.call("message.send", {"to": self.receiver.aid, "payload": {"type": "text", "text": TEXT}}))
-        self._calls.add(task)
-        task.add_done_callback(self._calls.discard)
-        return task
+        """Send one message and wait until the sender has it on its way."""
+        raise NotImplementedError
 
     async def latency(self, count: int) -> list[float]:
         samples = []
@@ -119,11 +86,47 @@ class ClientPath:
             if in_flight >= window:
                 await self.arrived.get()
                 in_flight -= 1
-            self._send()
+            await self._submit()
             in_flight += 1
         for _ in range(in_flight):
             await self.arrived.get()
         return count / (time.perf_counter() - began)
+
+
+class BridgePath(_Path):
+    """Runtime A's agent -> the network -> runtime B's agent, through two gateway agents."""
+
+    def __init__(self, first: AUNRuntime, sender: str, receiver: str) -> None:
+        self.first, self.sender, self.receiver = first, sender, receiver
+        self.arrived = Sink.arrived
+
+    async def _send(self) -> None:
+        await self.first.send(self.receiver, TEXT, sender=self.sender)
+
+    async def _submit(self) -> None:
+        await self._send()  # returns once committed to the outbox; delivery goes on meanwhile
+
+
+class ClientPath(_Path):
+    """Two AUN clients and nothing else: ``message.send`` from one, its handler on the other."""
+
+    def __init__(self, sender: Any, receiver: Any) -> None:
+        self.sender, self.receiver = sender, receiver
+        self.arrived = asyncio.Queue()
+        receiver.on("message.received", lambda _: self.arrived.put_nowait(time.perf_counter()))
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    def _call(self) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(self.sender.call("message.send", {"to": self.receiver.aid, "payload": {"type": "text", "text": TEXT}}))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        return task
+
+    async def _send(self) -> None:
+        await self._call()
+
+    async def _submit(self) -> None:
+        self._call()  # the client pipelines its calls: the window alone bounds what is in flight
 
 
 async def clients(gateway: dict[str, Any], data: Path) -> tuple[ClientPath, list[Any]]:
