@@ -6,7 +6,7 @@ import re
 
 from autogen_core.models import ChatCompletionClient, CreateResult
 
-from aun_runtime.models import ModelConfig, resolve_model
+from aun_runtime.models import ModelConfig, metered, resolve_model
 
 __all__ = ["ModelLike", "result_text", "speaker_name", "use_model"]
 
@@ -18,8 +18,9 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def use_model(model: ModelLike) -> ChatCompletionClient:
-    """The client for ``model``: built now from a config, or used as it is."""
-    return resolve_model(model)
+    """The client for ``model`` (built now from a config, or used as it is), metered: each call the
+    agent makes spends its model budgets, and a call past them is refused before it is made."""
+    return metered(resolve_model(model))
 
 
 def speaker_name(aid: str) -> str:

@@ -10,6 +10,9 @@ The code layer (this class) and the model share the work, as the observer protoc
 * In a ``mention`` group the runtime's channel already keeps unaddressed messages from the agent (so
   they cost no model call) and archives them; the next message that does name the agent brings them
   along as context.
+* Before any model call, the code asks the runtime's budgets whether an answer could go out at all
+  (an observer that overheard a thread and already spoke in it may not speak again there): if not,
+  no model call is made, and the message waits in the archive as context for the next turn.
 * The model answers ``__SILENT__`` (the decision is archived as a thought, nothing is sent),
   ``__REPLY__`` + text (the marker is stripped, the text is sent), or plain text (sent). Markers are
   read forgivingly and never leak (see :func:`protocols.observer.parse_observer_output`).
@@ -86,6 +89,10 @@ class ObserverAgent(AUNAgent):
             return
         if message.text is None:
             self.think(f"nothing to read in a {message.payload.type} payload from {message.from_aid}")
+            return
+        refusal = self.aun.ledger.reply_refusal(self.aid, message)
+        if refusal is not None:  # no answer could go out: the message is context for a later turn
+            self.think(f"not answering {message.from_aid}: {refusal}")
             return
         output = await self._ask_model(self.model_messages(message))
         if output.decision is ObserverDecision.SILENT:

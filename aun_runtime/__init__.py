@@ -31,16 +31,20 @@ from ._actor_runtime import AUNActorRuntime
 from ._agent import AUNAgent
 from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
+from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
 from ._core import AUNSingleThreadedRuntime
 from ._errors import (
     AgentRegistrationError,
+    BudgetExceeded,
     HandlerDefinitionError,
     HopLimitExceeded,
     MailboxFullError,
+    ModelBudgetExceeded,
     NoRouteError,
     NotAGroupMemberError,
     RPCForbiddenError,
     RuntimeStoppedError,
+    ThreadBudgetExceeded,
     UndeliverableError,
     UnknownAIDError,
     UnknownGroupError,
@@ -52,6 +56,7 @@ from ._sqlite_state import SQLiteStateStore
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
+    "DEFAULT_BUDGETS",
     "AUNActorRuntime",
     "AUNAgent",
     "AUNContract",
@@ -65,6 +70,9 @@ __all__ = [
     "AgentStateStore",
     "Archive",
     "ArchiveRecord",
+    "BudgetExceeded",
+    "BudgetLedger",
+    "Budgets",
     "DispatchMode",
     "GroupInfo",
     "HandlerDefinitionError",
@@ -78,6 +86,7 @@ __all__ = [
     "MailboxFullError",
     "MemoryStateStore",
     "MessageContext",
+    "ModelBudgetExceeded",
     "NoRouteError",
     "NotAGroupMemberError",
     "OverflowPolicy",
@@ -88,6 +97,7 @@ __all__ = [
     "RuntimeStoppedError",
     "SQLiteStateStore",
     "TextPayload",
+    "ThreadBudgetExceeded",
     "ToolCallPayload",
     "ToolResultPayload",
     "UndeliverableError",
@@ -95,4 +105,5 @@ __all__ = [
     "UnknownGroupError",
     "UnknownPayload",
     "event",
+    "is_addressed",
 ]

@@ -31,9 +31,10 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
@@ -42,7 +43,7 @@ from protocols.aun import AUNMessage, JsonPayload, Mention
 from protocols.contract import decode_contract
 
 from ._archive import ArchiveRecord, RecordKind
-from ._errors import HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
+from ._errors import BudgetExceeded, HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
 
 if TYPE_CHECKING:
     from ._endpoint import Endpoint
@@ -56,6 +57,9 @@ logger = logging.getLogger("aun_runtime")
 #: The message whose handler is running in this task (None in proactive tasks). Sends read it to
 #: carry the thread and count hops, which is how the loop guard sees a storm.
 INBOUND: contextvars.ContextVar[AUNMessage | None] = contextvars.ContextVar("aun_inbound", default=None)
+#: The agent whose handler or proactive action is running in this task: whose budgets a model call
+#: made here spends (see aun_runtime.models.MeteredChatCompletionClient).
+ACTING: contextvars.ContextVar[AUNAgent | None] = contextvars.ContextVar("aun_acting", default=None)
 
 
 def _is_event_handler(handler: Any) -> bool:
@@ -175,6 +179,7 @@ class AUNAgent(RoutedAgent):
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message; failures become dead letters."""
         token = INBOUND.set(message if isinstance(message, AUNMessage) else None)
+        acting = ACTING.set(self)
         try:
             target = message
             if isinstance(message, AUNMessage) and type(message.payload) is JsonPayload:
@@ -193,11 +198,12 @@ class AUNAgent(RoutedAgent):
                     break
             else:
                 await self.on_unhandled_message(target, ctx)
-        except HopLimitExceeded:
-            pass  # recorded as a loop stop by the send that refused to go out
+        except (HopLimitExceeded, BudgetExceeded):
+            pass  # recorded as a loop or budget stop by the send or model call that was refused
         except Exception as exc:
             self.aun._dead_letter(self.aid, message if isinstance(message, AUNMessage) else None, exc)
         finally:
+            ACTING.reset(acting)
             INBOUND.reset(token)
 
     async def on_unhandled_message(self, message: Any, ctx: MessageContext) -> None:
@@ -273,6 +279,30 @@ class AUNAgent(RoutedAgent):
             return await self.group_send(inbound.group_id, payload, mentions=mentions, in_reply_to=inbound)
         return await self.send(inbound.from_aid, payload, in_reply_to=inbound)
 
+    @contextlib.contextmanager
+    def acting_on(self, message: AUNMessage) -> Iterator[None]:
+        """Act on ``message`` again, later, as if handling it: for a follow-up in a proactive action.
+
+        Inside the block, :attr:`inbound` is ``message``: :meth:`reply` answers it, sends continue its
+        thread (one hop further, counted in its budgets) and model calls spend this agent's budget for
+        that thread. An agent that promised to come back to something keeps the conversation in one
+        thread this way, instead of starting one nobody can bound.
+
+        Example:
+            .. code-block:: python
+
+                asked = self.inbound
+                async def later() -> None:
+                    with self.acting_on(asked):
+                        await self.reply("done, as promised")
+                self.schedule(later, delay=60)
+        """
+        token = INBOUND.set(message)
+        try:
+            yield
+        finally:
+            INBOUND.reset(token)
+
     def think(self, text: str) -> None:
         """Record internal reasoning. It goes to the archive and nowhere else."""
         inbound = self.inbound
@@ -291,7 +321,7 @@ class AUNAgent(RoutedAgent):
         Returns:
             The task; cancel it to stop a repeating action. The runtime cancels it on stop.
         """
-        task = self.aun._schedule(self.aid, action, delay=delay, every=every)
+        task = self.aun._schedule(self, action, delay=delay, every=every)
         if self._scheduled is None:
             self._scheduled = set()
         self._scheduled.add(task)

@@ -20,7 +20,7 @@ Schema: messages are stored once, and each agent's view of them is a small recor
     records                               -- one row per agent a message (or thought) concerns
         id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
         owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
-        kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop
+        kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop | budget_stop
         reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
                                            -- id of the message it is about
         message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
@@ -90,6 +90,7 @@ class RecordKind(StrEnum):
     THOUGHT = "thought"  #: the owner's internal reasoning; never sent
     DEAD_LETTER = "dead_letter"  #: could not be delivered or handled; ``reason`` says why
     LOOP_STOP = "loop_stop"  #: the loop guard refused a send that would exceed the hop limit
+    BUDGET_STOP = "budget_stop"  #: a budget refused a send or a model call; ``reason`` says which
 
 
 _SCHEMA = """

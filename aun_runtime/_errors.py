@@ -64,3 +64,30 @@ class AgentRegistrationError(AUNError):
 
 class HandlerDefinitionError(AUNError, TypeError):
     """An AUN agent class declares a handler AUN does not allow (``@rpc`` or ``@message_handler``)."""
+
+
+class BudgetExceeded(AUNError):
+    """A budget stopped a send or a model call (see :class:`~aun_runtime.Budgets`). The stop is
+    recorded (``budget_stop``), counted and logged; a handler that meets one simply ends."""
+
+    #: What the message says to do about it.
+    advice = "raise AUNRuntime(budgets=Budgets(...)) or register_agent(..., budgets=...) if more is intended"
+    #: What was refused.
+    refused = "refused"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{self.refused}: {reason} ({self.advice})")
+        #: Which budget was reached, and how far.
+        self.reason = reason
+
+
+class ThreadBudgetExceeded(BudgetExceeded):
+    """A send was refused: its thread is full, or its sender used its unaddressed replies there."""
+
+    refused = "send refused"
+
+
+class ModelBudgetExceeded(BudgetExceeded):
+    """A model call was refused before it was made: the agent reached one of its model budgets."""
+
+    refused = "model call refused"

@@ -40,6 +40,8 @@ from protocols.aun import (
     AUNMessage,
     DispatchMode,
     Mention,
+    ToolCallPayload,
+    ToolResultPayload,
     aid_domain,
     new_message_id,
     parse_dispatch_mode,
@@ -51,8 +53,9 @@ from protocols.contract import contract_classes
 from protocols.errors import AUNError
 
 from ._actor_runtime import AUNActorRuntime
-from ._agent import INBOUND, AUNAgent
+from ._agent import ACTING, INBOUND, AUNAgent
 from ._archive import Archive, RecordKind
+from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
     TOPIC_SOURCE,
@@ -67,11 +70,13 @@ from ._directory import AIDStatus, Directory
 from ._endpoint import AgentFactory, AgentMaker, Endpoint
 from ._errors import (
     AgentRegistrationError,
+    BudgetExceeded,
     HopLimitExceeded,
     MailboxFullError,
     NoRouteError,
     NotAGroupMemberError,
     RPCForbiddenError,
+    ThreadBudgetExceeded,
     UndeliverableError,
     UnknownAIDError,
     UnknownGroupError,
@@ -91,6 +96,8 @@ logger = logging.getLogger("aun_runtime")
 #: Hops a thread may take before the loop guard stops it. Real collaborations (a reflection loop of
 #: a few rounds, a debate of a few rounds among a few agents) stay well under it; storms pass it fast.
 DEFAULT_MAX_HOPS = 32
+#: Payloads that annotate the sender's own tool use: not replies, so not counted as unaddressed ones.
+_ANNOTATIONS = (ToolCallPayload, ToolResultPayload)
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
 
@@ -107,6 +114,7 @@ class RuntimeStats:
     duplicates: int = 0
     dead_letters: int = 0
     loop_stops: int = 0
+    budget_stops: int = 0
 
 
 class AUNRuntime:
@@ -121,6 +129,8 @@ class AUNRuntime:
         overflow: what happens when a mailbox is full.
         block_timeout: how long a sender waits for room under ``block``.
         dedup_window: how many recent message keys each agent remembers.
+        budgets: the limits on threads and model use every agent works within, unless registered
+            with its own (see :class:`~aun_runtime.Budgets`).
         core: the autogen-core runtime that carries the messages (default: a fresh
             :class:`AUNActorRuntime`). A core that keeps its own archive (a distributed
             worker journals into it) supplies it when ``archive`` is not given; a core with a
@@ -147,6 +157,7 @@ class AUNRuntime:
         overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
         dedup_window: int = DEFAULT_DEDUP_WINDOW,
+        budgets: Budgets = DEFAULT_BUDGETS,
         core: AgentRuntime | None = None,
     ) -> None:
         if max_hops < 1:
@@ -165,6 +176,8 @@ class AUNRuntime:
         self.dedup_window = dedup_window
         self.core: AgentRuntime = core if core is not None else AUNActorRuntime()
         self.stats = RuntimeStats()
+        #: The counts behind the budgets: threads' breadth and each agent's model use.
+        self.ledger = BudgetLedger(budgets)
         # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
         # policy are enforced once, in the core; the facade then only reserves places for direct sends.
         self._core_drains = bool(getattr(self.core, "drains_mailboxes", False))
@@ -276,6 +289,7 @@ class AUNRuntime:
         description: str = "",
         eager: bool | None = None,
         card: AgentCard | str | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         """Make ``aid`` a local agent, created by ``factory`` on its first message.
 
@@ -286,6 +300,7 @@ class AUNRuntime:
             eager: create the agent when the runtime starts rather than on its first message. Default:
                 true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
             card: the agent's agent.md (text or parsed); default: the class's ``agent_md``, if any.
+            budgets: limits of its own on threads and model use (default: the runtime's).
 
         Raises:
             InvalidAIDError: ``aid`` is not a valid AID.
@@ -314,6 +329,8 @@ class AUNRuntime:
         endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
+        if budgets is not None:
+            self.ledger.set_budgets(aid, budgets)
         # Who takes part is archived too, so a reader in another process (a console) can tell agents
         # from inboxes and show their cards.
         self.archive.record_agent(
@@ -363,7 +380,7 @@ class AUNRuntime:
     async def _start_agent(self, endpoint: Endpoint) -> None:
         agent = await self._instantiate(endpoint.aid)
         # Awaited, not spawned: what agents say first happens in registration order, every run alike.
-        await self._run_proactive(endpoint.aid, agent.on_start)
+        await self._run_proactive(agent, agent.on_start)
 
     def is_local(self, aid: str) -> bool:
         """True if ``aid`` is registered in this runtime."""
@@ -603,6 +620,14 @@ class AUNRuntime:
             self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), AUNMessage(**fields))
             logger.warning("loop guard: %s", error)
             raise error
+        if cause is not None:  # a first message starts a thread: nothing to count yet
+            refusal = self.ledger.admit_reply(
+                sender, cause, annotation=type(fields["payload"]) in _ANNOTATIONS
+            )
+            if refusal is not None:
+                budget_error = ThreadBudgetExceeded(refusal)
+                self.record_budget_stop(sender, budget_error, AUNMessage(**fields))
+                raise budget_error
         if group_id is not None and self._directory is not None:
             message = await self._publish_to_members(group_id, fields, self._directory)
         elif group_id is not None:
@@ -788,6 +813,13 @@ class AUNRuntime:
             endpoint.mailbox.cancel_reservation(envelope.message_id)  # it will never arrive
         self._dead_letter(agent.type, envelope, error)
 
+    def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
+        """Record that a budget stopped ``owner`` (a send, with the message refused, or a model
+        call). Archived as ``budget_stop``, counted in :attr:`stats`, logged: never silent."""
+        self.stats.budget_stops += 1
+        self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
+        logger.warning("budget stop for %s: %s", owner, error)
+
     def _dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record a message that could not be delivered or handled. Logged, counted, never silent."""
         self.stats.dead_letters += 1
@@ -801,7 +833,7 @@ class AUNRuntime:
     # -- proactive tasks ---------------------------------------------------------------------------
 
     def _schedule(
-        self, aid: str, action: Callable[[], Awaitable[None]], *, delay: float, every: float | None
+        self, agent: AUNAgent, action: Callable[[], Awaitable[None]], *, delay: float, every: float | None
     ) -> asyncio.Task[None]:
         async def run() -> None:
             if delay > 0:
@@ -812,21 +844,25 @@ class AUNRuntime:
                     return
                 await asyncio.sleep(every)
 
-        return self._spawn(aid, run)
+        return self._spawn(agent, run)
 
-    async def _run_proactive(self, aid: str, action: Callable[[], Awaitable[None]]) -> None:
+    async def _run_proactive(self, agent: AUNAgent, action: Callable[[], Awaitable[None]]) -> None:
         token = INBOUND.set(None)  # a proactive action answers nothing: it starts its own thread
+        acting = ACTING.set(agent)
         try:
             await action()
-        except HopLimitExceeded:
-            pass  # already recorded as a loop stop
+        except (HopLimitExceeded, BudgetExceeded):
+            pass  # already recorded as a loop or budget stop
         except Exception as exc:
-            self._dead_letter(aid, None, exc)
+            self._dead_letter(agent.aid, None, exc)
         finally:
+            ACTING.reset(acting)
             INBOUND.reset(token)
 
-    def _spawn(self, aid: str, action: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(self._run_proactive(aid, action), name=f"aun:{aid}")
+    def _spawn(self, agent: AUNAgent, action: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(
+            self._run_proactive(agent, action), name=f"aun:{agent.aid}"
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -4,6 +4,8 @@
   each request (never by call order), and records what it lacks when given a live client.
 * :class:`ScriptedChatCompletionClient` answers with a function of the request: a deterministic
   stand-in model for tests and demos.
+* :class:`MeteredChatCompletionClient` (:func:`metered`) counts each call an agent makes against
+  its model budgets and refuses calls past them (see :class:`~aun_runtime.Budgets`).
 * :class:`ModelConfig` / :func:`model_client_from_env` pick the source from environment variables:
   an OpenAI-compatible server (vLLM, Ollama, a hosted API; the ``openai`` extra) when ``AUN_MODEL`` is
   set, else the cassette, offline.
@@ -15,6 +17,7 @@ from ._cassette import CASSETTE_FORMAT, DEFAULT_MODEL_INFO, Cassette, CassetteEn
 from ._cassette_client import CassetteChatCompletionClient
 from ._config import ModelConfig, ModelSource, model_client_from_env, resolve_model
 from ._errors import CassetteFileError, CassetteMissError, ModelConfigError
+from ._metered import MeteredChatCompletionClient, metered
 from ._offline import OfflineChatCompletionClient
 from ._request import ModelRequest, canonical_json
 from ._scripted import Answer, Responder, ScriptedChatCompletionClient
@@ -28,6 +31,7 @@ __all__ = [
     "CassetteEntry",
     "CassetteFileError",
     "CassetteMissError",
+    "MeteredChatCompletionClient",
     "ModelConfig",
     "ModelConfigError",
     "ModelRequest",
@@ -36,6 +40,7 @@ __all__ = [
     "Responder",
     "ScriptedChatCompletionClient",
     "canonical_json",
+    "metered",
     "model_client_from_env",
     "resolve_model",
 ]

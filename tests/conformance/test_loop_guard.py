@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from aun_runtime import RecordKind
+from aun_runtime import Budgets, RecordKind
 from aun_runtime.testing import Bouncer, Forwarder, Replier
 
 from .conftest import RuntimeFactory
@@ -53,7 +53,8 @@ async def test_a_three_agent_cycle_stops_too(make_runtime: RuntimeFactory) -> No
 
 
 async def test_a_group_echo_storm_stops(make_runtime: RuntimeFactory) -> None:
-    runtime = await make_runtime(max_hops=5)
+    # Budgets off: the default unaddressed-replies budget would stop this storm first (test_budgets.py).
+    runtime = await make_runtime(max_hops=5, budgets=Budgets.unlimited())
     for aid in ("x.local", "y.local"):
         await runtime.register_agent(aid, Bouncer)
     await runtime.create_group("echo-chamber", ["x.local", "y.local"])

@@ -8,7 +8,7 @@ import pytest
 
 from agents.observer import ObserverAgent
 from agents.stand_ins.observer import DEMO_OBSERVERS, ObserverStandIn
-from aun_runtime import AUNMessage, AUNRuntime, RecordKind, TextPayload
+from aun_runtime import AUNMessage, AUNRuntime, Budgets, RecordKind, TextPayload
 from aun_runtime._core import group_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient
 
@@ -205,9 +205,29 @@ async def test_the_behaviour_table_row_by_row() -> None:
     await runtime.close()
 
 
+async def test_observers_that_always_answer_cost_one_model_call_each_per_human_message() -> None:
+    client = ScriptedChatCompletionClient(lambda r: "__REPLY__ I have something to add!")
+    runtime = AUNRuntime()  # the default budgets
+    members = [f"chatty{n}.local" for n in range(5)]
+    for aid in members:
+        await runtime.register_agent(aid, lambda: ObserverAgent(client))
+    await runtime.create_group("loud", [*members, "app.local"])
+    human = await runtime.open_inbox()
+    await runtime.start()
+    await human.group_send("loud", "hello")
+    await runtime.settle()
+    # Nobody was addressed: each observer answers the human once. Each then sees four answers it
+    # could not answer (its unaddressed reply is spent), so it asks its model nothing about them.
+    assert len(client.requests) == 5
+    assert runtime.stats.sent == 1 + 5
+    assert runtime.stats.loop_stops == 0 and runtime.stats.budget_stops == 0
+    assert any("not answering" in t for t in thoughts(runtime, "chatty0.local"))
+    await runtime.close()
+
+
 async def test_an_observer_echo_storm_is_stopped_by_the_loop_guard() -> None:
     client = ScriptedChatCompletionClient(lambda r: "__REPLY__ I have something to add!")
-    runtime = AUNRuntime(max_hops=6)
+    runtime = AUNRuntime(max_hops=6, budgets=Budgets.unlimited())  # the depth guard alone
     for aid in ("chatty.local", "chattier.local"):
         await runtime.register_agent(aid, lambda: ObserverAgent(client))
     await runtime.create_group("loud", ["chatty.local", "chattier.local", "app.local"])

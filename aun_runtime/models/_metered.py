@@ -1,0 +1,155 @@
+"""``MeteredChatCompletionClient``: a model client that spends the calling agent's budgets.
+
+Wrap any ``ChatCompletionClient`` in it and every call made from an agent's handler (or proactive
+action) is counted against that agent's model budgets in its runtime's
+:class:`~aun_runtime.BudgetLedger`: calls and tokens per thread, and per sliding window. A call past a
+budget is refused *before* anything is asked of the model: it raises
+:class:`~aun_runtime.ModelBudgetExceeded`, which is recorded as a budget stop; the handler ends there,
+with no dead letter. Tokens are what the client reports in ``CreateResult.usage``.
+
+A call made outside any agent (a script, a test) is passed through uncounted. Every model-backed
+agent in ``agents/`` wraps its client this way, so the same budgets hold for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+
+from autogen_core import CancellationToken
+from autogen_core.models import (
+    ChatCompletionClient,
+    CreateResult,
+    LLMMessage,
+    ModelCapabilities,  # pyright: ignore[reportDeprecated]
+    ModelInfo,
+    RequestUsage,
+)
+from autogen_core.tools import Tool, ToolSchema
+
+from .._agent import ACTING, INBOUND, AUNAgent
+from .._budgets import ModelCall
+from .._errors import ModelBudgetExceeded
+from ._request import JsonOutput, ToolChoice
+
+__all__ = ["MeteredChatCompletionClient", "metered"]
+
+
+class MeteredChatCompletionClient(ChatCompletionClient):
+    """``inner``, with each call from an agent counted against that agent's model budgets.
+
+    Args:
+        inner: the client that answers.
+
+    Example:
+        >>> from aun_runtime.models import ScriptedChatCompletionClient
+        >>> model = metered(ScriptedChatCompletionClient(lambda request: "hi"))
+        >>> metered(model) is model  # wrapping twice would count twice
+        True
+    """
+
+    def __init__(self, inner: ChatCompletionClient) -> None:
+        self.inner = inner
+
+    def _begin(self) -> tuple[AUNAgent, str | None, ModelCall] | None:
+        agent = ACTING.get()  # set only while an attached agent acts
+        if agent is None:
+            return None
+        inbound = INBOUND.get()
+        thread = (inbound.thread or inbound.message_id) if inbound is not None else None
+        runtime = agent.aun
+        refusal = runtime.ledger.model_call_refusal(agent.aid, thread)
+        if refusal is not None:
+            error = ModelBudgetExceeded(refusal)
+            runtime.record_budget_stop(agent.aid, error, inbound)
+            raise error
+        return agent, thread, runtime.ledger.begin_model_call(agent.aid, thread)
+
+    @staticmethod
+    def _end(meter: tuple[AUNAgent, str | None, ModelCall] | None, usage: RequestUsage | None) -> None:
+        if meter is None:
+            return
+        agent, thread, call = meter
+        tokens = (usage.prompt_tokens + usage.completion_tokens) if usage is not None else 0
+        agent.aun.ledger.end_model_call(agent.aid, thread, call, tokens)
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        meter = self._begin()
+        result = await self.inner.create(
+            messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            json_output=json_output,
+            extra_create_args=extra_create_args,
+            cancellation_token=cancellation_token,
+        )
+        self._end(meter, result.usage)
+        return result
+
+    async def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncGenerator[str | CreateResult, None]:
+        meter = self._begin()
+        stream = self.inner.create_stream(
+            messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            json_output=json_output,
+            extra_create_args=extra_create_args,
+            cancellation_token=cancellation_token,
+        )
+        usage: RequestUsage | None = None
+        try:
+            async for item in stream:
+                if isinstance(item, CreateResult):
+                    usage = item.usage
+                yield item
+        finally:
+            # A stream cut short (an observer stops a silent answer early) still used what it used;
+            # a client reports usage only with its last item, so an early stop counts the call only.
+            await stream.aclose()
+            self._end(meter, usage)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def actual_usage(self) -> RequestUsage:
+        return self.inner.actual_usage()
+
+    def total_usage(self) -> RequestUsage:
+        return self.inner.total_usage()
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
+        return self.inner.count_tokens(messages, tools=tools)
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
+        return self.inner.remaining_tokens(messages, tools=tools)
+
+    @property
+    def capabilities(self) -> ModelCapabilities:  # pyright: ignore[reportDeprecated]
+        return self.inner.capabilities  # pyright: ignore[reportDeprecated]
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self.inner.model_info
+
+
+def metered(client: ChatCompletionClient) -> MeteredChatCompletionClient:
+    """``client`` wrapped in a :class:`MeteredChatCompletionClient` (once: a metered one is returned as is)."""
+    return client if isinstance(client, MeteredChatCompletionClient) else MeteredChatCompletionClient(client)
