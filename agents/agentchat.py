@@ -14,6 +14,10 @@ anything is sent at all.
   silence marker (``__SILENT__``) is silence: the decision is archived as a thought, nothing is sent.
 * The response's inner messages (tool call requests and results, thoughts, memory queries) are
   archived as thoughts, one line each, and never sent.
+* The runtime's budgets hold for it as for every agent (:class:`~aun_runtime.Budgets`): when no
+  answer could go out (a thread it overheard and already spoke in), the chat agent is not asked;
+  each turn is counted as a model call, with every token the turn reports, and a turn past the
+  agent's model budgets is refused before the chat agent sees the message (a budget stop).
 * :meth:`AgentChatAgent.save_state` wraps the chat agent's own state, so its memory survives the
   runtime's idle eviction and, with a durable state store (``SQLiteStateStore``), a restart.
 
@@ -42,7 +46,7 @@ from autogen_agentchat.base import ChatAgent, Response
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMessage
 from autogen_core import CancellationToken
 
-from aun_runtime import AUNAgent, AUNMessage, DispatchMode, MessageContext, event
+from aun_runtime import AUNAgent, AUNMessage, DispatchMode, MessageContext, ModelBudgetExceeded, event
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
 from ._model_calls import speaker_name
@@ -104,9 +108,19 @@ class AgentChatAgent(AUNAgent):
         if text is None:
             self.think(f"nothing to read in a {message.payload.type} payload from {message.from_aid}")
             return
-        if not await self._before_turn(message):
-            self.think(f"not asking the model about {message.from_aid}'s message: this turn may not call it")
+        ledger = self.aun.ledger
+        refusal = ledger.reply_refusal(self.aid, message)
+        if refusal is not None:  # no answer could go out: the chat agent is not asked
+            self.think(f"not asking the model about {message.from_aid}'s message: {refusal}")
             return
+        thread = message.thread or message.message_id
+        refusal = ledger.model_call_refusal(self.aid, thread)
+        if refusal is not None:
+            self.aun.record_budget_stop(self.aid, ModelBudgetExceeded(refusal), message)
+            return
+        # One turn of a chat agent may call its model several times (tools); its budget counts the
+        # turn as one call, and every token the turn reports.
+        call = ledger.begin_model_call(self.aid, thread)
         self.model_turns += 1
         response = await self.chat_agent.on_messages(
             [TextMessage(content=text, source=speaker_name(message.from_aid))], CancellationToken()
@@ -115,7 +129,7 @@ class AgentChatAgent(AUNAgent):
             self.think(_one_line(inner))
         tokens = _tokens(response)
         self.tokens_used += tokens
-        self._after_turn(message, tokens)
+        ledger.end_model_call(self.aid, thread, call, tokens)
 
         answer = response.chat_message.to_text()
         if not answer.strip():
@@ -128,20 +142,6 @@ class AgentChatAgent(AUNAgent):
         # In a mention group nobody sees a message that names no one: name the one being answered.
         mentions = [message.from_aid] if message.dispatch_mode is DispatchMode.MENTION else None
         await self.reply(answer, mentions=mentions)
-
-    async def _before_turn(self, message: AUNMessage) -> bool:
-        """Whether this turn may call the model.
-
-        Called for each message that would go to the chat agent, before it does. Returning False
-        skips the turn: the decision is archived as a thought, the chat agent never sees the message
-        (it stays in the archive) and nothing is sent. The place for a per-agent model budget;
-        by default every turn may.
-        """
-        return True
-
-    def _after_turn(self, message: AUNMessage, tokens: int) -> None:
-        """Called after each turn with the model tokens it used (prompt + completion, as the chat
-        agent reported them; :attr:`tokens_used` already includes them). Default: nothing more."""
 
     async def save_state(self) -> Mapping[str, Any]:
         """The chat agent's own state (its memory of the conversation), under ``"agentchat"``."""

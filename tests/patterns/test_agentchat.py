@@ -28,6 +28,7 @@ from models.openai_stand_in import OpenAIStandIn, openai_stand_in
 from agents.agentchat import AgentChatAgent, from_agentchat
 from aun_runtime import (
     AUNActorRuntime,
+    Budgets,
     AUNMessage,
     AUNRuntime,
     RecordKind,
@@ -276,30 +277,26 @@ async def test_tool_use_is_thought_not_said_and_every_call_is_counted() -> None:
         assert agent.model_turns == 1 and agent.tokens_used == (30 + 5) + (40 + 8)
 
 
-async def test_a_turn_the_hook_refuses_never_reaches_the_model(server: OpenAIStandIn) -> None:
-    turns: list[tuple[str, int]] = []
-
-    class Budgeted(AgentChatAgent):
-        async def _before_turn(self, message: AUNMessage) -> bool:
-            return self.tokens_used < STAND_IN_TOKENS  # one turn's worth
-
-        def _after_turn(self, message: AUNMessage, tokens: int) -> None:
-            turns.append((message.text or "", tokens))
-
+async def test_its_model_budget_stops_turns_before_they_reach_the_model(server: OpenAIStandIn) -> None:
     client = openai_client(server)
     async with AUNRuntime() as runtime:
         await runtime.register_agent(
-            AID, lambda: Budgeted(lambda: AssistantAgent("assistant", model_client=client))
+            AID,
+            from_agentchat(lambda: AssistantAgent("assistant", model_client=client)),
+            budgets=Budgets(model_calls_per_window=1),
         )
         inbox = await runtime.open_inbox()
         await inbox.send(AID, "first")
         await inbox.send(AID, "second")
         await runtime.settle()
         assert len(server.requests) == 1 and sent_by(runtime, AID) == ["noted"]
-        assert turns == [("first", STAND_IN_TOKENS)]
-        assert thoughts(runtime, AID) == [
-            "not asking the model about app.local's message: this turn may not call it"
-        ]
+        [stop] = runtime.archive.records(kinds=[RecordKind.BUDGET_STOP])
+        assert stop.owner == AID and "model_calls_per_window=1" in (stop.reason or "")
+        assert stop.message is not None and stop.message.text == "second"
+        assert runtime.stats.budget_stops == 1 and runtime.stats.dead_letters == 0
+        assert runtime.ledger.model_use(AID, stop.message.message_id) == (0, 0)
+        first = next(r.message for r in runtime.archive.records(kinds=[RecordKind.SENT]) if r.message and r.message.text == "first")
+        assert runtime.ledger.model_use(AID, first.message_id) == (1, STAND_IN_TOKENS)
     await client.close()
 
 
