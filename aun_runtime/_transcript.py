@@ -5,7 +5,7 @@
 * A message that answers nothing is marked as starting a conversation (``proactive`` when an agent,
   not the application, started it).
 * What a channel kept from an agent is shown as filtered and archived, not as lost.
-* Dead letters and loop-guard stops stand out, because those are the real failures.
+* Dead letters, loop-guard stops and budget stops stand out, because those are the real failures.
 * A message sent from outside this archive's runtime (through a gateway) shows where it arrived.
 """
 
@@ -58,6 +58,16 @@ def render_transcript(
         elif record.kind is RecordKind.LOOP_STOP:
             where = message.in_reply_to if message is not None else None
             notes[where].append(f"!! LOOP GUARD stopped {record.owner}: {record.reason}")
+        elif record.kind is RecordKind.BUDGET_STOP:
+            # A refused send carries the refused message (the owner's own): shown under what it
+            # answered. A refused model call carries the message being handled: shown under it.
+            if message is None:
+                where = None
+            elif message.from_aid == record.owner:
+                where = message.in_reply_to
+            else:
+                where = message.message_id
+            notes[where].append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
     number = {message_id: n for n, message_id in enumerate(sent, start=1)}
     lines: list[str] = []
 

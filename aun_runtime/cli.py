@@ -67,7 +67,8 @@ def print_summary(runtime: AUNRuntime, archive: str) -> None:
     stats = runtime.stats
     print(
         f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
-        f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops"
+        f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops · "
+        f"{stats.budget_stops} budget stops"
     )
     if archive != ":memory:":
         print(f"archive: {archive}")

@@ -8,7 +8,7 @@
 * What an agent's channel kept from it (mention mode) and what an agent decided not to say (its
   thoughts) are visible but muted, behind a toggle.
 * ``tool_call`` / ``tool_result`` are drawn as notes on the sender's own tool use, never as requests.
-* Dead letters and loop-guard stops stand out: those are the real failures.
+* Dead letters, loop-guard stops and budget stops stand out: those are the real failures.
 
 Open it next to a runtime in this process::
 

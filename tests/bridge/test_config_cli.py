@@ -77,5 +77,5 @@ def test_demo_gateway_shows_a_plain_clients_messages_arriving_and_exits() -> Non
     assert "delivered to quiet.aun.localhost · no reply" in out
     assert "the plain AUN client user.aun.localhost received 3 message(s):" in out
     assert "from reviewer.aun.localhost: 'task fib approved after 2 round(s)' (end-to-end encrypted)" in out
-    assert "0 dead letters · 0 loop stops" in out
+    assert "0 dead letters · 0 loop stops · 0 budget stops" in out
     assert "AUNClient initialized" not in done.stderr  # the client's chatter is kept off the terminal

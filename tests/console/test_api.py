@@ -10,11 +10,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from aun_runtime import AUNRuntime
+from aun_runtime import AUNRuntime, Budgets, ModelBudgetExceeded
 from aun_runtime._archive import AgentEntry
 from aun_runtime.console import Console
 from aun_runtime.console._feed import encode_agents
-from aun_runtime.testing import Recorder, Replier
+from aun_runtime.testing import Bouncer, Recorder, Replier
 
 from .conftest import TIMEOUT, next_event
 
@@ -100,6 +100,36 @@ async def test_event_stream_sends_only_records_newer_than_the_cursor(
         event = await asyncio.wait_for(next_event(stream, skip=("agents", "status")), TIMEOUT)
         assert {r["message"]["payload"]["text"] for r in event.json()} == {"while the page was away"}
         assert all(r["id"] > last for r in event.json())
+
+
+async def test_budget_stops_are_in_the_feed_with_their_reason_and_message(
+    open_console: OpenConsole, http: aiohttp.ClientSession
+) -> None:
+    runtime = AUNRuntime(budgets=Budgets(thread_messages=3))
+    await runtime.start()
+    try:
+        await runtime.register_agent("ping.local", Bouncer)
+        await runtime.register_agent("pong.local", Bouncer)
+        console = await open_console(runtime)
+        await runtime.send("pong.local", "ping", sender="ping.local")
+        await runtime.settle()
+        # A model call refused outside any message (a proactive action) has no message to carry.
+        runtime.record_budget_stop("solo.local", ModelBudgetExceeded("solo.local made 8 model calls"))
+        await runtime.settle()
+
+        records = (await _records(http, console, after=0))["records"]
+    finally:
+        await runtime.close()
+    sent = [r["message"] for r in records if r["kind"] == "sent"]
+    assert [m["payload"]["text"] for m in sent] == ["ping", "re: ping", "re: re: ping"]
+    refused, loose = [r for r in records if r["kind"] == "budget_stop"]
+    # The refused send: its owner's own message, answering the last one the thread could hold.
+    assert refused["owner"] == "pong.local" and "thread_messages=3" in refused["reason"]
+    assert refused["message"]["from_aid"] == "pong.local"
+    assert refused["message"]["in_reply_to"] == sent[-1]["message_id"]
+    assert refused["message"]["payload"]["text"] == "re: re: re: ping"
+    assert loose["owner"] == "solo.local" and loose["message"] is None
+    assert loose["reason"] == loose["text"] == "solo.local made 8 model calls"
 
 
 async def test_a_fresh_page_starts_with_the_newest_backlog(

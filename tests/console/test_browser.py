@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from autogen_core.models import UserMessage
 from playwright.async_api import Locator, Page, async_playwright, expect
 
 from aun_runtime import (
     AUNAgent,
     AUNMessage,
     AUNRuntime,
+    Budgets,
     MessageContext,
     ToolCallPayload,
     ToolResultPayload,
@@ -25,6 +27,7 @@ from aun_runtime import (
     event,
 )
 from aun_runtime.console import Console
+from aun_runtime.models import ScriptedChatCompletionClient, metered
 from aun_runtime.testing import Bouncer, Forwarder, Raiser, Speaker
 
 from .conftest import TEST_POLL_INTERVAL, TIMEOUT
@@ -83,6 +86,20 @@ class Coder(AUNAgent):
         await self.reply("All 12 tests pass.")
         # A follow-up that does not say what it answers still belongs to the thread it was sent in.
         await self.send(message.from_aid, "Coverage report follows.")
+
+
+class Pondering(AUNAgent):
+    """Asks its model twice about every message, then answers with the second answer."""
+
+    def __init__(self) -> None:
+        super().__init__("thinks twice before it answers")
+        self.model = metered(ScriptedChatCompletionClient(lambda request: "hmm"))
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        for _ in range(2):
+            result = await self.model.create([UserMessage(content=message.text or "", source="user")])
+        await self.reply(str(result.content))
 
 
 @pytest.fixture
@@ -309,6 +326,73 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         await expect(_thread(page, "fwd: pass it on").locator(":scope > header .tag.re")).to_have_text(
             "re “pass it on” in app.local ↔ fwd.local"
         )
+        await page.close()  # before the console stops, so the page does not try to reconnect
+    await runtime.close()
+
+
+async def test_console_shows_budget_stops_like_loop_stops_under_the_message_they_concern(page: Page) -> None:
+    runtime = AUNRuntime(budgets=Budgets(thread_messages=3))
+    await runtime.start()
+    async with Console(runtime, poll_interval=TEST_POLL_INTERVAL, allow_send=True) as console:
+        await page.goto(console.url)
+        await expect(page.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
+        await runtime.register_agent("ping.local", Bouncer)
+        await runtime.register_agent("pong.local", Bouncer)
+        await runtime.register_agent("ponder.local", Pondering, budgets=Budgets(model_calls_per_thread=1))
+        inbox = await runtime.open_inbox("app.local")
+
+        # A refused send: the thread holds three messages, so pong's answer to the third is refused.
+        await runtime.send("pong.local", "ping", sender="ping.local")
+        # A refused model call: ponder's second call about the same message is never made.
+        await inbox.send("ponder.local", "what do you think?")
+        await expect(page.locator("#failures-link")).to_have_text(
+            "0 dead letters · 0 loop stops · 2 budget stops", timeout=WAIT_MS
+        )
+
+        # The refused message is drawn like a loop-stopped one, among the replies to what it answered.
+        await _open(page, "ping.local ↔ pong.local")
+        third = page.locator("article.msg").filter(
+            has=page.locator(":scope > .text", has_text=re.compile(r"^re: re: ping$"))
+        )
+        await expect(third).to_have_count(1, timeout=WAIT_MS)
+        stopped = third.locator(":scope > .replies > article.msg")
+        await expect(stopped).to_have_count(1)
+        await expect(stopped).to_have_class(re.compile(r"\bstatus-stopped\b"))
+        await expect(stopped).to_have_class(re.compile(r"\bfailure\b"))
+        await expect(_status(stopped)).to_have_text("stopped by budget")
+        await expect(stopped.locator(":scope > .text")).to_have_text("re: re: re: ping")
+        alert = stopped.locator(":scope > .alert.budget-stop")
+        await expect(alert).to_contain_text("budget stop for pong.local:")
+        await expect(alert).to_contain_text("thread_messages=3")
+        await expect(third.locator(":scope > .alert")).to_have_count(0)  # on the refused one only
+        # Amber, the colour of a stop, not the red of a dead letter.
+        colour, stop = await alert.evaluate(
+            "el => [getComputedStyle(el).color,"
+            " getComputedStyle(document.documentElement).getPropertyValue('--stop').trim()]"
+        )
+        assert _rgb(colour) == tuple(int(stop[i : i + 2], 16) for i in (1, 3, 5)), (colour, stop)
+
+        # A refused model call is drawn on the message being handled, which was delivered.
+        await _open(page, "app.local ↔ ponder.local")
+        asked = _thread(page, "what do you think?")
+        await expect(_status(asked)).to_have_text("delivered", timeout=WAIT_MS)
+        await expect(asked).to_have_class(re.compile(r"\bfailure\b"))
+        await expect(asked.locator(":scope > .alert.budget-stop")).to_contain_text(
+            "budget stop for ponder.local:"
+        )
+        await expect(asked.locator(":scope > .alert.budget-stop")).to_contain_text("model_calls_per_thread=1")
+        await expect(asked.locator(".replies")).to_have_count(0)  # the handler ended without an answer
+
+        # The failures view lists both, with their own label, each linking to its conversation.
+        await page.locator("#failures-link").click()
+        stops = page.locator("#view .alert.budget-stop")
+        await expect(stops).to_have_count(2)
+        await expect(stops.filter(has_text="budget stop for pong.local:")).to_have_count(1)
+        model_stop = stops.filter(has_text="budget stop for ponder.local:")
+        await expect(model_stop).to_have_count(1)
+        await expect(page.locator("#view .alert.loop-stop, #view .alert.dead-letter")).to_have_count(0)
+        await model_stop.locator("a.open").click()
+        await expect(page.locator("#view-header h2")).to_have_text("app.local ↔ ponder.local")
         await page.close()  # before the console stops, so the page does not try to reconnect
     await runtime.close()
 

@@ -19,4 +19,4 @@ def test_the_demo_prints_all_three_scenes_offline() -> None:
     assert "round 1 of fib ran: exit 0, stdout '1 1 2 3 5 8 13 21 34 55'" in out  # really executed
     assert "'task fib approved after 2 round(s)'" in out
     assert "ops.local -> #standup" in out and "someone just made that point" in out
-    assert "0 dead letters · 0 loop stops" in out
+    assert "0 dead letters · 0 loop stops · 0 budget stops" in out

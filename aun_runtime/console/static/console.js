@@ -4,7 +4,7 @@
 // once, in archive order; the browser resumes with Last-Event-ID after a drop) and draws it the way
 // AUN asks a client to: silence is "delivered", never an error; replies sit under what they answer;
 // a message an agent sent on its own is "proactive"; what a channel filtered and what an agent only
-// thought are muted, behind a toggle; dead letters and loop-guard stops stand out.
+// thought are muted, behind a toggle; dead letters, loop-guard stops and budget stops stand out.
 import { $ } from "./dom.js";
 import { S, ingest } from "./model.js";
 import { drawView, drawSide } from "./views.js";

@@ -98,12 +98,12 @@ export function drawMessage(e, depth) {
   if (wholeFiltered) classes.push("muted");
   // A message nobody was shown is hidden until the toggle is on, unless someone answered it anyway.
   if (wholeFiltered && !replies.length) classes.push("hideable");
-  if (e.dead.length || e.loopStop) classes.push("failure");
+  if (e.dead.length || e.loopStop || e.budgetStops.length) classes.push("failure");
 
   const tags = [];
   if (isTool) {
     // a note on the sender's own tool use starts nothing and answers nothing
-  } else if (!m.in_reply_to && !m.hops && !e.loopStop) {
+  } else if (!m.in_reply_to && !m.hops && !e.loopStop && !e.budgetRefused) {
     tags.push(isProactive(m)
       ? h("span", { class: "tag proactive", title: "Sent on the agent's own initiative, answering nothing", text: "proactive" })
       : h("span", { class: "tag new", text: "new conversation" }));
@@ -122,7 +122,7 @@ export function drawMessage(e, depth) {
     h("span", { class: "spacer" }),
     h("time", { text: clock(m.created_at), title: new Date(m.created_at).toISOString() }),
     h("span", { class: `status status-${st.cls}`, "data-status": st.cls, text: st.label }),
-    S.info.read_only !== false || e.loopStop ? null
+    S.info.read_only !== false || e.loopStop || e.budgetRefused ? null
       : h("button", { class: "reply-btn", type: "button", title: "Answer this as a local agent", onclick: (ev) => ev.target.dispatchEvent(new CustomEvent("aun-reply", { bubbles: true, detail: e.id })), text: "reply" }));
 
   const el = h("article", { class: classes.join(" "), "data-mid": e.id, "data-from": m.from_aid },
@@ -132,6 +132,9 @@ export function drawMessage(e, depth) {
   }
   if (e.loopStop) {
     el.append(h("div", { class: "alert loop-stop", text: `loop guard stopped ${e.loopStop.owner}: ${snip(e.loopStop.reason, MAX_ALERT_TEXT)}` }));
+  }
+  for (const b of e.budgetStops) {
+    el.append(h("div", { class: "alert budget-stop", text: `budget stop for ${b.owner}: ${snip(b.reason, MAX_ALERT_TEXT)}` }));
   }
   for (const t of e.thoughts) el.append(thoughtLine(t));
   const elsewhere = elsewhereLine(e);

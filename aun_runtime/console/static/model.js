@@ -1,8 +1,9 @@
 // The console's model: archive records in, messages, conversations and failures out.
 //
 // Each record arrives once, in archive order. A message is one entry whatever the number of records
-// about it (sent, received or filtered by each member, dead-lettered, stopped); replies are linked
-// to what they answer, tool results to their calls, thoughts to the message they were about.
+// about it (sent, received or filtered by each member, dead-lettered, stopped by the loop guard or a
+// budget); replies are linked to what they answer, tool results to their calls, thoughts to the
+// message they were about.
 
 // The page's whole state.
 export const S = {
@@ -61,7 +62,8 @@ function entryFor(m, recordId, touched) {
   if (e) return e;
   e = {
     id: m.message_id, m, order: recordId, conv: convKey(m), sent: false,
-    receivers: [], filtered: [], dead: [], loopStop: null, thoughts: [], result: null, call: null,
+    receivers: [], filtered: [], dead: [], loopStop: null, budgetStops: [], budgetRefused: false,
+    thoughts: [], result: null, call: null,
   };
   S.msgs.set(e.id, e);
   const c = conversation(m, recordId);
@@ -123,6 +125,12 @@ export function ingest(records) {
       } else if (r.kind === "loop_stop") {
         e.loopStop = { owner: r.owner, reason: r.reason };
         failure(r, e.id);
+      } else if (r.kind === "budget_stop") {
+        // A refused send carries the refused message (its owner's own), drawn like a loop stop, under
+        // what it answered; a refused model call carries the message being handled: drawn on it.
+        e.budgetStops.push({ owner: r.owner, reason: r.reason });
+        if (m.from_aid === r.owner) e.budgetRefused = true;
+        failure(r, e.id);
       }
     } else if (r.kind === "thought") {
       const t = { owner: r.owner, text: r.text || "", at: r.recorded_at, id: r.id };
@@ -136,7 +144,7 @@ export function ingest(records) {
         if (!S.looseThoughts.has(r.owner)) S.looseThoughts.set(r.owner, []);
         S.looseThoughts.get(r.owner).push(t);
       }
-    } else if (r.kind === "dead_letter" || r.kind === "loop_stop") {
+    } else if (r.kind === "dead_letter" || r.kind === "loop_stop" || r.kind === "budget_stop") {
       failure(r, null);
     }
   }
@@ -192,6 +200,7 @@ export function repliesOf(e) {
 // What became of a message. There is no "unanswered": silence is a legal answer.
 export function statusOf(e) {
   if (e.loopStop) return { cls: "stopped", label: "stopped by loop guard" };
+  if (e.budgetRefused) return { cls: "stopped", label: "stopped by budget" };
   if (e.dead.length && !e.receivers.length) return { cls: "dead", label: "dead letter" };
   if (e.receivers.length) return { cls: "delivered", label: "delivered" };
   if (e.filtered.length) return { cls: "filtered", label: "filtered · archived" };

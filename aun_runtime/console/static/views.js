@@ -121,20 +121,27 @@ function agentThoughts(aid) {
   return h("div", { class: "hideable" }, h("h3", { text: "Thoughts about no message" }), loose.map(thoughtLine));
 }
 
+const FAILURE_LOOK = {
+  dead_letter: { cls: "dead-letter", label: "dead letter at " },
+  loop_stop: { cls: "loop-stop", label: "loop guard stopped " },
+  budget_stop: { cls: "budget-stop", label: "budget stop for " },
+};
+
 function drawFailure(f) {
   const e = f.messageId ? S.msgs.get(f.messageId) : null;
-  return h("div", { class: `alert ${f.kind === "loop_stop" ? "loop-stop" : "dead-letter"}` },
+  const look = FAILURE_LOOK[f.kind] || FAILURE_LOOK.dead_letter;
+  return h("div", { class: `alert ${look.cls}` },
     h("time", { text: clock(f.at) }), " ",
-    f.kind === "loop_stop" ? "loop guard stopped " : "dead letter at ",
+    look.label,
     h("b", { text: f.owner }), `: ${snip(f.reason, MAX_ALERT_TEXT)}`,
     e ? h("a", { class: "open", href: `#c=${encodeURIComponent(e.conv)}`, text: ` open ${convTitle(S.convs.get(e.conv))}` }) : null);
 }
 
 function drawFailures() {
   $("view-header").replaceChildren(h("h2", { text: "Failures" }),
-    h("span", { class: "members", text: "dead letters and loop-guard stops; silence is never one of them" }));
+    h("span", { class: "members", text: "dead letters, loop-guard stops and budget stops; silence is never one of them" }));
   $("view").replaceChildren(S.failures.length ? h("div", { class: "failures" }, S.failures.map(drawFailure))
-    : h("p", { class: "empty", text: "No dead letters, no loop stops." }));
+    : h("p", { class: "empty", text: "No dead letters, no loop stops, no budget stops." }));
 }
 
 export function drawView(touched) {
@@ -170,9 +177,13 @@ export function drawSide() {
   const agents = [...S.agents.values()].map((a) => sideItem(`#a=${encodeURIComponent(a.aid)}`, v.type === "agent" && v.aid === a.aid,
     a.aid, a.role === "inbox" ? "inbox" : a.mode, 0, `role-${a.role}`));
   $("agents").replaceChildren(...(agents.length ? agents : [none()]));
-  const dead = S.failures.filter((f) => f.kind === "dead_letter").length;
-  const stops = S.failures.length - dead;
+  const count = (kind) => S.failures.filter((f) => f.kind === kind).length;
+  const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+  const dead = count("dead_letter"), loops = count("loop_stop"), budgets = count("budget_stop");
   const link = $("failures-link");
-  link.textContent = S.failures.length ? `${dead} dead letter${dead === 1 ? "" : "s"} · ${stops} loop stop${stops === 1 ? "" : "s"}` : "none";
+  // Budget stops are named only when there are some, so the usual line stays short.
+  link.textContent = S.failures.length
+    ? `${plural(dead, "dead letter")} · ${plural(loops, "loop stop")}${budgets ? ` · ${plural(budgets, "budget stop")}` : ""}`
+    : "none";
   link.className = `item${S.failures.length ? " has-failures" : ""}${v.type === "failures" ? " active" : ""}`;
 }
