@@ -24,7 +24,7 @@ from collections.abc import Callable
 from autogen_core.models import ChatCompletionClient
 
 from aun_runtime import AUNAgent, AUNRuntime
-from aun_runtime.models import model_client_from_env
+from aun_runtime.models import ModelConfig, model_client_from_env
 from protocols.reflection import CodingTaskMsg
 
 from . import stand_ins
@@ -32,7 +32,7 @@ from .echo import EchoTwice, Quiet
 from .observer import ObserverAgent
 from .reflection import register_reflection_team
 
-__all__ = ["app", "autonomous_scene", "observer_scene", "reflection_scene"]
+__all__ = ["app", "autonomous_scene", "model_line", "observer_scene", "reflection_scene"]
 
 
 class Herald(AUNAgent):
@@ -40,6 +40,13 @@ class Herald(AUNAgent):
 
     async def on_start(self) -> None:
         await self.group_send("lobby", "Good morning, lobby! twice, are you up?", mentions=["twice.local"])
+
+
+def model_line() -> str:
+    """Which model the demo talks to, in one line."""
+    if os.environ.get("AUN_MODEL") or os.environ.get("AUN_MODEL_CLIENT"):
+        return "model: " + ModelConfig.from_env().describe()
+    return "model: the demo's deterministic stand-in (offline; set AUN_MODEL to use a real one)"
 
 
 def demo_model(stand_in: Callable[[], ChatCompletionClient]) -> ChatCompletionClient:
@@ -100,6 +107,7 @@ async def observer_scene(runtime: AUNRuntime) -> None:
 
 async def app(runtime: AUNRuntime) -> None:
     """Play the three scenes, one after the other, and let everything settle."""
+    print(model_line())
     await autonomous_scene(runtime)
     await reflection_scene(runtime)
     await observer_scene(runtime)

@@ -93,6 +93,13 @@ class AUNAgent(RoutedAgent):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        for reserved in ("on_message", "on_message_impl"):
+            if reserved in cls.__dict__ and hasattr(cls.__dict__[reserved], "is_message_handler"):
+                raise HandlerDefinitionError(
+                    f"{cls.__name__}.{reserved}: {reserved} is autogen-core's entry point for every "
+                    "message; an @event handler of that name would bypass the mailbox and the channel. "
+                    "Give the handler another name (for example on_text)"
+                )
         for name in dir(cls):
             handler = getattr(cls, name, None)
             if hasattr(handler, "is_message_handler") and not _is_event_handler(handler):

@@ -155,7 +155,9 @@ class BudgetLedger:
         clock: seconds, monotonic (tests pass a fake one).
     """
 
-    def __init__(self, budgets: Budgets = DEFAULT_BUDGETS, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, budgets: Budgets = DEFAULT_BUDGETS, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.budgets = budgets
         self._clock = clock
         self._own: dict[str, Budgets] = {}
@@ -205,7 +207,9 @@ class BudgetLedger:
                 tally.unaddressed[sender] = tally.unaddressed.get(sender, 0) + 1
         return refusal
 
-    def _send_refusal(self, tally: _ThreadTally, sender: str, cause: AUNMessage, annotation: bool) -> str | None:
+    def _send_refusal(
+        self, tally: _ThreadTally, sender: str, cause: AUNMessage, annotation: bool
+    ) -> str | None:
         budgets = self.budgets_of(sender)
         if tally.messages >= budgets.thread_messages:
             return f"the thread holds {tally.messages} messages, its budget (thread_messages={budgets.thread_messages})"

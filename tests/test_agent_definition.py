@@ -46,3 +46,13 @@ def test_event_handlers_are_fine() -> None:
         async def on_matched(self, message: AUNMessage, ctx: MessageContext) -> None: ...
 
     assert Fine.mode == "autonomous"
+
+
+def test_a_handler_named_on_message_is_refused_because_it_would_skip_the_mailbox() -> None:
+    # autogen-core calls on_message for every delivery: a handler of that name replaces the entry
+    # point, so messages would reach it with no mailbox, channel or inbound message.
+    with pytest.raises(HandlerDefinitionError, match=r"Shadow\.on_message: .*another name"):
+
+        class Shadow(AUNAgent):
+            @event
+            async def on_message(self, message: AUNMessage, ctx: MessageContext) -> None: ...

@@ -138,7 +138,9 @@ class MeteredChatCompletionClient(ChatCompletionClient):
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
         return self.inner.count_tokens(messages, tools=tools)
 
-    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
+    def remaining_tokens(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
+    ) -> int:
         return self.inner.remaining_tokens(messages, tools=tools)
 
     @property

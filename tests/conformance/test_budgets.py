@@ -76,7 +76,11 @@ async def test_a_thread_that_grows_sideways_stops_at_its_budget(make_runtime: Ru
 
     # Every message was addressed (direct), so only the thread budget holds it: 20 messages, the
     # first one included, and the hop guard (32) never came near.
-    in_thread = [r for r in runtime.archive.records(kinds=[RecordKind.SENT]) if r.message and r.message.thread == first.message_id]
+    in_thread = [
+        r
+        for r in runtime.archive.records(kinds=[RecordKind.SENT])
+        if r.message and r.message.thread == first.message_id
+    ]
     assert len(in_thread) == 20
     assert runtime.stats.budget_stops >= 1 and runtime.stats.loop_stops == 0
     [reason] = {stop.reason for stop in runtime.archive.records(kinds=[RecordKind.BUDGET_STOP])}

@@ -2,7 +2,10 @@
 
 It answers ``POST /v1/chat/completions`` with a reply derived from the request's content and keeps
 every request it received, so a test can check what the real OpenAI client sent (model, key, JSON
-mode, messages) without any network beyond 127.0.0.1.
+mode, messages, tools) without any network beyond 127.0.0.1.
+
+The answer function returns the assistant's text, or a :class:`ToolCalls` to answer with function
+calls, as a model with function calling does.
 """
 
 from __future__ import annotations
@@ -11,12 +14,32 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+@dataclass
+class ToolCalls:
+    """An answer made of function calls: ``(name, arguments)`` pairs, and optional text beside them."""
+
+    calls: list[tuple[str, dict[str, Any]]]
+    content: str | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 7, "completion_tokens": 3})
+
+
+def _message(answer: str | ToolCalls, number: int) -> tuple[dict[str, Any], str, dict[str, int]]:
+    if isinstance(answer, str):
+        return {"role": "assistant", "content": answer}, "stop", {"prompt_tokens": 7, "completion_tokens": 3}
+    calls = [
+        {"id": f"call_{number}_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        for n, (name, arguments) in enumerate(answer.calls)
+    ]
+    return {"role": "assistant", "content": answer.content, "tool_calls": calls}, "tool_calls", answer.usage
+
+
 class OpenAIStandIn:
-    def __init__(self, answer: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(self, answer: Callable[[dict[str, Any]], str | ToolCalls]) -> None:
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -31,20 +54,14 @@ class OpenAIStandIn:
                 if not self.path.endswith("/chat/completions"):
                     self.send_error(404)
                     return
-                content = stand_in.answer(body)
+                message, finish, usage = _message(stand_in.answer(body), len(stand_in.requests))
                 reply = {
                     "id": f"chatcmpl-{len(stand_in.requests)}",
                     "object": "chat.completion",
                     "created": 0,
                     "model": body.get("model", "stand-in"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {**usage, "total_tokens": sum(usage.values())},
                 }
                 data = json.dumps(reply).encode()
                 self.send_response(200)
@@ -65,7 +82,7 @@ class OpenAIStandIn:
 
 
 @contextmanager
-def openai_stand_in(answer: Callable[[dict[str, Any]], str]) -> Iterator[OpenAIStandIn]:
+def openai_stand_in(answer: Callable[[dict[str, Any]], str | ToolCalls]) -> Iterator[OpenAIStandIn]:
     stand_in = OpenAIStandIn(answer)
     thread = threading.Thread(target=stand_in.server.serve_forever, daemon=True)
     thread.start()

@@ -28,9 +28,9 @@ from models.openai_stand_in import OpenAIStandIn, openai_stand_in
 from agents.agentchat import AgentChatAgent, from_agentchat
 from aun_runtime import (
     AUNActorRuntime,
-    Budgets,
     AUNMessage,
     AUNRuntime,
+    Budgets,
     RecordKind,
     SQLiteStateStore,
     TextPayload,
