@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/gateway_relay.py
 	$(BIN)/python bench/grpc_workers.py
 	$(BIN)/python bench/bridge_roundtrip.py
+	$(BIN)/python bench/model_cost.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
