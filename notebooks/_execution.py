@@ -28,6 +28,7 @@ NOTEBOOKS: dict[str, str | None] = {
     "05_mixture_of_agents": "mixture_of_agents",
     "06_multi_agent_debate": "debate",
     "07_handoffs": "handoffs",
+    "08_autonomous_model_agent": "autonomous_agents",
 }
 
 
@@ -38,13 +39,24 @@ def offline_environment(extra: Mapping[str, str] | None = None) -> dict[str, str
     return env
 
 
-def execute(name: str, env: Mapping[str, str]) -> nbformat.NotebookNode:
-    """Run notebook ``name`` top to bottom in a fresh kernel; raises on the first failing cell."""
+def execute(
+    name: str,
+    env: Mapping[str, str],
+    *,
+    allow_errors: bool = False,
+    timeout: int = CELL_TIMEOUT,
+) -> nbformat.NotebookNode:
+    """Run notebook ``name`` top to bottom in a fresh kernel.
+
+    Raises on the first failing cell, unless ``allow_errors``: then every cell runs and a failure is
+    kept as that cell's error output. A cell that takes longer than ``timeout`` seconds raises either way.
+    """
     notebook = nbformat.read(HERE / f"{name}.ipynb", as_version=4)
     client = NotebookClient(
         notebook,
-        timeout=CELL_TIMEOUT,
+        timeout=timeout,
         kernel_name="python3",
+        allow_errors=allow_errors,
         resources={"metadata": {"path": str(HERE)}},
     )
     client.execute(env=dict(env))

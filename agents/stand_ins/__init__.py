@@ -8,6 +8,7 @@ notebook cassettes can be recorded offline, e.g.
 everything around them (runtime, archive, code execution) is real.
 """
 
+from .autonomous import autonomous_agents
 from .debate import debate
 from .handoffs import handoffs
 from .observer import DEMO_OBSERVERS, ObserverProfile, ObserverStandIn, observer_group
@@ -18,6 +19,7 @@ __all__ = [
     "DEMO_OBSERVERS",
     "ObserverProfile",
     "ObserverStandIn",
+    "autonomous_agents",
     "concurrent_workers",
     "debate",
     "handoffs",
