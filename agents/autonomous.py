@@ -235,9 +235,9 @@ class AutonomousAgent(AUNAgent):
             UserMessage(content=prompt, source=speaker_name(about.from_aid)),
         ]
         for _ in range(self.max_rounds):
-            self.model_calls += 1
             self.last_request = list(messages)
             result = await self.model.create(messages, tools=tools)
+            self.model_calls += 1  # counted once made: a call its budget refused was never made
             if result.thought:
                 self.think(result.thought)
             if isinstance(result.content, str):
@@ -301,7 +301,11 @@ class AutonomousAgent(AUNAgent):
                 mentions = [inbound.from_aid] if inbound.dispatch_mode is DispatchMode.MENTION else None
                 sent = await self.reply(string_argument(arguments, "text"), mentions=mentions)
             elif name == SEND_MESSAGE:
-                sent = await self.send(string_argument(arguments, "to"), string_argument(arguments, "text"))
+                # Sent while acting on a message, so it answers that message: a transcript shows it
+                # under its cause, as it shows a reply.
+                sent = await self.send(
+                    string_argument(arguments, "to"), string_argument(arguments, "text"), in_reply_to=self.inbound
+                )
             elif name == POST_TO_GROUP:
                 mentions = arguments.get("mentions") or []
                 if not isinstance(mentions, list) or not all(isinstance(m, str) for m in mentions):
@@ -310,6 +314,7 @@ class AutonomousAgent(AUNAgent):
                     string_argument(arguments, "group_id"),
                     string_argument(arguments, "text"),
                     mentions=mentions,
+                    in_reply_to=self.inbound,
                 )
             else:
                 return self._schedule_follow_up(arguments)
