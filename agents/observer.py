@@ -27,7 +27,6 @@ from collections.abc import Iterable
 from autogen_core.models import CreateResult, LLMMessage, SystemMessage, UserMessage
 
 from aun_runtime import ArchiveRecord, AUNAgent, AUNMessage, DispatchMode, MessageContext, RecordKind, event
-from protocols.aun import AIDMention, ScopeMention
 from protocols.observer import (
     ObserverDecision,
     ObserverOutput,
@@ -36,6 +35,7 @@ from protocols.observer import (
     parse_observer_output,
 )
 
+from ._context import addressing
 from ._model_calls import ModelLike, result_text, speaker_name, use_model
 
 __all__ = ["DEFAULT_CONTEXT_MESSAGES", "MAX_CONTEXT_CHARS", "ObserverAgent"]
@@ -124,7 +124,7 @@ class ObserverAgent(AUNAgent):
         )
         prompt = (
             f"{context}\n\nNew message from {message.from_aid} in {where}, "
-            f"{self._addressing(message)}:\n{message.text}"
+            f"addressed {addressing(message, self.aid)}:\n{message.text}"
         )
         return [
             SystemMessage(content=observer_system_prompt(self.aid, self.persona)),
@@ -140,18 +140,6 @@ class ObserverAgent(AUNAgent):
             text = text[: MAX_CONTEXT_CHARS - 1] + "…"
         unaddressed = " (not addressed to you)" if record.kind is RecordKind.FILTERED else ""
         return f"[{who}]{unaddressed} {text}"
-
-    def _addressing(self, message: AUNMessage) -> str:
-        if message.group_id is None:
-            return "addressed to you"
-        named = [m.aid for m in message.mentions if isinstance(m, AIDMention)]
-        if self.aid in named:
-            return "addressed to you"
-        if any(isinstance(m, ScopeMention) for m in message.mentions):
-            return "addressed to everyone"
-        if named:
-            return "addressed to " + ", ".join(named)
-        return "addressed to no one in particular"
 
     async def _ask_model(self, messages: list[LLMMessage]) -> ObserverOutput:
         self.model_calls += 1

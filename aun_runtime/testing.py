@@ -21,12 +21,14 @@ import asyncio
 from collections.abc import Sequence
 
 from autogen_core import MessageContext, event
+from autogen_core.models import UserMessage
 
 from protocols.aun import AUNMessage
 
 from ._agent import AUNAgent
+from .models import ScriptedChatCompletionClient, metered
 
-__all__ = ["Bouncer", "Forwarder", "Gate", "Raiser", "Recorder", "Replier", "Silent", "Speaker"]
+__all__ = ["Bouncer", "Forwarder", "Gate", "Pondering", "Raiser", "Recorder", "Replier", "Silent", "Speaker"]
 
 
 class Recorder(AUNAgent):
@@ -158,3 +160,18 @@ class Gate(AUNAgent):
         self.started.set()
         await self.opened.wait()
         self.received.append(message)
+
+
+class Pondering(AUNAgent):
+    """Asks its (metered, scripted) model twice about every message, then answers with the second
+    answer: a model-backed agent whose calls spend its model budgets."""
+
+    def __init__(self) -> None:
+        super().__init__("thinks twice before it answers")
+        self.model = metered(ScriptedChatCompletionClient(lambda request: "hmm"))
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        for _ in range(2):
+            result = await self.model.create([UserMessage(content=message.text or "", source="user")])
+        await self.reply(str(result.content))

@@ -4,26 +4,10 @@ run's summary counts budget stops beside loop stops."""
 from __future__ import annotations
 
 import pytest
-from autogen_core.models import UserMessage
 
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, Budgets, MessageContext, RecordKind, event
+from aun_runtime import AUNRuntime, Budgets, RecordKind
 from aun_runtime.cli import run_app
-from aun_runtime.models import ScriptedChatCompletionClient, metered
-from aun_runtime.testing import Bouncer
-
-
-class Pondering(AUNAgent):
-    """Asks its model twice about every message, then answers with the second answer."""
-
-    def __init__(self) -> None:
-        super().__init__("thinks twice before it answers")
-        self.model = metered(ScriptedChatCompletionClient(lambda request: "hmm"))
-
-    @event
-    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
-        for _ in range(2):
-            result = await self.model.create([UserMessage(content=message.text or "", source="user")])
-        await self.reply(str(result.content))
+from aun_runtime.testing import Bouncer, Pondering
 
 
 def _lines_under(transcript: str, heading: str) -> list[str]:

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from autogen_core.models import UserMessage
 from playwright.async_api import Locator, Page, async_playwright, expect
 
 from aun_runtime import (
@@ -27,8 +26,7 @@ from aun_runtime import (
     event,
 )
 from aun_runtime.console import Console
-from aun_runtime.models import ScriptedChatCompletionClient, metered
-from aun_runtime.testing import Bouncer, Forwarder, Raiser, Speaker
+from aun_runtime.testing import Bouncer, Forwarder, Pondering, Raiser, Speaker
 
 from .conftest import TEST_POLL_INTERVAL, TIMEOUT
 
@@ -86,20 +84,6 @@ class Coder(AUNAgent):
         await self.reply("All 12 tests pass.")
         # A follow-up that does not say what it answers still belongs to the thread it was sent in.
         await self.send(message.from_aid, "Coverage report follows.")
-
-
-class Pondering(AUNAgent):
-    """Asks its model twice about every message, then answers with the second answer."""
-
-    def __init__(self) -> None:
-        super().__init__("thinks twice before it answers")
-        self.model = metered(ScriptedChatCompletionClient(lambda request: "hmm"))
-
-    @event
-    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
-        for _ in range(2):
-            result = await self.model.create([UserMessage(content=message.text or "", source="user")])
-        await self.reply(str(result.content))
 
 
 @pytest.fixture
