@@ -84,6 +84,12 @@ UndeliverableHook = Callable[[AgentId, Any, BaseException], None]
 DRAIN_BATCH = 64
 
 
+def _log_name(agent_id: AgentId) -> str:
+    """``agent_id`` as log lines name it: its type alone under autogen-core's default key (every AUN
+    agent's: the type is its AID), else ``type/key``."""
+    return agent_id.type if agent_id.key == "default" else str(agent_id)
+
+
 class _Factory:
     """A factory that needs more than a plain call: two arguments (deprecated in autogen-core) or a
     class to check. A plain zero-argument factory is kept as it is (one object less per type)."""
@@ -263,13 +269,18 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
 
     async def _route_waiting(self, delivery: Delivery, recipients: list[AgentId]) -> None:
         message_id = delivery.ctx.message_id
+        sender = delivery.ctx.sender
+        publisher = None if sender is None else _log_name(sender)  # named in a full-mailbox warning
         for agent_id in recipients:
             cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
             if cell is None:
                 continue
+            mailbox = cell.mailbox
+            if mailbox.owner is None:  # named only once it makes someone wait: no string per cell
+                mailbox.owner = _log_name(agent_id)
             # The wait is on the mailbox, which outlives its cell: the cell may be replaced meanwhile
             # (a place promised to us keeps it from being dropped once we have it).
-            if not await cell.mailbox.enter(message_id):
+            if not await mailbox.enter(message_id, publisher):
                 self._undeliverable(
                     agent_id,
                     delivery.message,

@@ -27,12 +27,28 @@ anyway and counted as ``overflowed``, so that two agents flooding each other can
 A core that cannot push back (a task per message) queues it at once and counts it as ``overflowed``
 when the mailbox was full. Under ``dead_letter`` a message that meets a full mailbox is refused and
 recorded as a dead letter. Nothing is dropped silently.
+
+A mailbox that fills is logged once per *full episode*, not per message. The first sender that has
+to wait (or the first message refused or queued over the bound) starts the episode and one warning
+on the ``aun_runtime`` logger, written at the end of that turn of the event loop so that it names
+the senders of the same burst::
+
+    mailbox of slow.local is full (capacity 4): 5 waiting for room, from a.local, b.local, c.local and 2 more
+
+Everything else that meets the full mailbox in that episode is only counted. The episode ends when
+occupancy falls to half the capacity (the low-water mark) with nobody waiting, with one info line::
+
+    mailbox of slow.local is no longer full, after 2.41 s: 310 waited, 0 refused, 0 queued over the bound
+
+and the next fill logs again. Nothing of this runs while there is room.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections import deque
 from collections.abc import Awaitable
 from enum import StrEnum
@@ -51,7 +67,12 @@ DEFAULT_MAILBOX_CAPACITY = 1024
 #: sends to A) cannot hang a runtime forever.
 DEFAULT_BLOCK_TIMEOUT = 30.0
 
+#: Senders named in a full-mailbox warning; the rest are counted ("and 3 more").
+NAMED_SENDERS = 3
+
 T = TypeVar("T")
+
+logger = logging.getLogger("aun_runtime")
 
 
 class OverflowPolicy(StrEnum):
@@ -71,10 +92,12 @@ class Mailbox:
         capacity: how many messages may be reserved for, waiting in, or handled by this mailbox.
         overflow: the policy when it is full.
         block_timeout: seconds a sender waits for room under ``block``.
+        owner: the AID (or other name) of the agent it belongs to, for the full-mailbox log lines.
     """
 
     __slots__ = (
         "_busy",
+        "_episode",
         "_reserved",
         "_turns",
         "_waiters",
@@ -84,6 +107,7 @@ class Mailbox:
         "occupancy",
         "overflow",
         "overflowed",
+        "owner",
     )
 
     def __init__(
@@ -91,6 +115,7 @@ class Mailbox:
         capacity: int = DEFAULT_MAILBOX_CAPACITY,
         overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        owner: str | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError("a mailbox needs a capacity of at least 1")
@@ -99,6 +124,7 @@ class Mailbox:
         self.capacity = capacity
         self.overflow = OverflowPolicy(overflow)
         self.block_timeout = block_timeout
+        self.owner = owner
         self.occupancy = 0
         self.high_water = 0
         self.overflowed = 0
@@ -106,6 +132,9 @@ class Mailbox:
         self._waiters: deque[asyncio.Future[None]] | None = None  # senders waiting for room, in order
         self._busy = False  # a message is being handled (on a core that runs a task per message)
         self._turns: deque[asyncio.Future[None]] | None = None  # messages waiting for their turn
+        # The full episode under way (see the module docstring). Senders wait only during one, so
+        # release() needs no other test to know whether anyone waits for the place it frees.
+        self._episode: _FullEpisode | None = None
 
     @property
     def full(self) -> bool:
@@ -126,8 +155,9 @@ class Mailbox:
         self._note_reservation(message_id)
         return True
 
-    async def reserve(self, message_id: str) -> None:
-        """Promise a place to a message about to be published.
+    async def reserve(self, message_id: str, sender: str | None = None) -> None:
+        """Promise a place to a message about to be published (by ``sender``, if known: it is named
+        in the warning when the mailbox is full).
 
         Raises:
             MailboxFullError: the mailbox is full and the policy is ``dead_letter``, or it stayed
@@ -135,8 +165,13 @@ class Mailbox:
         """
         if not self._has_room():
             if self.overflow is OverflowPolicy.DEAD_LETTER:
+                self._full_episode(sender).refused += 1
                 raise MailboxFullError(f"mailbox full ({self.capacity} messages)")
-            await self._wait_for_room()  # the place is ours when this returns
+            try:
+                await self._wait_for_room(sender)  # the place is ours when this returns
+            except MailboxFullError:
+                self._full_episode(None).refused += 1  # the sender gives up: a dead letter
+                raise
         else:
             self._take()
         self._note_reservation(message_id)
@@ -165,8 +200,9 @@ class Mailbox:
             return True
         return False
 
-    async def enter(self, message_id: str) -> bool:
-        """Admit an arriving message that :meth:`take_if_room` could not: the publisher waits.
+    async def enter(self, message_id: str, sender: str | None = None) -> bool:
+        """Admit an arriving message that :meth:`take_if_room` could not: the publisher (``sender``,
+        if known, for the full-mailbox warning) waits.
 
         Returns:
             True once the message has its place. Under ``block`` that is after room came (first
@@ -176,11 +212,13 @@ class Mailbox:
         if self.take_if_room(message_id):
             return True
         if self.overflow is OverflowPolicy.DEAD_LETTER:
+            self._full_episode(sender).refused += 1
             return False
         try:
-            await self._wait_for_room()
+            await self._wait_for_room(sender)
         except MailboxFullError:
             self.overflowed += 1
+            self._full_episode(None).overflowed += 1
             self._take()
         return True
 
@@ -194,9 +232,12 @@ class Mailbox:
         if self._reserved is not None and self._consume_reservation(message_id):
             return True
         if self.occupancy >= self.capacity:
+            episode = self._full_episode(None)
             if self.overflow is OverflowPolicy.DEAD_LETTER:
+                episode.refused += 1
                 return False
             self.overflowed += 1
+            episode.overflowed += 1
         self._take()
         return True
 
@@ -242,8 +283,8 @@ class Mailbox:
         """A message is done (handled, filtered or failed): free its place, or hand it to the first
         sender waiting for one."""
         self.occupancy -= 1
-        if self._waiters is not None:
-            self._hand_out()
+        if self._episode is not None:  # full lately: someone may wait, or the episode may end
+            self._room_freed()
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -270,8 +311,9 @@ class Mailbox:
             reserved[message_id] = count - 1
         return True
 
-    async def _wait_for_room(self) -> None:
+    async def _wait_for_room(self, sender: str | None) -> None:
         """Queue for a place; it is taken on our behalf by :meth:`release` before we wake up."""
+        self._full_episode(sender).waited += 1  # before queueing: nobody waits outside an episode
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         if self._waiters is None:
@@ -305,12 +347,91 @@ class Mailbox:
         if not waiters:
             self._waiters = None
 
+    def _room_freed(self) -> None:
+        """After a release during a full episode: hand the place on, and end the episode once the
+        mailbox has drained to the low-water mark with nobody waiting."""
+        if self._waiters is not None:
+            self._hand_out()
+        # Half the capacity, not "below capacity": under steady backpressure occupancy hovers at the
+        # bound, dipping one below it between a release and the next send, and ending there would
+        # log a new episode for almost every message. Half-empty means the agent caught up.
+        if self._waiters is None and self.occupancy <= self.capacity // 2:
+            self._end_episode()
+
+    def _full_episode(self, sender: str | None) -> _FullEpisode:
+        """The full episode under way, with ``sender`` noted; a new one schedules its warning."""
+        episode = self._episode
+        if episode is None:
+            episode = self._episode = _FullEpisode()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # called outside a loop: nothing else can join this burst
+                self._warn(episode)
+            else:
+                # At the end of this turn of the loop: senders of the same burst are named too.
+                episode.warning = loop.call_soon(self._warn, episode)
+        if sender is not None:
+            episode.senders[sender] = None
+        return episode
+
+    def _warn(self, episode: _FullEpisode) -> None:
+        episode.warning = None
+        if not logger.isEnabledFor(logging.WARNING):
+            return
+        details = [f"{self.waiting_senders} waiting for room"]
+        if episode.senders:
+            names = list(episode.senders)
+            named = ", ".join(names[:NAMED_SENDERS])
+            more = len(names) - NAMED_SENDERS
+            details[0] += f", from {named} and {more} more" if more > 0 else f", from {named}"
+        if episode.refused:
+            details.append(f"{episode.refused} refused")
+        if episode.overflowed:
+            details.append(f"{episode.overflowed} queued over the bound")
+        logger.warning(
+            "mailbox of %s is full (capacity %d): %s", self._owner_name(), self.capacity, "; ".join(details)
+        )
+
+    def _end_episode(self) -> None:
+        episode = self._episode
+        if episode is None:
+            return
+        self._episode = None
+        if episode.warning is not None:  # over within one turn of the loop: still said, and first
+            episode.warning.cancel()
+            self._warn(episode)
+        logger.info(
+            "mailbox of %s is no longer full, after %.2f s: %d waited, %d refused, %d queued over the bound",
+            self._owner_name(),
+            time.monotonic() - episode.began,
+            episode.waited,
+            episode.refused,
+            episode.overflowed,
+        )
+
+    def _owner_name(self) -> str:
+        return self.owner if self.owner is not None else "an unnamed agent"
+
     def _forget(self, waiter: asyncio.Future[None]) -> None:
         waiters = self._waiters
         if waiters is not None:
             with contextlib.suppress(ValueError):  # already handed a place and popped
                 waiters.remove(waiter)
             self._hand_out()
+
+
+class _FullEpisode:
+    """One stretch of time a mailbox was full: when it began and what met it meanwhile."""
+
+    __slots__ = ("began", "overflowed", "refused", "senders", "waited", "warning")
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.waited = 0  # senders (or publishers) that had to wait for room
+        self.refused = 0  # refused under ``dead_letter``, or given up after ``block_timeout``
+        self.overflowed = 0  # queued over the bound
+        self.senders: dict[str, None] = {}  # who waited or was refused, in order, each once
+        self.warning: asyncio.Handle | None = None  # the warning, until it is written
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

@@ -325,7 +325,7 @@ class AUNRuntime:
             if not description and factory.__doc__:
                 # Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
                 description = sys.intern(factory.__doc__.strip().splitlines()[0])
-        mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout)
+        mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout, owner=aid)
         endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
@@ -650,7 +650,7 @@ class AUNRuntime:
         message_id = fields["message_id"]
         try:
             if not target.mailbox.try_reserve(message_id):
-                await target.mailbox.reserve(message_id)
+                await target.mailbox.reserve(message_id, fields["from_aid"])
         except MailboxFullError as exc:
             raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:
@@ -694,7 +694,7 @@ class AUNRuntime:
             # drains mailboxes makes the publish itself wait for room, in the same first-come order.
             if not drains and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
-                    await endpoint.mailbox.reserve(message_id)
+                    await endpoint.mailbox.reserve(message_id, sender)
                     reserved.append(endpoint.mailbox)
         try:
             # Its place in the group is taken only now: seq follows publish order, and membership
@@ -755,7 +755,7 @@ class AUNRuntime:
             endpoint = self._endpoints.get(aid)
             if endpoint is not None and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
                 with contextlib.suppress(MailboxFullError):
-                    await endpoint.mailbox.reserve(message.message_id)
+                    await endpoint.mailbox.reserve(message.message_id, sender)
                     reserved.append((aid, endpoint.mailbox))
         # Membership may have changed while waiting for room: the members seen now receive it.
         info = directory.group(group_id) or info
