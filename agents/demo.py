@@ -10,7 +10,10 @@ Run it with ``aun-runtime demo`` (or ``aun-runtime run agents.demo:app``). It sh
 * a reflection team (Coder, Executor, Reviewer) writing a program, really running it, and fixing it
   after review,
 * observers in a group chat that speak when addressed or when the talk is theirs, and otherwise keep
-  silent.
+  silent,
+* a model-backed agent whose model only thinks, and which speaks by calling its send tools: twice
+  to one question, not at all to a remark, and after using its calculator (the use shown as
+  ``tool_call`` / ``tool_result`` annotations).
 
 Offline (the default) the model is a deterministic stand-in. Set ``AUN_MODEL`` (with
 ``AUN_MODEL_BASE_URL`` and ``AUN_MODEL_API_KEY``) to run the same scenes against a real model.
@@ -28,11 +31,13 @@ from aun_runtime.models import ModelConfig, model_client_from_env
 from protocols.reflection import CodingTaskMsg
 
 from . import stand_ins
+from .autonomous import AutonomousAgent
+from .calculator import calculator
 from .echo import EchoTwice, Quiet
 from .observer import ObserverAgent
 from .reflection import register_reflection_team
 
-__all__ = ["app", "autonomous_scene", "model_line", "observer_scene", "reflection_scene"]
+__all__ = ["app", "autonomous_scene", "model_agent_scene", "model_line", "observer_scene", "reflection_scene"]
 
 
 class Herald(AUNAgent):
@@ -105,9 +110,32 @@ async def observer_scene(runtime: AUNRuntime) -> None:
         await runtime.settle()
 
 
+async def model_agent_scene(runtime: AUNRuntime) -> None:
+    """A model that thinks in text and speaks only through send tools, with a local tool of its own."""
+    model = demo_model(stand_ins.autonomous_agents)
+    await runtime.register_agent(
+        "helper.local",
+        lambda: AutonomousAgent(
+            model,
+            instructions="You answer the team's questions about its services. Use your calculator for sums.",
+            tools=[calculator],
+        ),
+    )
+    if not runtime.is_local("alice.local"):  # the observer scene opened it, when it ran first
+        await runtime.open_inbox("alice.local")
+    for text in (
+        "Who is on-call this week, and who do I escalate to?",
+        "FYI: I am out of office on Friday.",
+        "How much disk do 3 replicas of a 120 GB database need, with 20% headroom?",
+    ):
+        await runtime.send("helper.local", text, sender="alice.local")
+        await runtime.settle()
+
+
 async def app(runtime: AUNRuntime) -> None:
-    """Play the three scenes, one after the other, and let everything settle."""
+    """Play the four scenes, one after the other, and let everything settle."""
     print(model_line())
     await autonomous_scene(runtime)
     await reflection_scene(runtime)
     await observer_scene(runtime)
+    await model_agent_scene(runtime)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from protocols.aun import AIDMention, AUNMessage
+from protocols.aun import AIDMention, AUNMessage, ToolCallPayload, ToolResultPayload
 
 from ._archive import ArchiveRecord, RecordKind
 
@@ -120,9 +120,23 @@ def _arrived(
 
 
 def _content(message: AUNMessage) -> str:
-    return _snip(message.text) if message.text is not None else f"<{message.payload.type}>"
+    payload = message.payload
+    if message.text is not None:
+        return _snip(message.text)
+    # A tool annotation shows what was used and what came of it: that is what it is for.
+    if isinstance(payload, ToolCallPayload):
+        arguments = ", ".join(f"{k}={v!r}" for k, v in payload.arguments.items())
+        return f"<tool_call {_flat(f'{payload.name}({arguments})')}>"
+    if isinstance(payload, ToolResultPayload):
+        outcome = payload.result if payload.ok else f"error: {payload.error}"
+        return f"<tool_result {_flat(str(outcome))}>"
+    return f"<{payload.type}>"
+
+
+def _flat(text: str | None) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
 
 
 def _snip(text: str | None) -> str:
-    flat = " ".join((text or "").split())
-    return repr(flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…")
+    return repr(_flat(text))

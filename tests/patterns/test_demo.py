@@ -1,4 +1,5 @@
-"""``aun-runtime demo`` runs the autonomous scene, the reflection team and the observer chat offline."""
+"""``aun-runtime demo`` runs the autonomous scene, the reflection team, the observer chat and a
+model-backed agent offline."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 import sys
 
 
-def test_the_demo_prints_all_three_scenes_offline() -> None:
+def test_the_demo_prints_all_four_scenes_offline() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUN_MODEL")}
     done = subprocess.run(
         [sys.executable, "-m", "aun_runtime", "demo"], capture_output=True, text=True, env=env, timeout=120
@@ -19,4 +20,10 @@ def test_the_demo_prints_all_three_scenes_offline() -> None:
     assert "round 1 of fib ran: exit 0, stdout '1 1 2 3 5 8 13 21 34 55'" in out  # really executed
     assert "'task fib approved after 2 round(s)'" in out
     assert "ops.local -> #standup" in out and "someone just made that point" in out
+    # The model-backed agent: two replies, a thought instead of a reply, and its tool use shown.
+    assert "#26 helper.local -> alice.local [re #24]: 'If Dana does not answer" in out
+    assert "(helper.local thinks: 'alice.local is telling me something, not asking" in out
+    assert "helper.local -> alice.local [re #28]: <tool_call calculate(expression='3 * 120 * 1.2')>" in out
+    assert "helper.local -> alice.local [re #28]: <tool_result 432>" in out
+    assert "'You need 432 GB of disk in all.'" in out
     assert "0 dead letters · 0 loop stops · 0 budget stops" in out

@@ -32,8 +32,8 @@ SHAPES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "silent": model_shapes.silent,
 }
 MEMBERS = [f"m{n}.local" for n in range(5)]
-#: Messages the demo sends from outside any agent (its three scenes: 4, 1 and 4).
-DEMO_HUMAN_MESSAGES = 9
+#: Messages the demo sends from outside any agent (its four scenes: 4, 1, 4 and 3).
+DEMO_HUMAN_MESSAGES = 12
 
 
 @pytest.fixture(params=sorted(SHAPES))
