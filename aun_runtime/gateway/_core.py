@@ -141,7 +141,18 @@ class GatewayCore:
         for session in self.sessions_of(aid):
             if session.push(notification_frame(f"event/{event}", build(session))):
                 delivered += 1
+            elif session.closing:
+                self._withdraw(session)
         return delivered
+
+    def _withdraw(self, session: Session) -> None:
+        """Route nothing more to a connection being closed (it is detached once its socket ends).
+        A slow consumer's socket may take a second to give up; meanwhile it is no longer online."""
+        sessions = self._online.get(session.aid or "")
+        if sessions is not None:
+            sessions.discard(session)
+            if not sessions:
+                del self._online[session.aid or ""]
 
     # -- dispatch ------------------------------------------------------------------------------
 

@@ -101,6 +101,11 @@ class Session:
         return self.aid is not None
 
     @property
+    def closing(self) -> bool:
+        """True once this connection has been told to close (it may take a moment to go)."""
+        return self._closer is not None or self.ws.closed
+
+    @property
     def challenge_expired(self) -> bool:
         return time.monotonic() - self._created > self.challenge_ttl
 
