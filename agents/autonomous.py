@@ -126,6 +126,9 @@ class AutonomousAgent(AUNAgent):
             :class:`~aun_runtime.models.ModelConfig` to build one from.
         instructions: who the agent is and what it does, added to its system prompt.
         tools: its local tools: autogen-core tools, or a ``Workbench`` (for example an MCP server's).
+            The agent never starts or stops a workbench it is given (it may be shared, and an
+            evicted instance is made again with the same one): whoever made it closes it
+            (``async with McpWorkbench(...)``, or ``await workbench.stop()`` after the runtime closes).
         annotate_tools: show each local tool use to the conversation as ``tool_call`` /
             ``tool_result`` messages from this agent.
         follow_ups: how many follow-ups may wait at once (0: the tool is not offered).
