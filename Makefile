@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/aun-runtime demo
 
 test: $(STAMP)
+	sh scripts/install-test-deps.sh
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
