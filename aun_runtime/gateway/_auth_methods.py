@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import logging
+import math
 import re
 import time
 from typing import Any
@@ -31,6 +33,8 @@ from ._session import Session
 
 __all__ = ["AUTH_METHODS", "check_aid"]
 
+log = logging.getLogger("aun_runtime.gateway")
+
 #: The AUN client's rule for the name part of an AID (``name.issuer``).
 _AID_NAME = re.compile(r"^[a-z0-9_][a-z0-9_-]{3,63}$")
 
@@ -49,6 +53,15 @@ def check_aid(value: str, field: str, issuer: str | None = None) -> str:
     if issuer is not None and domain != issuer:
         raise RPCError.bad_param(field, f"this gateway issues AIDs of the form name.{issuer}, not {aid!r}")
     return aid
+
+
+def _clock_agrees(client_time: str, window: float) -> bool:
+    """True if ``client_time`` is a finite number of unix seconds within ``window`` of ours."""
+    try:
+        seconds = float(client_time)
+    except ValueError:
+        return False
+    return math.isfinite(seconds) and abs(time.time() - seconds) <= window
 
 
 async def create_aid(call: Call) -> dict[str, Any]:
@@ -111,12 +124,14 @@ async def aid_login2(call: Call) -> dict[str, Any]:
     login = core.logins.take(request_id)
     if login is None or login.aid != aid or not hmac.compare_digest(login.nonce, nonce):
         raise RPCError(ErrorCode.NONCE_INVALID, "login nonce unknown, used or expired: start again with aid_login1")
-    try:
-        skew = abs(time.time() - float(client_time))
-    except ValueError:
-        raise RPCError.bad_param("client_time", "'client_time' must be unix seconds") from None
-    if skew > core.limits.signature_window:
-        raise RPCError.bad_param("client_time", "'client_time' is too far from server time: check the clock")
+    if not _clock_agrees(client_time, core.limits.signature_window):
+        # "nan" compares as within any window, so anything but a finite number is a bad clock too.
+        log.info("login of %s refused: client_time %r is not within %g s of server time", aid, client_time[:64],
+                 core.limits.signature_window)
+        raise RPCError.bad_param(
+            "client_time", f"'client_time' must be unix seconds within {core.limits.signature_window:g} s of "
+            "server time: check the clock",
+        )
     record = core.identities.current(aid)
     assert record is not None  # aid_login1 checked it, and AIDs are never deleted
     try:

@@ -25,6 +25,7 @@ from ._logins import PendingLogins
 from ._pki import DevelopmentPKI
 from ._session import Session
 from ._signature import verify_client_signature
+from ._strict_json import find_unsafe
 
 __all__ = ["Call", "GatewayCore", "Method"]
 
@@ -163,6 +164,13 @@ class GatewayCore:
             raise RPCError(ErrorCode.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
         if not method.pre_auth and not session.authenticated:
             raise RPCError(ErrorCode.NOT_CONNECTED, f"{request.method} requires auth.connect first")
+        unsafe = find_unsafe(request.params)
+        if unsafe is not None:
+            # What is accepted is relayed as it is: a value the client cannot parse would make it
+            # drop its connection at every delivery attempt. Refused here, before it is stored.
+            field_path, problem = unsafe
+            log.info("%s: %s refused, '%s' %s", session.aid or session.id, request.method, field_path, problem)
+            raise RPCError.bad_param(field_path, f"'{field_path}' {problem}", reason="unreadable_value")
         if session.authenticated and "client_signature" in request.params:
             cert = self.identities.current(self.aid_of(session))
             if cert is None:

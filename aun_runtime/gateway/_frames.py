@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ErrorCode, RPCError
+from ._strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["Params", "Request", "dumps", "error_frame", "notification_frame", "parse_frame", "result_frame"]
 
@@ -39,8 +40,11 @@ class Request:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON with non-ASCII text kept as is (the client hashes params the same way)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON with non-ASCII text kept as is (the client hashes params the same way).
+
+    Never NaN or Infinity: those are not JSON, and a client refuses the whole frame.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def result_frame(request_id: RequestId, result: Any) -> str:
@@ -62,9 +66,10 @@ def _valid_id(value: Any) -> bool:
         return False
     if isinstance(value, str):
         return len(value) <= MAX_ID_LENGTH
+    # Echoed back as it came: only numbers the client can read again (see _strict_json).
     if isinstance(value, int):
-        return True
-    return isinstance(value, float) and math.isfinite(value)
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    return isinstance(value, float) and math.isfinite(value) and abs(value) <= MAX_SAFE_INTEGER
 
 
 # A JSON escape of a UTF-16 surrogate. In pairs they are one character (how ASCII-only encoders
@@ -107,7 +112,8 @@ def parse_frame(text: str) -> Request | tuple[RequestId, RPCError]:
     request_id: RequestId = raw_id if _valid_id(raw_id) else None
     if not _valid_id(raw_id):
         return None, RPCError(
-            ErrorCode.INVALID_REQUEST, f"'id' must be a string (at most {MAX_ID_LENGTH} characters) or a number"
+            ErrorCode.INVALID_REQUEST,
+            f"'id' must be a string (at most {MAX_ID_LENGTH} characters) or a number within ±(2^53-1)",
         )
     if data.get("jsonrpc") != "2.0":
         return request_id, RPCError(ErrorCode.INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
@@ -151,16 +157,20 @@ class Params:
             raise RPCError.bad_param(name, f"'{name}' is longer than {max_length} characters")
         return value.strip()
 
-    def integer(self, name: str, *, default: Any = _MISSING, minimum: int = 0, maximum: int | None = None) -> int:
-        """An integer (a JSON number with no fraction; booleans refused) within the bounds."""
+    def integer(self, name: str, *, default: Any = _MISSING, minimum: int = 0, maximum: int = MAX_SAFE_INTEGER) -> int:
+        """An integer (a JSON number with no fraction; booleans refused) within the bounds.
+
+        The upper bound is at most 2^53-1: a seq or limit past it is no seq this gateway gave out,
+        and SQLite stores no integer past 2^63-1.
+        """
         value = self._get(name, default)
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise RPCError.bad_param(name, f"'{name}' must be an integer")
-        if value < minimum or (maximum is not None and value > maximum):
-            upper = "" if maximum is None else f" and at most {maximum}"
-            raise RPCError.bad_param(name, f"'{name}' must be at least {minimum}{upper}")
+        maximum = min(maximum, MAX_SAFE_INTEGER)
+        if value < minimum or value > maximum:
+            raise RPCError.bad_param(name, f"'{name}' must be an integer from {minimum} to {maximum}")
         return int(value)
 
     def boolean(self, name: str, *, default: bool) -> bool:

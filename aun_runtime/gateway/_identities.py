@@ -209,7 +209,7 @@ class IdentityStore:
         with self.db.atomic() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO prekeys (aid, device_id, body, updated_at) VALUES (?, ?, ?, ?)",
-                (aid, device_id, json.dumps(body, ensure_ascii=False), time.time()),
+                (aid, device_id, json.dumps(body, ensure_ascii=False, allow_nan=False), time.time()),
             )
 
     def prekeys(self, aid: str) -> list[dict[str, Any]]:

@@ -103,7 +103,7 @@ class InboxStore:
         with self.db.atomic() as conn:
             conn.execute(
                 "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
-                (receiver, seq, sender, message_id, json.dumps(row, ensure_ascii=False, separators=(",", ":"))),
+                (receiver, seq, sender, message_id, json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)),
             )
         self._heads[receiver] = self._peer_heads[(receiver, sender)] = seq
         return StoredMessage(receiver, seq, row)
