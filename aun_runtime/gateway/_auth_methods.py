@@ -187,10 +187,11 @@ async def connect(call: Call) -> dict[str, Any]:
     if not isinstance(slot_id, str) or len(slot_id) > 128:
         raise RPCError.bad_param("client.slot_id", "'client.slot_id' must be a string of at most 128 characters")
     options = params.mapping("options", default={})
-    aid, reason = core.identities.access_token_owner(token)
+    aid, family_or_reason = core.identities.access_token_owner(token)
     if aid is None:
-        raise RPCError(ErrorCode.CONNECT_TOKEN_INVALID, reason)
+        raise RPCError(ErrorCode.CONNECT_TOKEN_INVALID, family_or_reason)
     session.aid, session.device_id, session.slot_id = aid, device_id.strip(), slot_id
+    core.authenticated(session, family_or_reason)  # closed if that family is revoked later
     session.kind = "short" if options.get("kind") == "short" else "long"
     session.connected_at = time.time()
     if session.kind == "long":

@@ -32,6 +32,11 @@ __all__ = ["Call", "GatewayCore", "Method"]
 log = logging.getLogger("aun_runtime.gateway")
 
 DEFAULT_ISSUER = "aun.localhost"
+#: Close code for a connection whose token family was revoked (a refresh token was used twice).
+#: Not one of the codes after which the AUN client stops (4001 would be): it reconnects, finds its
+#: tokens refused and logs in again, which only the holder of the AID's key can. A thief holding
+#: only tokens stays out.
+CLOSE_TOKEN_REVOKED = 4005
 
 
 @dataclass(eq=False)
@@ -110,6 +115,10 @@ class GatewayCore:
         self.methods: dict[str, Method] = {}
         self.all_sessions: set[Session] = set()
         self._online: dict[str, set[Session]] = {}
+        # The token family each authenticated connection presented a token of, and the reverse.
+        self._family_of: dict[Session, str] = {}
+        self._families: dict[str, set[Session]] = {}
+        self.identities.on_family_revoked.append(self._close_family)
 
     def register_methods(self, methods: dict[str, Method]) -> None:
         self.methods.update(methods)
@@ -121,8 +130,32 @@ class GatewayCore:
         assert session.aid is not None
         self._online.setdefault(session.aid, set()).add(session)
 
+    def authenticated(self, session: Session, family: str) -> None:
+        """Remember that ``session`` was authenticated with a token of ``family``."""
+        self._family_of[session] = family
+        self._families.setdefault(family, set()).add(session)
+
+    def _close_family(self, family: str, aid: str) -> None:
+        """Close every connection authenticated with a token of a family just revoked. The token
+        was checked once, at ``auth.connect``: without this, a thief already connected stays so."""
+        sessions = self._families.pop(family, set())
+        for session in sessions:
+            self._family_of.pop(session, None)
+            self._withdraw(session)
+            session.close_soon(CLOSE_TOKEN_REVOKED, b"token revoked: a refresh token was used twice; log in again")
+        if sessions:
+            log.warning("closing %d connection(s) of %s with %d: their token family was revoked (a refresh "
+                        "token was used twice)", len(sessions), aid, CLOSE_TOKEN_REVOKED)
+
     def detach(self, session: Session) -> None:
         self.all_sessions.discard(session)
+        family = self._family_of.pop(session, None)
+        if family is not None:
+            members = self._families.get(family)
+            if members is not None:
+                members.discard(session)
+                if not members:
+                    del self._families[family]
         if session.aid is not None:
             sessions = self._online.get(session.aid)
             if sessions is not None:

@@ -4,7 +4,8 @@ Tokens are opaque random strings; only their SHA-256 is stored, so the database 
 let anyone connect. A login starts a *family*: one access token and one refresh token. Each refresh
 revokes the refresh token it used and issues a new pair in the same family, up to
 ``max_refreshes`` times and never past the family's end (``refresh_token_ttl`` after login). A
-refresh token used twice means it leaked: the whole family is revoked and a new login is required.
+refresh token used twice means it leaked: the whole family is revoked and a new login is required,
+and connections authenticated with one of its tokens are closed (see ``on_family_revoked``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +84,8 @@ class IdentityStore:
         # A cache of current certificates (one per registered AID); dropped on a failed commit.
         self._current: dict[str, CertRecord] = {}
         db.on_rollback.append(self._current.clear)
+        #: Called with (family, aid) when a token family is revoked.
+        self.on_family_revoked: list[Callable[[str, str], None]] = []
 
     # -- certificates --------------------------------------------------------------------------
 
@@ -157,18 +161,19 @@ class IdentityStore:
         return self._issue(aid, secrets.token_hex(16), 0, time.time() + self.refresh_ttl)
 
     def access_token_owner(self, token: str) -> tuple[str | None, str]:
-        """The AID an access token belongs to, or None and why it is refused."""
+        """The AID an access token belongs to and its family, or None and why it is refused."""
         row = self.db.conn.execute(
-            "SELECT aid, expires_at, revoked FROM tokens WHERE token_hash = ? AND kind = 'access'", (_hash(token),)
+            "SELECT aid, family, expires_at, revoked FROM tokens WHERE token_hash = ? AND kind = 'access'",
+            (_hash(token),),
         ).fetchone()
         if row is None:
             return None, "unknown access token: log in again"
-        aid, expires_at, revoked = row
+        aid, family, expires_at, revoked = row
         if revoked:
             return None, "access token revoked: refresh it or log in again"
         if expires_at <= time.time():
             return None, "access token expired: refresh it"
-        return str(aid), ""
+        return str(aid), str(family)
 
     def refresh(self, refresh_token: str) -> RefreshOutcome:
         """Rotate ``refresh_token``: revoke it, issue a new pair in its family."""
@@ -192,8 +197,13 @@ class IdentityStore:
         return RefreshOutcome(aid, self._issue(aid, family, count + 1, family_end))
 
     def revoke_family(self, family: str) -> None:
+        """Revoke every token of ``family``, and tell :attr:`on_family_revoked` (whose connections
+        were authenticated with one of them must end too: a token is only checked at connect)."""
         with self.db.atomic() as conn:
+            aid = conn.execute("SELECT aid FROM tokens WHERE family = ? LIMIT 1", (family,)).fetchone()
             conn.execute("UPDATE tokens SET revoked = 1 WHERE family = ?", (family,))
+        for listener in self.on_family_revoked:
+            listener(family, "" if aid is None else str(aid[0]))
 
     def revoke_access_tokens(self, aid: str) -> int:
         """Revoke every access token of ``aid`` (refresh tokens stay valid). Returns how many."""

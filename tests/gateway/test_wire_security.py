@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import socket
 from pathlib import Path
 
+import pytest
 import websockets
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from aun_runtime.gateway import GatewayLimits, GatewayServer
 
-from .conftest import RawConnection, raw_register, spki_b64, start_login, unique_name
+from .conftest import (
+    PendingLogin,
+    RawConnection,
+    RawIdentity,
+    raw_register,
+    register_client,
+    spki_b64,
+    start_login,
+    unique_name,
+)
+
+
+async def eventually_logged_in_again(gateway: GatewayServer, aid: str, before: int) -> None:
+    for _ in range(300):
+        if len(gateway.events.find("auth.login", aid=aid)) > before and gateway.connected_aids().count(aid):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{aid} did not log in again")
+
+
+async def raw_register_again(server: GatewayServer, me: RawIdentity) -> RawIdentity:
+    """Log ``me`` in once more (a new token family), with its key."""
+    conn = await RawConnection.open(server)
+    phase1 = (await conn.call("auth.aid_login1", {"aid": me.aid, "cert": me.cert_pem, "client_nonce": "n0nce"}))["result"]
+    phase2 = (await conn.call("auth.aid_login2", PendingLogin(conn, me.aid, me.key, me.cert_pem, phase1).proof()))["result"]
+    await conn.close()
+    return RawIdentity(me.aid, me.key, me.cert_pem, phase2["access_token"], phase2["refresh_token"])
 
 
 async def test_challenge_nonce_is_bound_to_its_socket_and_single_use(gateway: GatewayServer) -> None:
@@ -90,6 +119,48 @@ async def test_refresh_rotates_and_a_reused_refresh_token_ends_the_family(gatewa
     after = (await conn.call("auth.refresh_token", {"refresh_token": rotated["refresh_token"]}))["result"]
     assert after["success"] is False and after["relogin_required"] is True
     await conn.close()
+
+
+async def test_connections_of_a_family_revoked_for_reuse_are_closed(
+    gateway: GatewayServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    me = await raw_register(gateway, unique_name("alice"))
+    stolen = await me.connect(gateway, device_id="thief")  # connected with the family's first access token
+    other_login = await raw_register_again(gateway, me)  # a second login: a family of its own
+    unrelated = await other_login.connect(gateway, device_id="owner")
+    refresher = await RawConnection.open(gateway)
+    rotated = (await refresher.call("auth.refresh_token", {"refresh_token": me.refresh_token}))["result"]
+    me.access_token = rotated["access_token"]
+    also_stolen = await me.connect(gateway, device_id="thief-2")  # the same family, after a rotation
+    caplog.set_level(logging.WARNING, "aun_runtime.gateway")
+    reused = (await refresher.call("auth.refresh_token", {"refresh_token": me.refresh_token}))["result"]
+    assert reused["error"] == "refresh_token_reused"
+    for conn in (stolen, also_stolen):
+        await asyncio.wait_for(conn.ws.wait_closed(), 5)
+        assert conn.ws.close_code == 4005 and "revoked" in (conn.ws.close_reason or "")
+    [line] = [r for r in caplog.records if "token family was revoked" in r.getMessage()]
+    assert "2 connection(s)" in line.getMessage() and line.exc_info is None
+    assert (await unrelated.call("meta.ping"))["result"]["pong"] is True  # another login's connection stays
+    assert (await refresher.call("meta.ping"))["error"]["code"] == -32013  # the refreshing socket never connected
+    await unrelated.close()
+    await refresher.close()
+
+
+async def test_the_real_client_whose_family_is_revoked_logs_in_again_with_its_key(
+    gateway: GatewayServer, tmp_path: Path
+) -> None:
+    bob = await register_client(gateway, tmp_path / "agents", unique_name("bob"))
+    await bob.connect({"auto_reconnect": True, "retry_initial_delay": 0.2, "retry_max_delay": 1.0})
+    try:
+        [session] = gateway.core.sessions_of(bob.aid or "")
+        logins = len(gateway.events.find("auth.login", aid=bob.aid))
+        gateway.core.identities.revoke_family(gateway.core._family_of[session])  # what a reused refresh token does
+        await gateway.events.wait("disconnected", aid=bob.aid, connection_id=session.id)
+        # Not 4001, after which the client would stop: it comes back, through a login only its key allows.
+        await eventually_logged_in_again(gateway, bob.aid or "", logins)
+        assert bob.is_ready
+    finally:
+        await bob.close()
 
 
 async def test_impersonation_is_refused(gateway: GatewayServer) -> None:
