@@ -29,6 +29,8 @@ from typing import Any
 from protocols.aun import AUNMessage, UnknownPayload, validate_aid
 from protocols.errors import AUNError, InvalidAIDError, InvalidGroupIdError, InvalidMessageError
 
+from ._frame_guard import unreadable_reason
+
 __all__ = ["ENVELOPE_KEY", "copy_message_id", "message_from_event", "payload_to_wire", "send_call"]
 
 #: Where the runtime's own envelope fields ride, inside ``payload.client_context``.
@@ -105,6 +107,9 @@ def message_from_event(event: dict[str, Any], recipient: str, *, group: bool) ->
         InvalidMessageError: the event does not make a valid message (the field is named).
     """
     raw = event.get("payload")
+    unreadable = unreadable_reason(raw)
+    if unreadable is not None:
+        raise InvalidMessageError(f"the AUN client could not read it: {unreadable}", field="payload")
     if not isinstance(raw, dict):
         raise InvalidMessageError(f"the payload is {type(raw).__name__}, not a JSON object", field="payload")
     payload = dict(raw)

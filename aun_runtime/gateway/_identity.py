@@ -5,7 +5,8 @@ Keys, certificate, tokens and the device id live in the AID's own client directo
 loaded from there afterwards; login, connection, reconnection and token refresh are the client's.
 Only two things are set from the configuration, both through the client's public knobs: the gateway
 URL (the per-AID ``gateway_url`` metadata, read before any discovery) and an extra trusted root
-(``root_ca_path``).
+(``root_ca_path``). Its frame decoder gets a guard (:mod:`._frame_guard`): a message it could not
+parse arrives as unreadable, a dead letter, instead of dropping the connection.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from protocols.errors import AUNError
 
 from ._agent_config import GatewayAgentConfig
+from ._frame_guard import guard_client
 
 __all__ = ["CLIENT_PACKAGE", "IdentityError", "NetworkClientMissingError", "open_client", "quiet_client", "require_client"]
 
@@ -89,7 +91,9 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
         if not loaded.ok or loaded.data is None:
             raise IdentityError(aid, f"registered, but the identity does not load: {loaded.error}", retryable=False)
     assert loaded.data is not None
-    return quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
+    client = quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
+    guard_client(client, aid)  # one unreadable message must not keep it off the network
+    return client
 
 
 def quiet_client(client_class: Any, aid: Any, level: str) -> Any:

@@ -5,7 +5,8 @@ Inbound, the client hands over a page of messages at a time (its ``message.batch
 returned. The handler turns each message into an :class:`AUNMessage`, publishes it to the local
 recipient and returns once the recipient's channel has archived every verdict and the archive has
 committed: nothing acknowledged is only in memory. A message that cannot be an :class:`AUNMessage`
-(a payload that is not an object...) is recorded as a dead letter and acknowledged: kept, not retried.
+(a payload that is not an object, one the client could not parse...) is recorded as a dead letter
+and acknowledged: kept, not retried, and what follows it still arrives.
 
 Outbound, messages wait in the durable outbox and leave in *lanes*: one per (this AID, destination),
 strictly in order, each message tried until the network has it. The connection being down (or
@@ -228,15 +229,18 @@ class AIDLink:
         arrivals: list[tuple[AUNMessage, str]] = []
         refused = self.stats.refused
         for item in page.get("items") or ():
+            if not isinstance(item, dict):
+                continue
             event, body = item.get("event"), item.get("payload")
             if event not in _INBOUND_EVENTS or not isinstance(body, dict) or body.get("kind"):
                 continue  # recalls and the network's unread hints carry no message
             try:
                 arrivals.append((message_from_event(body, self.aid, group=group), self.aid))
-            except InvalidMessageError as exc:
+            except Exception as exc:  # whatever is wrong with one arrival, the next ones still come
                 self.stats.refused += 1
                 origin = f"message {body.get('message_id')!r} from {body.get('from') or body.get('sender_aid')!r}"
-                self._dead_letter(self.aid, None, InvalidMessageError(f"{origin} arrived from the network, unusable: {exc}"))
+                detail = str(exc) if isinstance(exc, InvalidMessageError) else f"{type(exc).__name__}: {exc}"
+                self._dead_letter(self.aid, None, InvalidMessageError(f"{origin} arrived from the network, unusable: {detail}"))
         if not arrivals and refused == self.stats.refused:
             return  # recalls and hints only: nothing was recorded, nothing to wait for
         self.stats.received += len(arrivals)
