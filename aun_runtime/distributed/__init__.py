@@ -24,6 +24,11 @@ How nothing gets lost (the mechanism, in short; the modules say more):
   if a worker registers that AID later.
 * **Reconnect.** Workers reconnect after any loss of the host and register again; the host keeps a
   directory of AIDs and groups (rebuilt from the workers after a host restart) and sends it to all.
+* **Proven names.** A worker's secret, kept beside its archive (``<archive>.secret``, mode 0600),
+  proves its name to the host on every connection; the host binds a name to the first secret it
+  sees and refuses another. An AID belongs to the worker that registered it until that worker
+  leaves, and the host takes acknowledgements of deliveries to an AID only from the stream that
+  holds it (see :mod:`._servicer`).
 
 Example:
     .. code-block:: python
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime import AUNRuntime
-from ._errors import HostUnavailableError, OutboxFullError
+from ._errors import HostUnavailableError, OutboxFullError, WorkerIdentityError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._servicer import HostStats
 from ._tls import HostTLS, TLSConfig
@@ -53,6 +58,7 @@ __all__ = [
     "HostUnavailableError",
     "OutboxFullError",
     "TLSConfig",
+    "WorkerIdentityError",
     "WorkerRuntime",
     "WorkerStats",
     "worker_runtime",

@@ -19,14 +19,24 @@ ACK_INTERVAL = 0.005
 class Acknowledger:
     """Collects stream positions per sending worker and sends them, coalesced.
 
+    Acknowledgements wait while the worker is not registered with the host (a session being set
+    up): the host takes an acknowledgement only for AIDs registered on the stream it comes on.
+
     Args:
         worker: this worker's name.
         send: puts a message on the host stream.
+        ready: whether the current session has registered this worker's AIDs.
     """
 
-    def __init__(self, worker: str, send: Callable[[agent_worker_pb2.Message], bool]) -> None:
+    def __init__(
+        self,
+        worker: str,
+        send: Callable[[agent_worker_pb2.Message], bool],
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._worker = worker
         self._send = send
+        self._ready = ready
         self._due: dict[str, dict[str, int]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._last = 0.0
@@ -46,10 +56,12 @@ class Acknowledger:
             self._timer = loop.call_later(max(0.0, self._last + ACK_INTERVAL - loop.time()), self.flush)
 
     def flush(self) -> None:
-        """Send what is due now."""
+        """Send what is due now (or, between sessions, once the next one is ready)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if not self._ready():
+            return
         self._last = asyncio.get_running_loop().time()
         due, self._due = self._due, {}
         for origin, positions in due.items():

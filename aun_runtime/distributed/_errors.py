@@ -6,7 +6,7 @@ from protocols.errors import AUNError
 
 from .._errors import UndeliverableError
 
-__all__ = ["HostUnavailableError", "OutboxFullError"]
+__all__ = ["HostUnavailableError", "OutboxFullError", "WorkerIdentityError"]
 
 
 class HostUnavailableError(AUNError):
@@ -15,3 +15,8 @@ class HostUnavailableError(AUNError):
 
 class OutboxFullError(UndeliverableError):
     """The worker already keeps as many unacknowledged messages as its outbox allows."""
+
+
+class WorkerIdentityError(AUNError):
+    """The host does not accept this worker's name with its secret: another worker is known there
+    by that name (its secret is kept beside its archive, in ``<archive>.secret``)."""

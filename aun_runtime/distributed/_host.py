@@ -2,7 +2,8 @@
 
 It serves autogen-ext's ``AgentRpc`` service (so it routes like autogen-ext's host, and plain
 autogen-ext workers can connect too) plus a small JSON service, ``aun.Directory``, for group changes,
-leaving and counters. It binds to loopback unless told otherwise.
+leaving and counters. It binds to loopback unless told otherwise. Workers prove their names with
+their secrets (see :mod:`._identity`); what the host remembers of them lives as long as it does.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import asyncio
 
 import grpc
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHost
-from autogen_ext.runtimes.grpc.protos import agent_worker_pb2_grpc
 
-from ._servicer import AUNHostServicer, HostStats, unary_json
+from ._servicer import AUNHostServicer, HostStats, rpc_handlers
 from ._tls import HostTLS
-from ._wire import DIRECTORY_SERVICE
 
 __all__ = ["DEFAULT_HOST_ADDRESS", "AUNHost"]
 
@@ -53,19 +52,7 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         self._server = grpc.aio.server(options=_SERVER_OPTIONS)
         self._servicer = servicer = AUNHostServicer()
         self._aun_servicer = servicer
-        agent_worker_pb2_grpc.add_AgentRpcServicer_to_server(servicer, self._server)
-        self._server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    DIRECTORY_SERVICE,
-                    {
-                        "Group": unary_json(servicer.group_call),
-                        "Leave": unary_json(servicer.leave_call),
-                        "Stats": unary_json(servicer.stats_call),
-                    },
-                ),
-            )
-        )
+        self._server.add_generic_rpc_handlers(rpc_handlers(servicer))
         if tls is None:
             self.port = self._server.add_insecure_port(address)
         else:

@@ -5,6 +5,8 @@ receives nothing). The link runs sessions in a loop: connect, say hello, receive
 snapshot, let the worker register everything it holds, then read until the stream breaks; then wait
 (exponential backoff with jitter, 0.05 s doubling to 2 s) and start over. Each session is a new
 autogen-ext client (a new ``client-id``), so the host sees a fresh worker that registers again.
+Every call carries the worker's name and its secret (see :mod:`._identity`); a host that refuses
+them (``UNAUTHENTICATED``, ``PERMISSION_DENIED``) is reported to ``on_refused``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ._wire import (
     DIRECTORY_SERVICE,
     DIRECTORY_TYPE,
     HELLO_TYPE,
+    SECRET_METADATA,
     WORKER_METADATA,
     control_event,
     decode_json,
@@ -47,6 +50,8 @@ _FIRST_BACKOFF = 0.05
 _MAX_BACKOFF = 2.0
 #: Seconds one connection attempt (channel ready, snapshot received) may take.
 ATTEMPT_TIMEOUT = 3.0
+#: What a host answers when it does not accept the worker's name and secret.
+REFUSED_CODES = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
 
 
 class HostLink:
@@ -55,10 +60,12 @@ class HostLink:
     Args:
         address: ``host:port``.
         worker: the worker's name (sent as metadata on every call).
+        secret: the secret that proves the name (sent as metadata on every call, nowhere else).
         tls: TLS settings, or None for a plain connection.
         on_message: called with every message the host sends.
         on_ready: awaited after the snapshot, before the session counts as connected.
         on_lost: called when a session ends.
+        on_refused: called when the host refuses the worker's identity (the link keeps trying).
     """
 
     def __init__(
@@ -67,13 +74,17 @@ class HostLink:
         worker: str,
         tls: TLSConfig | None,
         *,
+        secret: str,
         on_message: Callable[[agent_worker_pb2.Message], None],
         on_ready: Callable[[], Awaitable[None]],
         on_lost: Callable[[], None],
+        on_refused: Callable[[grpc.aio.AioRpcError], None] = lambda error: None,
     ) -> None:
         self.address = address
         self.worker = worker
+        self._secret = secret
         self.tls = tls
+        self._on_refused = on_refused
         self._on_message = on_message
         self._on_ready = on_ready
         self._on_lost = on_lost
@@ -121,6 +132,10 @@ class HostLink:
             await self._end_session()
             if was_connected:
                 self._on_lost()
+            error = self.last_error
+            if isinstance(error, grpc.aio.AioRpcError) and error.code() in REFUSED_CODES:
+                self._on_refused(error)
+                backoff = _MAX_BACKOFF  # trying again soon would be refused again
             delay = backoff * (0.5 + random.random())
             backoff = min(backoff * 2, _MAX_BACKOFF)
             self.reconnects += 1
@@ -140,8 +155,14 @@ class HostLink:
         call = stub.OpenChannel(_drain(queue), metadata=self.metadata)
         queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker}, sender=self.worker))
         reader = asyncio.get_running_loop().create_task(self._read(call))
+        snapshot = asyncio.ensure_future(self._snapshot.wait())
         try:
-            await asyncio.wait_for(asyncio.shield(self._snapshot.wait()), ATTEMPT_TIMEOUT)
+            await asyncio.wait([reader, snapshot], timeout=ATTEMPT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():  # the host ended the stream first: refused, or gone
+                reader.result()
+                raise ConnectionError("the host closed the stream before sending its directory")
+            if not snapshot.done():
+                raise TimeoutError
             self.stub = stub
             await self._on_ready()
             self._connected.set()
@@ -149,8 +170,9 @@ class HostLink:
             logger.info("worker %s: connected to %s", self.worker, self.address)
             await reader
         finally:
+            snapshot.cancel()
             reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            await asyncio.gather(reader, snapshot, return_exceptions=True)
 
     async def _read(self, call: Any) -> None:
         while True:
@@ -182,7 +204,7 @@ class HostLink:
 
     @property
     def metadata(self) -> list[tuple[str, str]]:
-        return [("client-id", self._client_id), (WORKER_METADATA, self.worker)]
+        return [("client-id", self._client_id), (WORKER_METADATA, self.worker), (SECRET_METADATA, self._secret)]
 
     def send(self, message: agent_worker_pb2.Message) -> bool:
         """Queue ``message`` on the current stream. False when there is none (the caller keeps it)."""

@@ -2,12 +2,21 @@
 
 On top of autogen-ext's routing it:
 
+* **authenticates workers**: a stream that names a worker must present that worker's secret (see
+  :mod:`._identity`); the first secret seen for a name is remembered, and a later stream claiming
+  the name with another one is refused with ``UNAUTHENTICATED``. Every other call of a worker is
+  bound to its open stream (``client-id``) and carries the same proof;
 * **refuses RPC**: an ``RpcRequest`` is answered at once with an error (a remote worker may still
   try; AUN has no request/response), instead of being forwarded (or hanging forever);
 * **keeps the directory**: which worker holds which AID (held, or *away* when its worker vanished
-  without leaving) and every group, sent to each worker as a snapshot and then as changes;
-* **lets a restarted worker take its AIDs back at once** (same worker name, new connection), while
-  refusing an AID held by another live worker;
+  without leaving) and every group, sent to each worker as a snapshot and then as changes. An AID
+  belongs to the worker that registered it until that worker leaves: the same worker, restarted
+  (same name, same secret), takes it back at once; no other worker can take it, held or away;
+* **keeps the runtime's own names to the runtime**: a stream may send deliveries only as its own
+  worker (``aunorigin``), acknowledge only deliveries to AIDs registered on it, register only its
+  own ``aun.worker.<name>`` type, and subscribe ``aun.*`` topics only for the AIDs it holds;
+  subscriptions are kept per connection, so one client cannot remove or shadow another's;
+* **answers a malformed call or message with** ``INVALID_ARGUMENT`` (and one log line);
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
   letter) and counts them (:class:`HostStats`).
 """
@@ -16,39 +25,60 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import grpc
-from autogen_core import TopicId
+from autogen_core import Subscription, TopicId, TypePrefixSubscription, TypeSubscription
+from autogen_ext.runtimes.grpc._utils import subscription_from_proto, subscription_to_proto
 from autogen_ext.runtimes.grpc._worker_runtime_host_servicer import (
     CallbackChannelConnection,
     GrpcWorkerAgentRuntimeHostServicer,
 )
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
+from protocols.aun import DispatchMode, validate_aid, validate_group_id
+from protocols.errors import AUNError
+
+from .._core import GROUP_PREFIX, INBOX_PREFIX
 from .._errors import RPCForbiddenError
+from ._identity import Identities, IdentityRefused
 from ._wire import (
+    ACK_PREFIX,
+    AUN_PREFIX,
+    DIRECTORY_SERVICE,
     DIRECTORY_TYPE,
     HELLO_TYPE,
     ORIGIN_ATTR,
+    SECRET_METADATA,
     WORKER_AGENT_PREFIX,
     WORKER_METADATA,
     control_event,
+    decode_json,
+    encode_json,
     event_json,
 )
 
-__all__ = ["AUNHostServicer", "HostStats"]
+__all__ = ["AUNHostServicer", "HostStats", "rpc_handlers"]
 
 logger = logging.getLogger("aun_runtime.distributed")
 
 HELD, AWAY = "held", "away"
+_Status = grpc.StatusCode
+#: autogen-core's rule for agent types, with a length limit.
+_AGENT_TYPE = re.compile(r"^[\w\-\.]+\Z")
+_MAX_AGENT_TYPE_LENGTH = 255
+_GROUP_OPS = frozenset({"create", "announce", "add", "remove", "mode"})
+_MODES = frozenset(str(mode) for mode in DispatchMode)
 
 
 @dataclass
 class HostStats:
-    """What the host saw, counted."""
+    """What the host saw, counted. ``refused``: calls and streams refused (an identity that does
+    not match, a reserved name, a malformed request); ``acks_refused``: acknowledgements dropped
+    because their stream does not hold the AID they acknowledge."""
 
     workers_connected: int = 0
     connects: int = 0
@@ -57,6 +87,19 @@ class HostStats:
     events_routed: int = 0
     not_delivered: int = 0
     rpc_refused: int = 0
+    refused: int = 0
+    acks_refused: int = 0
+
+
+class Refusal(Exception):
+    """A call, or a message on a stream, that the host refuses: the call (or stream) ends with
+    ``code`` and ``message``, and the host logs one line at ``level``."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, *, level: int = logging.WARNING) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.level = level
 
 
 @dataclass
@@ -69,13 +112,42 @@ class _Group:
         return {"members": sorted(self.members), "mode": self.mode, "holder": self.holder}
 
 
+@dataclass(eq=False)
+class _Client:
+    """One data stream: whose it is (``worker`` None: a plain autogen-ext client, no identity)."""
+
+    client_id: str
+    worker: str | None
+    peer: str
+    greeted: bool = False  # sent its hello (and got the directory snapshot)
+    types: set[str] = field(default_factory=set)  # registered on this stream: it may acknowledge these
+    warned: set[str] = field(default_factory=set)
+
+    @property
+    def who(self) -> str:
+        return f"worker {self.worker}" if self.worker is not None else f"client {self.client_id[:8]} at {self.peer}"
+
+
+#: Put on a stream's send queue to wake its handler, which then ends the stream with the refusal.
+_END = agent_worker_pb2.Message()
+#: What the JSON service's request parser gives for bytes that are not JSON.
+_MALFORMED = object()
+
+
 class _DataConnection(CallbackChannelConnection[agent_worker_pb2.Message, agent_worker_pb2.Message]):
-    """autogen-ext's data connection without its per-message log line, which formats the whole
-    message as text even when nobody logs at INFO (most of the host's time per message)."""
+    """autogen-ext's data connection without its per-message log line (which formats the whole
+    message as text even when nobody logs at INFO: most of the host's time per message), and with
+    a way to end the stream: a :class:`Refusal` raised by the handler ends it with that status."""
+
+    refusal: Refusal | None = None
 
     async def _receive_messages(self, client_id: str, request_iterator: AsyncIterator[agent_worker_pb2.Message]) -> None:
-        async for message in request_iterator:
-            await self._handle_message(message)
+        try:
+            async for message in request_iterator:
+                await self._handle_message(message)
+        except Refusal as refusal:
+            self.refusal = refusal
+            await self._send_queue.put(_END)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -87,34 +159,127 @@ def _metadata(context: Any) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ())}
 
 
+def _who(context: Any) -> str:
+    name = _metadata(context).get(WORKER_METADATA)
+    peer = context.peer()
+    return f"{peer} (worker {name[:100]!r})" if name is not None else peer
+
+
+def _scoped(client_id: str, subscription_id: str) -> str:
+    """Subscriptions are kept per connection: one client's ids never meet another's."""
+    return f"{client_id}/{subscription_id}"
+
+
+R = TypeVar("R")
+
+
 class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
     """autogen-ext's host servicer with the AUN additions described in the module docstring."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stats = HostStats()
-        self._client_worker: dict[str, str] = {}  # client id -> worker name
+        self.identities = Identities()
+        self._clients: dict[str, _Client] = {}  # client id -> its data stream
         self._aids: dict[str, tuple[str, str, str]] = {}  # aid -> (worker, client id, held|away)
         self._groups: dict[str, _Group] = {}
+        self._control_warned: set[str] = set()
+
+    # -- refusing ----------------------------------------------------------------------------------
+
+    async def _abort(self, context: Any, what: str, refusal: Refusal) -> NoReturn:
+        self.stats.refused += 1
+        logger.log(refusal.level, "host: refused %s from %s: %s %s", what, _who(context), refusal.code.name, refusal.message)
+        await context.abort(refusal.code, refusal.message)
+        raise RuntimeError("context.abort returned")  # it raises, ending the call
+
+    async def _unary(
+        self, what: str, request: Any, context: Any, handle: Callable[[Any, Any], Awaitable[R]]
+    ) -> R:
+        """Run one unary call: a malformed request or a :class:`Refusal` ends it with its status."""
+        try:
+            if request is None or request is _MALFORMED:
+                raise Refusal(_Status.INVALID_ARGUMENT, f"the {what} request could not be parsed")
+            return await handle(request, context)
+        except Refusal as refusal:
+            await self._abort(context, what, refusal)
+
+    def _warn_once(self, client: _Client, key: str, message: str, *args: Any) -> None:
+        if key not in client.warned:
+            client.warned.add(key)
+            logger.warning(message, *args)
+
+    # -- who is calling ----------------------------------------------------------------------------
+
+    def _open(self, context: Any) -> _Client:
+        """A new data stream: a worker's (its name proved by its secret) or a plain client's."""
+        metadata = _metadata(context)
+        client_id = metadata.get("client-id")
+        if not client_id:
+            raise Refusal(_Status.INVALID_ARGUMENT, "client-id metadata not found.")
+        if client_id in self._clients:
+            raise Refusal(_Status.INVALID_ARGUMENT, "this client id already has a data stream")
+        name = metadata.get(WORKER_METADATA)
+        if name is not None:
+            try:
+                new = self.identities.check(name, metadata.get(SECRET_METADATA), bind=True)
+            except IdentityRefused as exc:
+                raise Refusal(_Status.UNAUTHENTICATED, str(exc)) from None
+            if new:
+                logger.info("host: worker %s is new here; its name is bound to its secret from now on", name)
+        client = self._clients[client_id] = _Client(client_id, name, context.peer())
+        return client
+
+    def _caller(self, context: Any) -> tuple[str, _Client | None]:
+        """The client id of a unary call and, for a worker, its stream (the call must prove the
+        same identity as the stream did)."""
+        metadata = _metadata(context)
+        client_id = metadata.get("client-id")
+        if not client_id:
+            raise Refusal(_Status.INVALID_ARGUMENT, "client-id metadata not found.")
+        client = self._clients.get(client_id)
+        name = metadata.get(WORKER_METADATA)
+        if name is None:
+            if client is not None and client.worker is not None:
+                raise Refusal(_Status.PERMISSION_DENIED, "this client id is a worker's stream; calls on it need its name and secret")
+            return client_id, None
+        try:
+            self.identities.check(name, metadata.get(SECRET_METADATA), bind=False)
+        except IdentityRefused as exc:
+            raise Refusal(_Status.UNAUTHENTICATED, str(exc)) from None
+        if client is None or client.worker != name:
+            raise Refusal(_Status.PERMISSION_DENIED, f"worker {name} has no open data stream with this client id")
+        return client_id, client
+
+    def _worker_caller(self, context: Any) -> _Client:
+        _, client = self._caller(context)
+        if client is None or client.worker is None:
+            raise Refusal(_Status.PERMISSION_DENIED, "only a worker, on its open stream, may change the directory")
+        return client
 
     # -- data stream -------------------------------------------------------------------------------
 
     async def OpenChannel(
-        self, request_iterator: AsyncIterator[agent_worker_pb2.Message], context: Any
+        self, request_iterator: AsyncIterator[agent_worker_pb2.Message | None], context: Any
     ) -> AsyncIterator[agent_worker_pb2.Message]:
-        """The data stream of one worker connection: what autogen-ext's host does, minus eager logging."""
-        client_id = _metadata(context).get("client-id")
-        if client_id is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client-id metadata not found.")
-            return
-
-        async def handle(message: agent_worker_pb2.Message) -> None:
-            await self._receive_message(client_id, message)
-
-        connection = _DataConnection(request_iterator, client_id, handle_callback=handle)
-        self._data_connections[client_id] = connection
+        """The data stream of one connection: what autogen-ext's host does, minus eager logging,
+        plus the identity check and the AUN rules on what arrives."""
         try:
+            client = self._open(context)
+        except Refusal as refusal:
+            await self._abort(context, "a data stream", refusal)
+            return
+        client_id = client.client_id
+
+        async def handle(message: agent_worker_pb2.Message | None) -> None:
+            await self._receive_message(client, message)
+
+        try:
+            connection = _DataConnection(request_iterator, client_id, handle_callback=handle)  # type: ignore[arg-type]
+            self._data_connections[client_id] = connection
             async for message in connection:
+                if message is _END and connection.refusal is not None:
+                    await self._abort(context, f"a message on its data stream (client {client_id[:8]})", connection.refusal)
                 yield message
         finally:
             self._data_connections.pop(client_id, None)
@@ -122,40 +287,107 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                 future.cancel()
             await self._on_client_disconnect(client_id)
 
-    async def _receive_message(self, client_id: str, message: agent_worker_pb2.Message) -> None:
+    async def _receive_message(self, client: _Client, message: agent_worker_pb2.Message | None) -> None:  # type: ignore[override]
+        if message is None:
+            raise Refusal(_Status.INVALID_ARGUMENT, "the data stream carried bytes that are not an agents.Message")
         kind = message.WhichOneof("message")
-        if kind == "cloudEvent" and message.cloudEvent.type != HELLO_TYPE:
-            task = asyncio.get_running_loop().create_task(self._process_event(message.cloudEvent))
+        if kind == "cloudEvent":
+            event = message.cloudEvent
+            topic = event.type
+            if topic.startswith(INBOX_PREFIX):  # a delivery (the hot path: one lookup, one comparison)
+                origin = event.attributes.get(ORIGIN_ATTR)
+                if origin is not None and origin.ce_string != client.worker:
+                    raise Refusal(
+                        _Status.PERMISSION_DENIED,
+                        f"a delivery that claims to come from worker {origin.ce_string[:100]!r} arrived on the stream of {client.who}",
+                    )
+            elif topic == HELLO_TYPE:
+                await self._hello(client, event)
+                return
+            elif topic.startswith(AUN_PREFIX):
+                checked = self._aun_event(client, event)
+                if checked is None:
+                    return
+                event = checked
+            task = asyncio.get_running_loop().create_task(self._process_event(event))
             self._background_tasks.add(task)
             task.add_done_callback(self._background_tasks.discard)
             task.add_done_callback(_log_failure)
         elif kind == "request":
-            await self._refuse(client_id, message.request)
-        elif kind == "cloudEvent" and message.cloudEvent.type == HELLO_TYPE:
-            await self._hello(client_id, event_json(message.cloudEvent)["worker"])
+            await self._refuse(client, message.request)
+        elif kind == "response":
+            self._warn_once(client, "response", "host: dropped an RPC response from %s: the host forwards no RPC, so it awaits none", client.who)
         else:
-            await super()._receive_message(client_id, message)
+            raise Refusal(_Status.INVALID_ARGUMENT, "an empty message on the data stream")
 
-    async def _refuse(self, client_id: str, request: agent_worker_pb2.RpcRequest) -> None:
+    def _aun_event(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> cloudevent_pb2.CloudEvent | None:
+        """An event on another of the runtime's topics: what may pass, as what; None to drop it."""
+        topic = event.type
+        if topic.startswith(GROUP_PREFIX):
+            return event
+        if topic.startswith(ACK_PREFIX):
+            return self._checked_ack(client, event)
+        raise Refusal(_Status.PERMISSION_DENIED, f"{topic[:100]!r} is the runtime's own topic; no stream may publish on it")
+
+    def _checked_ack(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> cloudevent_pb2.CloudEvent | None:
+        """An acknowledgement passes only for AIDs registered on the stream it came on: only that
+        stream received the deliveries it acknowledges. The rest is dropped (its sender keeps the
+        messages and sends them again, so nothing is lost by a dropped acknowledgement)."""
+        try:
+            body = event_json(event)
+        except ValueError:
+            raise Refusal(_Status.INVALID_ARGUMENT, "an acknowledgement whose body is not JSON") from None
+        acks = body.get("acks") if isinstance(body, dict) else None
+        if not isinstance(acks, dict) or not all(type(through) is int for through in acks.values()):
+            raise Refusal(_Status.INVALID_ARGUMENT, 'an acknowledgement is {"acks": {"<aid>": <handled through>}}')
+        foreign = sorted(aid for aid in acks if aid not in client.types)
+        if not foreign:
+            return event
+        self.stats.acks_refused += 1
+        self._warn_once(
+            client,
+            "ack",
+            "host: refused an acknowledgement from %s for %s: not registered on its stream, so it did not receive what it acknowledges"
+            " (further refusals on this stream are only counted)",
+            client.who,
+            ", ".join(repr(aid[:100]) for aid in foreign[:5]),
+        )
+        kept = {aid: through for aid, through in acks.items() if aid in client.types}
+        if not kept:
+            return None
+        forwarded = cloudevent_pb2.CloudEvent()
+        forwarded.CopyFrom(event)
+        forwarded.binary_data = encode_json({**body, "acks": kept})
+        return forwarded
+
+    async def _refuse(self, client: _Client, request: agent_worker_pb2.RpcRequest) -> None:
         self.stats.rpc_refused += 1
-        worker = self._client_worker.get(client_id, client_id)
-        logger.warning("host: refused an RPC from %s to %s: AUN has no request/response", worker, request.target.type)
-        connection = self._data_connections.get(client_id)
+        logger.warning("host: refused an RPC from %s to %r: AUN has no request/response", client.who, request.target.type[:100])
+        connection = self._data_connections.get(client.client_id)
         if connection is not None:
             response = agent_worker_pb2.RpcResponse(request_id=request.request_id, error=str(RPCForbiddenError()))
             await connection.send(agent_worker_pb2.Message(response=response))
 
-    async def _hello(self, client_id: str, worker: str) -> None:
-        self._client_worker[client_id] = worker
-        self.stats.connects += 1
-        self.stats.workers_connected = len(self._client_worker)
-        logger.info("host: worker %s connected (client %s)", worker, client_id[:8])
+    async def _hello(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> None:
+        if client.worker is None:
+            raise Refusal(_Status.PERMISSION_DENIED, "aun.hello on a stream that presented no worker name and secret")
+        try:
+            body = event_json(event)
+        except ValueError:
+            raise Refusal(_Status.INVALID_ARGUMENT, "aun.hello whose body is not JSON") from None
+        if not isinstance(body, dict) or body.get("worker") != client.worker:
+            raise Refusal(_Status.INVALID_ARGUMENT, f'aun.hello is {{"worker": "{client.worker}"}} on the stream of worker {client.worker}')
+        if not client.greeted:
+            client.greeted = True
+            self.stats.connects += 1
+            self.stats.workers_connected = self._workers_connected()
+            logger.info("host: worker %s connected (client %s)", client.worker, client.client_id[:8])
         snapshot = {
             "snapshot": True,
             "aids": {aid: [w, status] for aid, (w, _, status) in self._aids.items()},
             "groups": {gid: g.view() for gid, g in self._groups.items()},
         }
-        connection = self._data_connections.get(client_id)
+        connection = self._data_connections.get(client.client_id)
         if connection is not None:
             await connection.send(control_event(DIRECTORY_TYPE, snapshot))
 
@@ -170,7 +402,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             if ORIGIN_ATTR in event.attributes:
                 logger.info("host: nobody holds %s now; its sender keeps the message and sends it again", event.type)
             else:
-                logger.warning("host: dead letter: no subscriber for topic %s (a plain publish, dropped)", event.type)
+                logger.warning("host: dead letter: no subscriber for topic %r (a plain publish, dropped)", event.type[:200])
             return
         self.stats.events_routed += 1
         message = agent_worker_pb2.Message(cloudEvent=event)
@@ -179,50 +411,194 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
 
     async def _on_client_disconnect(self, client_id: str) -> None:
         await super()._on_client_disconnect(client_id)
-        worker = self._client_worker.pop(client_id, None)
-        self.stats.workers_connected = len(self._client_worker)
-        if worker is None:
+        self._client_id_to_subscription_id_mapping.pop(client_id, None)
+        client = self._clients.pop(client_id, None)
+        self.stats.workers_connected = self._workers_connected()
+        if client is None or not client.greeted:
             return
         self.stats.disconnects += 1
         away = {aid: [w, AWAY] for aid, (w, c, _) in self._aids.items() if c == client_id}
         for aid in away:
             w, c, _ = self._aids[aid]
             self._aids[aid] = (w, c, AWAY)
-        logger.info("host: worker %s disconnected; %d AIDs away", worker, len(away))
+        logger.info("host: worker %s disconnected; %d AIDs away", client.worker, len(away))
         await self._push({"aids": away})
+
+    # -- control stream (autogen-ext's; the AUN workers do not use it) -------------------------------
+
+    async def _receive_control_message(self, client_id: str, message: agent_worker_pb2.ControlMessage | None) -> None:
+        try:
+            if message is None:
+                raise ValueError("bytes that are not an agents.ControlMessage")
+            await super()._receive_control_message(client_id, message)
+        except ValueError as exc:
+            if client_id not in self._control_warned:
+                if len(self._control_warned) > 1000:
+                    self._control_warned.clear()
+                self._control_warned.add(client_id)
+                logger.warning("host: dropped a control message from client %s: %s", client_id[:8], exc)
 
     # -- registration ------------------------------------------------------------------------------
 
     async def RegisterAgent(
+        self, request: agent_worker_pb2.RegisterAgentTypeRequest | None, context: Any
+    ) -> agent_worker_pb2.RegisterAgentTypeResponse:
+        return await self._unary("RegisterAgent", request, context, self._register_agent)
+
+    async def _register_agent(
         self, request: agent_worker_pb2.RegisterAgentTypeRequest, context: Any
     ) -> agent_worker_pb2.RegisterAgentTypeResponse:
-        metadata = _metadata(context)
-        client_id, worker = metadata.get("client-id", ""), metadata.get(WORKER_METADATA)
-        current = self._agent_type_to_client_id.get(request.type)
-        same_worker = worker is not None and self._client_worker.get(current or "") == worker
-        if current is not None and current != client_id and same_worker:
-            # The same worker on a new connection: the old one is dead or dying. Take over.
-            logger.info("host: worker %s reconnected; its old connection is let go", worker)
-            await self._on_client_disconnect(current)
-        elif current is not None and current != client_id and current in self._client_worker:
-            holder = self._client_worker[current]
-            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{request.type} is held by the live worker {holder}")
-        response: agent_worker_pb2.RegisterAgentTypeResponse = await super().RegisterAgent(request, context)
-        if worker is None or request.type.startswith(WORKER_AGENT_PREFIX):
+        client_id, client = self._caller(context)
+        agent_type: str = request.type
+        if len(agent_type) > _MAX_AGENT_TYPE_LENGTH or not _AGENT_TYPE.match(agent_type):
+            raise Refusal(_Status.INVALID_ARGUMENT, f"{agent_type[:100]!r} is not an agent type (letters, digits, '_', '-', '.')")
+        worker = client.worker if client is not None else None
+        if agent_type.startswith(AUN_PREFIX) and (worker is None or agent_type != WORKER_AGENT_PREFIX + worker):
+            raise Refusal(
+                _Status.PERMISSION_DENIED,
+                f"{agent_type} is one of the runtime's own types: a worker registers only {WORKER_AGENT_PREFIX}<its own name>",
+            )
+        claim = self._aids.get(agent_type)
+        if claim is not None and claim[0] != worker:
+            owner, _, status = claim
+            if status == HELD:
+                raise Refusal(_Status.ALREADY_EXISTS, f"{agent_type} is held by the live worker {owner}")
+            raise Refusal(
+                _Status.ALREADY_EXISTS,
+                f"{agent_type} belongs to worker {owner}, which is away: messages to it are kept for that worker, "
+                "and no other worker may register it until that one leaves",
+            )
+        current = self._agent_type_to_client_id.get(agent_type)
+        if current is not None and current != client_id:
+            holder = self._clients.get(current)
+            if holder is not None and worker is not None and holder.worker == worker:
+                # The same worker (same name, same secret) on a new connection: the old one is dead
+                # or dying. Take over.
+                logger.info("host: worker %s reconnected; its old connection is let go", worker)
+                await self._on_client_disconnect(current)
+            elif holder is not None and holder.worker is not None:
+                raise Refusal(_Status.ALREADY_EXISTS, f"{agent_type} is held by the live worker {holder.worker}")
+            else:  # a plain client holds it, or a closing connection still does: the caller may retry
+                raise Refusal(
+                    _Status.INVALID_ARGUMENT, f"{agent_type} is registered on another connection", level=logging.DEBUG
+                )
+        async with self._agent_type_to_client_id_lock:
+            existing = self._agent_type_to_client_id.get(agent_type)
+            if existing is not None and existing != client_id:
+                raise Refusal(_Status.INVALID_ARGUMENT, f"{agent_type} is registered on another connection", level=logging.DEBUG)
+            self._agent_type_to_client_id[agent_type] = client_id
+        if client is not None:
+            client.types.add(agent_type)
+        response = agent_worker_pb2.RegisterAgentTypeResponse()
+        if worker is None or agent_type.startswith(WORKER_AGENT_PREFIX):
             return response
         self.stats.registrations += 1
-        before = self._aids.get(request.type)
-        if before is not None and before[0] != worker:
-            logger.info("host: %s moves from worker %s (%s) to worker %s", request.type, before[0], before[2], worker)
-        self._aids[request.type] = (worker, client_id, HELD)
-        logger.info("host: worker %s registered %s", worker, request.type)
-        await self._push({"aids": {request.type: [worker, HELD]}})
+        self._aids[agent_type] = (worker, client_id, HELD)
+        logger.info("host: worker %s registered %s", worker, agent_type)
+        await self._push({"aids": {agent_type: [worker, HELD]}})
         return response
+
+    async def AddSubscription(
+        self, request: agent_worker_pb2.AddSubscriptionRequest | None, context: Any
+    ) -> agent_worker_pb2.AddSubscriptionResponse:
+        return await self._unary("AddSubscription", request, context, self._add_subscription)
+
+    async def _add_subscription(
+        self, request: agent_worker_pb2.AddSubscriptionRequest, context: Any
+    ) -> agent_worker_pb2.AddSubscriptionResponse:
+        client_id, client = self._caller(context)
+        try:
+            subscription = subscription_from_proto(request.subscription)
+        except ValueError:
+            raise Refusal(_Status.INVALID_ARGUMENT, "a subscription is a typeSubscription or a typePrefixSubscription") from None
+        self._check_subscription(client, subscription)
+        scoped: Subscription
+        if isinstance(subscription, TypeSubscription):
+            scoped = TypeSubscription(subscription.topic_type, subscription.agent_type, id=_scoped(client_id, subscription.id))
+        else:
+            assert isinstance(subscription, TypePrefixSubscription)
+            scoped = TypePrefixSubscription(
+                subscription.topic_type_prefix, subscription.agent_type, id=_scoped(client_id, subscription.id)
+            )
+        try:
+            await self._subscription_manager.add_subscription(scoped)
+        except ValueError as exc:
+            raise Refusal(_Status.INVALID_ARGUMENT, str(exc)) from None
+        self._client_id_to_subscription_id_mapping.setdefault(client_id, set()).add(scoped.id)
+        return agent_worker_pb2.AddSubscriptionResponse()
+
+    def _check_subscription(self, client: _Client | None, subscription: Subscription) -> None:
+        """``aun.*`` topics only for what the stream holds: its AIDs' inboxes and groups, its own
+        acknowledgements. And nobody subscribes another worker's AID to anything."""
+        worker = client.worker if client is not None else None
+        types = client.types if client is not None else set()
+        agent_type: str = getattr(subscription, "agent_type", "")
+        if isinstance(subscription, TypeSubscription):
+            topic = subscription.topic_type
+            reserved = topic.startswith(AUN_PREFIX)
+            allowed = agent_type in types and (
+                topic == INBOX_PREFIX + agent_type
+                or topic.startswith(GROUP_PREFIX)
+                or (worker is not None and topic == ACK_PREFIX + worker and agent_type == WORKER_AGENT_PREFIX + worker)
+            )
+        else:
+            topic = getattr(subscription, "topic_type_prefix", "")
+            reserved = topic.startswith(AUN_PREFIX) or AUN_PREFIX.startswith(topic)
+            allowed = False
+        if reserved and not allowed:
+            raise Refusal(
+                _Status.PERMISSION_DENIED,
+                f"topic {topic[:100]!r} is the runtime's own: a stream subscribes to it only for the AIDs registered on it",
+            )
+        if (agent_type in self._aids or agent_type.startswith(AUN_PREFIX)) and agent_type not in types:
+            raise Refusal(_Status.PERMISSION_DENIED, f"{agent_type[:100]!r} is not registered on this stream")
+
+    async def RemoveSubscription(
+        self, request: agent_worker_pb2.RemoveSubscriptionRequest | None, context: Any
+    ) -> agent_worker_pb2.RemoveSubscriptionResponse:
+        return await self._unary("RemoveSubscription", request, context, self._remove_subscription)
+
+    async def _remove_subscription(
+        self, request: agent_worker_pb2.RemoveSubscriptionRequest, context: Any
+    ) -> agent_worker_pb2.RemoveSubscriptionResponse:
+        client_id, _ = self._caller(context)
+        scoped = _scoped(client_id, request.id)
+        own = self._client_id_to_subscription_id_mapping.get(client_id, set())
+        if scoped not in own:
+            raise Refusal(_Status.NOT_FOUND, f"this connection has no subscription {request.id[:100]!r}")
+        await self._subscription_manager.remove_subscription(scoped)
+        own.discard(scoped)
+        return agent_worker_pb2.RemoveSubscriptionResponse()
+
+    async def GetSubscriptions(
+        self, request: agent_worker_pb2.GetSubscriptionsRequest | None, context: Any
+    ) -> agent_worker_pb2.GetSubscriptionsResponse:
+        return await self._unary("GetSubscriptions", request, context, self._get_subscriptions)
+
+    async def _get_subscriptions(
+        self, request: agent_worker_pb2.GetSubscriptionsRequest, context: Any
+    ) -> agent_worker_pb2.GetSubscriptionsResponse:
+        """The caller's own subscriptions (with the ids it gave them)."""
+        client_id, _ = self._caller(context)
+        own = self._client_id_to_subscription_id_mapping.get(client_id, set())
+        prefix = _scoped(client_id, "")
+        found = []
+        for subscription in self._subscription_manager.subscriptions:
+            if subscription.id in own:
+                proto = subscription_to_proto(subscription)
+                proto.id = subscription.id[len(prefix) :]
+                found.append(proto)
+        return agent_worker_pb2.GetSubscriptionsResponse(subscriptions=found)
 
     # -- directory service -------------------------------------------------------------------------
 
-    async def group_call(self, request: dict[str, Any], context: Any) -> dict[str, Any]:
-        worker = _metadata(context).get(WORKER_METADATA, "?")
+    async def group_call(self, request: Any, context: Any) -> dict[str, Any]:
+        return await self._unary("Group", request, context, self._group_call)
+
+    async def _group_call(self, request: Any, context: Any) -> dict[str, Any]:
+        worker = self._worker_caller(context).worker
+        assert worker is not None
+        _check_group_request(request)
         op, group_id = request["op"], request["group"]
         group = self._groups.get(group_id)
         if op in ("create", "announce"):
@@ -238,50 +614,151 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             group.members.add(request["aid"])
         elif op == "remove":
             group.members.discard(request["aid"])
-        elif op == "mode":
-            group.mode = request["mode"]
         else:
-            return {"error": "unknown", "message": f"unknown group operation {op!r}"}
+            group.mode = request["mode"]
         await self._push({"groups": {group_id: group.view()}})
         return {"group": group.view()}
 
-    async def leave_call(self, request: dict[str, Any], context: Any) -> dict[str, Any]:
-        """A worker stops for good: its AIDs and groups are released, not kept for."""
-        metadata = _metadata(context)
-        worker = metadata.get(WORKER_METADATA, "?")
+    async def leave_call(self, request: Any, context: Any) -> dict[str, Any]:
+        return await self._unary("Leave", request, context, self._leave_call)
+
+    async def _leave_call(self, request: Any, context: Any) -> dict[str, Any]:
+        """A worker stops for good: its AIDs and groups are released, not kept for, and its name
+        may be bound to another secret from now on."""
+        client = self._worker_caller(context)
+        worker = client.worker
+        assert worker is not None
+        groups = request.get("groups", []) if isinstance(request, dict) else None
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise Refusal(_Status.INVALID_ARGUMENT, 'a Leave call is {"groups": ["<group id>", ...]}')
         # Let go of its registrations now, not when the connection closes: the next worker to
         # register the same AIDs must not find them taken.
-        await super()._on_client_disconnect(metadata.get("client-id", ""))
+        await super()._on_client_disconnect(client.client_id)
+        self._client_id_to_subscription_id_mapping.pop(client.client_id, None)
         released = [aid for aid, (w, _, _) in self._aids.items() if w == worker]
         for aid in released:
             del self._aids[aid]
-        groups = [g for g in request.get("groups", []) if g in self._groups and self._groups[g].holder == worker]
-        for group_id in groups:
+        left = [g for g in groups if g in self._groups and self._groups[g].holder == worker]
+        for group_id in left:
             del self._groups[group_id]
-        logger.info("host: worker %s left; released %d AIDs and %d groups", worker, len(released), len(groups))
-        await self._push({"aids": dict.fromkeys(released), "groups": dict.fromkeys(groups)})
+        self.identities.forget(worker)
+        logger.info("host: worker %s left; released %d AIDs and %d groups", worker, len(released), len(left))
+        await self._push({"aids": dict.fromkeys(released), "groups": dict.fromkeys(left)})
         return {"released": released}
 
-    async def stats_call(self, request: dict[str, Any], context: Any) -> dict[str, Any]:
+    async def stats_call(self, request: Any, context: Any) -> dict[str, Any]:
+        return await self._unary("Stats", request, context, self._stats_call)
+
+    async def _stats_call(self, request: Any, context: Any) -> dict[str, Any]:
+        """Counters and the directory. Worker names are not secrets (every worker's directory and
+        every delivery carry them); what proves a name, its secret, is never shown."""
+        if not isinstance(request, dict):
+            raise Refusal(_Status.INVALID_ARGUMENT, "a Stats call takes a JSON object ({})")
         return {
             "stats": self.stats.__dict__,
-            "workers": sorted(set(self._client_worker.values())),
+            "workers": sorted({c.worker for c in self._clients.values() if c.greeted and c.worker is not None}),
             "aids": {aid: [w, s] for aid, (w, _, s) in sorted(self._aids.items())},
             "groups": {gid: g.view() for gid, g in sorted(self._groups.items())},
         }
 
     def _holder_live(self, worker: str) -> bool:
-        return worker in self._client_worker.values()
+        return any(c.greeted and c.worker == worker for c in self._clients.values())
+
+    def _workers_connected(self) -> int:
+        return sum(1 for c in self._clients.values() if c.greeted)
 
     async def _push(self, change: dict[str, Any]) -> None:
         message = control_event(DIRECTORY_TYPE, change)
-        for client_id in list(self._client_worker):
-            connection = self._data_connections.get(client_id)
+        for client in list(self._clients.values()):
+            connection = self._data_connections.get(client.client_id) if client.greeted else None
             if connection is not None:
                 await connection.send(message)
 
 
-def unary_json(handler: Any) -> grpc.RpcMethodHandler:
-    from ._wire import decode_json, encode_json
+def _check_group_request(request: Any) -> None:
+    """A Group call, checked before anything is changed: what is pushed to every worker must be
+    something every worker can read."""
+    if not isinstance(request, dict):
+        raise Refusal(_Status.INVALID_ARGUMENT, "a Group call takes a JSON object")
+    op = request.get("op")
+    if op not in _GROUP_OPS:
+        raise Refusal(_Status.INVALID_ARGUMENT, f"unknown group operation {str(op)[:40]!r}; one of {', '.join(sorted(_GROUP_OPS))}")
+    try:
+        validate_group_id(request.get("group"))  # type: ignore[arg-type]
+        if op in ("add", "remove"):
+            validate_aid(request.get("aid"))  # type: ignore[arg-type]
+        if op in ("create", "announce"):
+            members = request.get("members")
+            if not isinstance(members, list):
+                raise Refusal(_Status.INVALID_ARGUMENT, f"a {op} call lists its members")
+            for member in members:
+                validate_aid(member)
+    except AUNError as exc:
+        raise Refusal(_Status.INVALID_ARGUMENT, str(exc)[:200]) from None
+    if op in ("create", "announce", "mode") and request.get("mode") not in _MODES:
+        raise Refusal(_Status.INVALID_ARGUMENT, f"a group's mode is one of {', '.join(sorted(_MODES))}")
 
-    return grpc.unary_unary_rpc_method_handler(handler, request_deserializer=decode_json, response_serializer=encode_json)
+
+# -- the handlers the server registers -----------------------------------------------------------------
+
+
+def _parse_or_none(message_type: Any) -> Callable[[bytes], Any]:
+    """A request parser that never raises: bytes that are not a ``message_type`` give None, which
+    the servicer answers with ``INVALID_ARGUMENT`` (instead of grpc logging a traceback)."""
+    from_string = message_type.FromString
+
+    def parse(data: bytes) -> Any:
+        try:
+            return from_string(data)
+        except Exception:  # protobuf's DecodeError, or whatever else these bytes provoke
+            return None
+
+    return parse
+
+
+def _json_or_malformed(data: bytes) -> Any:
+    try:
+        return decode_json(data)
+    except ValueError:
+        return _MALFORMED
+
+
+def rpc_handlers(servicer: AUNHostServicer) -> tuple[grpc.GenericRpcHandler, ...]:
+    """autogen-ext's ``AgentRpc`` service (its methods, with parsers that never raise) and the
+    host's JSON ``aun.Directory`` service."""
+    pb = agent_worker_pb2
+
+    def unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            method, request_deserializer=_parse_or_none(request), response_serializer=response.SerializeToString
+        )
+
+    def stream(method: Any, message: Any) -> grpc.RpcMethodHandler:
+        return grpc.stream_stream_rpc_method_handler(
+            method, request_deserializer=_parse_or_none(message), response_serializer=message.SerializeToString
+        )
+
+    def json(method: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            method, request_deserializer=_json_or_malformed, response_serializer=encode_json
+        )
+
+    agent_rpc = {
+        "OpenChannel": stream(servicer.OpenChannel, pb.Message),
+        "OpenControlChannel": stream(servicer.OpenControlChannel, pb.ControlMessage),
+        "RegisterAgent": unary(servicer.RegisterAgent, pb.RegisterAgentTypeRequest, pb.RegisterAgentTypeResponse),
+        "AddSubscription": unary(servicer.AddSubscription, pb.AddSubscriptionRequest, pb.AddSubscriptionResponse),
+        "RemoveSubscription": unary(
+            servicer.RemoveSubscription, pb.RemoveSubscriptionRequest, pb.RemoveSubscriptionResponse
+        ),
+        "GetSubscriptions": unary(servicer.GetSubscriptions, pb.GetSubscriptionsRequest, pb.GetSubscriptionsResponse),
+    }
+    directory = {
+        "Group": json(servicer.group_call),
+        "Leave": json(servicer.leave_call),
+        "Stats": json(servicer.stats_call),
+    }
+    return (
+        grpc.method_handlers_generic_handler("agents.AgentRpc", agent_rpc),
+        grpc.method_handlers_generic_handler(DIRECTORY_SERVICE, directory),
+    )

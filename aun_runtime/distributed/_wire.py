@@ -8,6 +8,11 @@ Everything rides on autogen-ext's data stream as CloudEvents, so the host stays 
 * an acknowledgement is a publish on ``aun.ack.<worker>`` (JSON ``{"worker": ..., "acks": {aid: n}}``);
 * ``aun.hello`` (worker to host) and ``aun.directory`` (host to worker) carry the directory;
 * group changes go through a small JSON service on the host's port, ``/aun.Directory/<Method>``.
+
+Every call a worker makes carries ``client-id`` (autogen-ext's, new per connection), ``aun-worker``
+(its name) and ``aun-secret`` (the secret that proves the name, see :mod:`._identity`). Topic and
+agent types beginning with ``aun.`` are the runtime's own: the host lets a stream use them only as
+the runtime does (its own AIDs' inboxes, its own acknowledgements).
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
 __all__ = [
     "ACK_PREFIX",
+    "AUN_PREFIX",
     "BASE_ATTR",
     "DIRECTORY_SERVICE",
     "DIRECTORY_TYPE",
     "HELLO_TYPE",
     "ORIGIN_ATTR",
+    "SECRET_METADATA",
     "SEQ_ATTR",
     "WORKER_AGENT_PREFIX",
     "WORKER_METADATA",
@@ -34,6 +41,8 @@ __all__ = [
     "event_json",
 ]
 
+#: Topic and agent types under this prefix belong to the runtime (inboxes, groups, acks, control).
+AUN_PREFIX = "aun."
 ORIGIN_ATTR = "aunorigin"
 SEQ_ATTR = "aunseq"
 BASE_ATTR = "aunbase"
@@ -44,6 +53,8 @@ DIRECTORY_TYPE = "aun.directory"
 WORKER_AGENT_PREFIX = "aun.worker."
 #: gRPC metadata key naming the worker on every call, next to autogen-ext's ``client-id``.
 WORKER_METADATA = "aun-worker"
+#: gRPC metadata key carrying the worker's secret, which proves its name (see :mod:`._identity`).
+SECRET_METADATA = "aun-secret"
 DIRECTORY_SERVICE = "aun.Directory"
 
 _Attr = cloudevent_pb2.CloudEvent.CloudEventAttributeValue

@@ -9,6 +9,9 @@ the worker adds under them:
 * **All contract classes serialisable from the start** (the runtime registers them).
 * **Reconnect.** The link to the host reconnects after any loss and registers everything again
   (see :mod:`._link`); the worker's directory view keeps routing meanwhile.
+* **A proven name.** The worker's secret (kept beside a durable archive, see :mod:`._identity`)
+  goes with every call, so the host knows the worker restarted with its archive from a process
+  that merely uses its name.
 * **At-least-once delivery, exactly-once handling.** Direct and group messages go out as numbered
   per-recipient streams from a durable outbox and stay there until the receiving worker acknowledges
   them, which it does only after the handling and everything it caused are committed in its journal
@@ -52,8 +55,9 @@ from .._no_rpc import RefusesRPC
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
-from ._errors import HostUnavailableError, OutboxFullError
+from ._errors import HostUnavailableError, OutboxFullError, WorkerIdentityError
 from ._events import EventBuilder
+from ._identity import MAX_WORKER_NAME_LENGTH, valid_worker_name, worker_secret
 from ._inbound import Inbound
 from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
 from ._link import HostLink
@@ -104,7 +108,9 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         archive: the SQLite file of this worker's archive and journal, or ``":memory:"``. A file
             makes the worker durable: its name, outbox and positions survive a restart, and a stop
             leaves its AIDs *away* (messages to them are kept) rather than released.
-        name: the worker's name; default: the one in the archive file (made on first start).
+        name: the worker's name; default: the one in the archive file (made on first start). The
+            host binds a name to the secret of the first worker that uses it (a durable worker's
+            secret is the file ``<archive>.secret``; an in-memory worker has a new one each run).
         tls: TLS settings, if the host serves TLS.
         tracer_provider: an OpenTelemetry tracer provider; spans are made only when one is given.
         connect_timeout: seconds :meth:`start` waits for the first connection (None: forever).
@@ -130,9 +136,20 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         super().__init__(host_address, tracer_provider=tracer_provider)
         self.archive = JournalArchive(archive, commit_interval=commit_interval)
         self.name = name or self.archive.worker_name()
+        if not valid_worker_name(self.name):
+            raise ValueError(
+                f"worker name {self.name!r}: 1-{MAX_WORKER_NAME_LENGTH} letters, digits, '_', '-' or '.'"
+            )
         self.connect_timeout = connect_timeout
         self._link = HostLink(
-            host_address, self.name, tls, on_message=self._on_host_message, on_ready=self._on_ready, on_lost=self._on_lost
+            host_address,
+            self.name,
+            tls,
+            secret=worker_secret(self.archive.path if self.archive.durable else None),
+            on_message=self._on_host_message,
+            on_ready=self._on_ready,
+            on_lost=self._on_lost,
+            on_refused=self._on_refused,
         )
         self.directory = DirectoryView(self._link.directory_call, self._on_held)
         self._outbox = Outbox(
@@ -141,7 +158,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._outbox.load()
         self._inbound = Inbound(self.archive)
         self._events = EventBuilder(self.name, self._serialization_registry)
-        self._acks = Acknowledger(self.name, self._link.send)
+        self._acks = Acknowledger(self.name, self._link.send, lambda: self._outbox.connected)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
         self._deliveries = DeliveryPath(self, tracer, self._changed)
         self.archive.on_commit = self._on_commit
@@ -155,6 +172,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._refused = asyncio.Event()
         self._closing = False
         self._started = False
+        self._identity_refused = False
         self._timer: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -164,7 +182,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
 
         Raises:
             HostUnavailableError: no connection within ``connect_timeout``.
-            AgentRegistrationError: an AID is held by another live worker.
+            AgentRegistrationError: an AID is held by another worker.
+            WorkerIdentityError: the host knows this worker's name with another secret.
         """
         if self._running:
             raise RuntimeError("the worker is already running")
@@ -181,7 +200,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         if not self._link.connected:
             await self._shutdown(leave=False)
             error = self._ready_error or self._link.last_error
-            if isinstance(error, AgentRegistrationError):
+            if isinstance(error, AgentRegistrationError | WorkerIdentityError):
                 raise error
             raise HostUnavailableError(
                 f"no host at {self._link.address} within {self.connect_timeout:g} s"
@@ -286,8 +305,20 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         held = [t for t in self._types if not t.startswith(WORKER_AGENT_PREFIX)]
         logger.info("worker %s: registered %d AIDs: %s", self.name, len(held), ", ".join(held) or "-")
         self._outbox.connected = True
+        self._identity_refused = False
+        if self._acks.pending:  # what was handled while the link was down
+            self._acks.flush()
         self._outbox.restart()
         self._changed()
+
+    def _on_refused(self, error: grpc.aio.AioRpcError) -> None:
+        refusal = WorkerIdentityError(f"the host at {self._link.address} refused worker {self.name}: {error.details()}")
+        if not self._started:  # at start, it is the caller's to fix
+            self._ready_error = refusal
+            self._refused.set()
+        elif not self._identity_refused:
+            self._identity_refused = True
+            logger.error("worker %s: %s; it keeps trying", self.name, refusal)
 
     def _on_lost(self) -> None:
         self._outbox.connected = False
@@ -314,7 +345,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
                     self.directory.mark_held(agent_type, self.name)
                 return
             except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
+                if exc.code() in (grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.PERMISSION_DENIED):
                     raise AgentRegistrationError(exc.details()) from None
                 if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
                     raise
