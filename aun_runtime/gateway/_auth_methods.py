@@ -190,6 +190,7 @@ async def connect(call: Call) -> dict[str, Any]:
     aid, family_or_reason = core.identities.access_token_owner(token)
     if aid is None:
         raise RPCError(ErrorCode.CONNECT_TOKEN_INVALID, family_or_reason)
+    core.admit(session, aid)  # refused past max_connections_per_aid
     session.aid, session.device_id, session.slot_id = aid, device_id.strip(), slot_id
     core.authenticated(session, family_or_reason)  # closed if that family is revoked later
     session.kind = "short" if options.get("kind") == "short" else "long"

@@ -115,6 +115,8 @@ class GatewayCore:
         self.methods: dict[str, Method] = {}
         self.all_sessions: set[Session] = set()
         self._online: dict[str, set[Session]] = {}
+        # Every authenticated connection (long and short) by AID: what max_connections_per_aid bounds.
+        self._connections_of: dict[str, set[Session]] = {}
         # The token family each authenticated connection presented a token of, and the reverse.
         self._family_of: dict[Session, str] = {}
         self._families: dict[str, set[Session]] = {}
@@ -124,6 +126,22 @@ class GatewayCore:
         self.methods.update(methods)
 
     # -- connections ---------------------------------------------------------------------------
+
+    def admit(self, session: Session, aid: str) -> None:
+        """Count ``session`` as one of ``aid``'s connections, called by ``auth.connect`` before the
+        session takes the AID. Past ``max_connections_per_aid`` it is refused (4012, retryable): one
+        send is pushed to each long connection, so the bound is also a bound on one send's copies."""
+        sessions = self._connections_of.setdefault(aid, set())
+        limit = self.limits.max_connections_per_aid
+        if len(sessions) >= limit:
+            log.info("auth.connect of %s on %s refused: it already holds %d connections (max_connections_per_aid)",
+                     aid, session.id, len(sessions))
+            raise RPCError(
+                ErrorCode.CONNECTION_LIMIT,
+                f"{aid} already holds {len(sessions)} connections, the most one AID may: close one, or retry later",
+                limit=limit, retryable=True,
+            )
+        sessions.add(session)
 
     def attach(self, session: Session) -> None:
         """Route pushes for ``session.aid`` to this (authenticated, long) connection too."""
@@ -157,6 +175,11 @@ class GatewayCore:
                 if not members:
                     del self._families[family]
         if session.aid is not None:
+            connections = self._connections_of.get(session.aid)
+            if connections is not None:
+                connections.discard(session)
+                if not connections:
+                    del self._connections_of[session.aid]
             sessions = self._online.get(session.aid)
             if sessions is not None:
                 sessions.discard(session)

@@ -7,13 +7,14 @@ The AUN client derives these URLs from the gateway URL (``ws`` -> ``http``, same
 - ``GET /pki/chain``: issuer and root (PEM), the chain every certificate here is checked against.
 - ``GET /pki/crl.json``: ``{"crl_pem"}``, a CRL signed by the issuer.
 - ``GET /pki/ocsp/{serial_hex}``: ``{"status", "ocsp_response"}``, signed by the issuer.
-- ``GET /health``: liveness and a few counters.
+- ``GET /health``: liveness and a few counters (WebSocket sessions, TCP connections, online AIDs).
 - ``GET /.well-known/aun-gateway``: ``{"gateways": [{"url", "priority"}]}`` for real discovery.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -25,8 +26,8 @@ _SERIAL = re.compile(r"^[0-9a-fA-F]{1,40}$")
 _PEM = "application/x-pem-file"
 
 
-def add_http_routes(app: web.Application, core: GatewayCore) -> None:
-    """Register the HTTP endpoints (GET also answers HEAD)."""
+def add_http_routes(app: web.Application, core: GatewayCore, open_connections: Callable[[], int] = lambda: 0) -> None:
+    """Register the HTTP endpoints (GET also answers HEAD). ``open_connections`` counts TCP connections."""
 
     async def cert(request: web.Request) -> web.Response:
         aid = request.match_info["aid"].strip().lower()
@@ -60,7 +61,7 @@ def add_http_routes(app: web.Application, core: GatewayCore) -> None:
     async def health(request: web.Request) -> web.Response:
         return web.json_response({
             "status": "ok", "issuer": core.issuer, "connections": len(core.all_sessions),
-            "online_aids": len(core.online_aids()),
+            "tcp_connections": open_connections(), "online_aids": len(core.online_aids()),
         })
 
     async def discovery(request: web.Request) -> web.Response:

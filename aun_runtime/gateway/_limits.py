@@ -23,10 +23,39 @@ class GatewayLimits:
             so a sender's burst shares one SQLite commit; past this many, the connection's next
             frame is not read until one finishes (backpressure, nothing dropped).
         outbound_frames: frames (answers and pushes) waiting to be written to one connection. A
-            connection that lets this many pile up is too slow to keep up with its pushes: it is
+            push that finds this many queued means the connection is too slow to keep up: it is
             closed with 1013, and since every pushed message is stored first, the client pulls
-            what it missed when it reconnects. Nothing is lost.
-        max_connections: open sockets in total; the next upgrade is refused with HTTP 503.
+            what it missed when it reconnects. Nothing is lost. An answer that finds the queue full
+            waits for room, and once ``requests_in_flight`` answers wait, the connection's next
+            request is not read (backpressure); every such wait ends when the socket does.
+        outbound_bytes: bytes (UTF-8, as sent) waiting to be written to one connection, queued or
+            waiting for a queue slot. The frame that would take a connection past it (answer or
+            push) closes the connection with 1013, as too slow, and its queue is dropped, so a
+            client that asks for big pull pages and never reads them holds at most this much
+            memory. A frame is always accepted when nothing is waiting, so any single frame fits.
+        send_timeout: seconds a connection may leave the server unable to write to it (its socket
+            buffers full because the peer does not read). Past it a WebSocket is closed with 1013
+            (the TCP connection is dropped if the close cannot be sent either) and an HTTP
+            connection is dropped. Everything it was owed is released.
+        max_connections: open TCP connections in total (HTTP and WebSocket, counted from the
+            accept, before any request): the next is answered HTTP 503 and closed. It is kept below
+            the process's descriptor limit (see ``descriptor_reserve``).
+        descriptor_reserve: file descriptors kept free for everything else in the process (the
+            database, logs, outgoing connections). At start, ``max_connections`` is lowered, with a
+            warning, to the soft ``RLIMIT_NOFILE`` minus this, so connections alone never exhaust
+            descriptors; if the limit leaves no room at all the gateway refuses to start. Should
+            descriptors run out anyway, the listener stops accepting, backs off (0.05 s doubling to
+            1 s) and logs once per episode.
+        handshake_timeout: seconds a TCP connection may stay open without a complete HTTP request:
+            after the accept, and between requests of a keep-alive connection. Past it the
+            connection is closed, so idle or half-sent requests do not hold a connection slot.
+        heartbeat: seconds a WebSocket may stay silent before the server pings it; one that does
+            not answer within half that is closed, so a peer that vanished without a FIN or RST
+            (a half-open connection) does not keep its slot.
+        max_connections_per_aid: authenticated connections (long and short) one AID may hold at
+            once; ``auth.connect`` past it is answered 4012 (retryable: the client reconnects with
+            backoff) and the socket stays unauthenticated. It bounds how many copies of one push
+            a single send can make.
         challenge_ttl: seconds a socket's challenge nonce stays valid; a socket that has not
             completed ``auth.connect`` by then is closed (1008).
         login_nonce_ttl: seconds between ``auth.aid_login1`` and the ``auth.aid_login2`` that
@@ -48,7 +77,13 @@ class GatewayLimits:
     rate_burst: int = 1000
     requests_in_flight: int = 64
     outbound_frames: int = 1024
+    outbound_bytes: int = 8 * 1024 * 1024
+    send_timeout: float = 20.0
     max_connections: int = 10_000
+    descriptor_reserve: int = 64
+    handshake_timeout: float = 10.0
+    heartbeat: float = 60.0
+    max_connections_per_aid: int = 8
     challenge_ttl: float = 30.0
     login_nonce_ttl: float = 60.0
     pending_logins: int = 10_000
@@ -62,6 +97,10 @@ class GatewayLimits:
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:
             raise ValueError("hard_frame_bytes must be at least max_frame_bytes")
-        for name in ("rate_per_second", "rate_burst", "requests_in_flight", "outbound_frames", "max_connections", "max_page"):
+        for name in ("rate_per_second", "rate_burst", "requests_in_flight", "outbound_frames", "outbound_bytes",
+                     "send_timeout", "max_connections", "handshake_timeout", "heartbeat", "max_connections_per_aid",
+                     "max_page"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.descriptor_reserve < 0:
+            raise ValueError("descriptor_reserve must not be negative")

@@ -18,12 +18,19 @@ Each socket gets a ``challenge`` notification at once; each text frame is one JS
 Requests of one connection start in the order they arrive and may overlap while they wait for their
 commit (up to ``requests_in_flight``); answers and pushes leave through the connection's bounded
 writer queue.
+
+Connections are accepted by the gateway's own listener (:mod:`._listener`), not aiohttp's, so every
+TCP connection counts against ``max_connections`` from its accept, one that sends no complete HTTP
+request within ``handshake_timeout`` is closed (aiohttp's keep-alive timer, which also runs from the
+accept), and a process out of descriptors backs off instead of spinning.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +47,7 @@ from ._group_directory import GROUP_DIRECTORY_METHODS
 from ._group_methods import GROUP_METHODS
 from ._http import add_http_routes
 from ._limits import GatewayLimits
+from ._listener import ConnectionGuard, Listener, bind
 from ._message_methods import MESSAGE_METHODS
 from ._session import RateBudget, Session
 
@@ -73,13 +81,17 @@ class GatewayServer:
     ) -> None:
         self.host = host
         self.data_dir = Path(data_dir)
-        self.limits = limits or GatewayLimits()
+        self._configured_limits = limits or GatewayLimits()
+        #: The bounds in force: the ones given, with ``max_connections`` lowered at start if the
+        #: process's descriptor limit requires it.
+        self.limits = self._configured_limits
         self.compress = compress
         self._requested_port = port
         self._port: int | None = None
         self._issuer = issuer
         self._core: GatewayCore | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -122,6 +134,12 @@ class GatewayServer:
     def events(self) -> GatewayEvents:
         return self.core.events
 
+    @property
+    def open_connections(self) -> int:
+        """TCP connections open now (HTTP and WebSocket, authenticated or not): what
+        ``max_connections`` bounds."""
+        return self._listener.open_connections if self._listener is not None else 0
+
     def connected_aids(self) -> list[str]:
         """AIDs with at least one authenticated long connection."""
         return self.core.online_aids()
@@ -129,8 +147,7 @@ class GatewayServer:
     async def disconnect(self, aid: str, *, code: int = CLOSE_SERVICE_RESTART) -> int:
         """Close every connection of ``aid`` (clients reconnect on their own). Returns how many."""
         sessions = self.core.sessions_of(aid)
-        for session in sessions:
-            await session.close(code, b"closed by the gateway")
+        await asyncio.gather(*(session.close(code, b"closed by the gateway") for session in sessions))
         return len(sessions)
 
     def revoke_access_tokens(self, aid: str) -> int:
@@ -142,37 +159,42 @@ class GatewayServer:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        core = GatewayCore(self.data_dir, self._issuer, self.limits)
+        self.limits = limits = _within_descriptor_limit(self._configured_limits)
+        core = GatewayCore(self.data_dir, self._issuer, limits)
         for methods in (AUTH_METHODS, MESSAGE_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS):
             core.register_methods(methods)
         app = web.Application()
         app.router.add_get("/aun", self._websocket)
-        add_http_routes(app, core)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        add_http_routes(app, core, lambda: self.open_connections)
+        # keepalive_timeout runs from the accept as well as between requests: it is the handshake timeout.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
+                               keepalive_timeout=limits.handshake_timeout)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self._requested_port)
+        assert runner.server is not None
         try:
-            await site.start()
+            sockets = bind(self.host, self._requested_port, backlog=128)
         except OSError as exc:
             await runner.cleanup()
             core.close()
             raise GatewayStartError(f"cannot listen on {self.host}:{self._requested_port}: {exc}") from exc
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self._port = int(sockets[0].getsockname()[1]) if sockets else self._requested_port
-        self._core, self._runner = core, runner
+        listener = Listener(sockets, runner.server, max_connections=limits.max_connections,
+                            send_timeout=limits.send_timeout, handshake_timeout=limits.handshake_timeout)
+        listener.start()
+        self._port = int(sockets[0].getsockname()[1])
+        self._core, self._runner, self._listener = core, runner, listener
         log.info("AUN gateway for %s listening on %s (data: %s)", core.issuer, self.url, self.data_dir)
 
     async def stop(self) -> None:
         """Close every connection, stop listening, and close the database (all writes committed)."""
-        core, runner = self._core, self._runner
-        if core is None or runner is None:
+        core, runner, listener = self._core, self._runner, self._listener
+        if core is None or runner is None or listener is None:
             return
-        for session in list(core.all_sessions):
-            await session.close(CLOSE_SERVICE_RESTART, b"gateway stopping")
+        listener.close()
+        # At once, each bounded by its close grace: a peer that does not read cannot hold the stop.
+        await asyncio.gather(*(session.close(CLOSE_SERVICE_RESTART, b"gateway stopping") for session in list(core.all_sessions)))
         await runner.cleanup()
         core.close()
-        self._core = self._runner = None
+        self._core = self._runner = self._listener = None
 
     async def __aenter__(self) -> GatewayServer:
         await self.start()
@@ -187,22 +209,35 @@ class GatewayServer:
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
         core, limits = self.core, self.limits
-        if len(core.all_sessions) >= limits.max_connections:
-            return web.Response(status=503, text=f"connection limit ({limits.max_connections}) reached\n")
-        ws = web.WebSocketResponse(max_msg_size=limits.hard_frame_bytes, compress=self.compress, autoping=True)
-        await ws.prepare(request)
+        ws = web.WebSocketResponse(max_msg_size=limits.hard_frame_bytes, compress=self.compress, autoping=True,
+                                   heartbeat=limits.heartbeat)
+        try:
+            await ws.prepare(request)
+        except ConnectionError as exc:  # the peer reset or closed before the 101 could be written
+            log.info("WebSocket upgrade abandoned by %s: %s", request.remote or "a peer already gone", exc)
+            return web.Response(status=400, text="upgrade abandoned\n")
+        transport = request.transport
         session = Session(ws, RateBudget(limits.rate_per_second, limits.rate_burst), limits.outbound_frames,
-                          limits.challenge_ttl, limits.requests_in_flight, request.transport)
+                          limits.challenge_ttl, limits.requests_in_flight, transport, limits.outbound_bytes)
         core.all_sessions.add(session)
-        session.start_writer()
-        session.push(notification_frame("challenge", {
-            "nonce": session.challenge_nonce, "server": "aun-runtime-gateway", "issuer": core.issuer,
-            "protocol": {"min": "1.0", "max": "1.0"}, "auth_methods": ["kite_token"],
-            "server_time": int(time.time() * 1000),
-        }))
         deadline = asyncio.get_running_loop().call_later(limits.challenge_ttl, self._expire_handshake, session)
         try:
+            # The socket's end, whatever its cause, releases the session, even while its reader is
+            # parked waiting for room in the writer queue.
+            guard = transport.get_protocol() if transport is not None else None
+            if isinstance(guard, ConnectionGuard):
+                guard.watch(session.lost, session.stalled)
+            elif transport is None or transport.is_closing():
+                session.lost()
+            session.start_writer()
+            session.push(notification_frame("challenge", {
+                "nonce": session.challenge_nonce, "server": "aun-runtime-gateway", "issuer": core.issuer,
+                "protocol": {"min": "1.0", "max": "1.0"}, "auth_methods": ["kite_token"],
+                "server_time": int(time.time() * 1000),
+            }))
             async for message in ws:
+                if not session.accepting:
+                    break
                 if message.type == WSMsgType.TEXT:
                     await self._on_frame(session, message.data)
                 elif message.type == WSMsgType.BINARY:
@@ -214,7 +249,8 @@ class GatewayServer:
             deadline.cancel()
             core.detach(session)
             if session.aid is not None:
-                core.events.emit("disconnected", aid=session.aid, connection_id=session.id)
+                core.events.emit("disconnected", aid=session.aid, connection_id=session.id,
+                                 code=session.close_code or ws.close_code)
             await session.finish()
         return ws
 
@@ -268,3 +304,33 @@ class GatewayServer:
             "gateway_url": self.url, "http_url": self.http_url, "issuer": self.issuer,
             "root_ca_path": str(self.root_ca_path), "data_dir": str(self.data_dir.resolve()),
         }
+
+
+def _within_descriptor_limit(limits: GatewayLimits) -> GatewayLimits:
+    """``limits`` with ``max_connections`` lowered so connections alone cannot exhaust descriptors.
+
+    Lowered rather than refused: the default (10,000) is above the usual soft limit (1,024), and a
+    gateway that fits its limit is more use than one that will not start. Refused only when
+    ``descriptor_reserve`` leaves no room for a single connection.
+    """
+    if sys.platform == "win32":  # no RLIMIT_NOFILE to read
+        return limits
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return limits
+    room = soft - limits.descriptor_reserve
+    if room < 1:
+        raise GatewayStartError(
+            f"this process may open {soft} file descriptors (ulimit -n) and descriptor_reserve keeps "
+            f"{limits.descriptor_reserve} free: no room for connections; raise ulimit -n"
+        )
+    if limits.max_connections <= room:
+        return limits
+    log.warning(
+        "max_connections lowered from %d to %d: this process may open %d file descriptors (ulimit -n) and "
+        "%d are kept for everything else (descriptor_reserve); raise ulimit -n to allow more",
+        limits.max_connections, room, soft, limits.descriptor_reserve,
+    )
+    return dataclasses.replace(limits, max_connections=room)
