@@ -118,7 +118,10 @@ def validate_aid(aid: str) -> str:
     if aid.lower() != aid and AID_PATTERN.match(aid.lower()):
         raise InvalidAIDError(f"AIDs are lowercase: use {aid.lower()!r} instead of {aid!r}")
     if "." not in aid:
-        raise InvalidAIDError(f"AID {aid!r} has no domain: write it as 'name.domain', e.g. '{aid}.local'")
+        # The example must itself be a valid AID, or following the advice only meets the next error.
+        example = f"{aid.lower()}.local"
+        hint = f", e.g. {example!r}" if AID_PATTERN.match(example) else ""
+        raise InvalidAIDError(f"AID {aid!r} has no domain: write it as 'name.domain' in lowercase{hint}")
     raise InvalidAIDError(
         f"AID {aid!r} is not of the form 'name.domain' (lowercase letters, digits, '-' and '_', "
         "labels separated by dots)"

@@ -48,6 +48,19 @@ def test_invalid_aids_say_why(aid: str, hint: str) -> None:
         validate_aid(aid)
 
 
+@pytest.mark.parametrize(("aid", "example"), [("Parrot", "parrot.local"), ("coder", "coder.local")])
+def test_the_aid_an_error_suggests_is_itself_valid(aid: str, example: str) -> None:
+    with pytest.raises(InvalidAIDError, match=rf"e\.g\. '{example}'"):
+        validate_aid(aid)
+    assert validate_aid(example) == example
+
+
+def test_no_example_is_suggested_when_lowercasing_and_a_domain_would_not_make_it_valid() -> None:
+    with pytest.raises(InvalidAIDError, match="no domain") as caught:
+        validate_aid("co der")
+    assert "e.g." not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("spelling", "mode"),
     [
