@@ -11,8 +11,9 @@ class RPCForbiddenError(AUNError):
     def __init__(self) -> None:
         super().__init__(
             "send_message is forbidden on an AUN runtime: a receiver has no obligation to respond. "
-            "Publish with the send tool (agent.send / agent.group_send / runtime.send) and handle any "
-            "answers as messages of their own, whenever and however many arrive"
+            "Publish with the send tool (agent.send / agent.group_send / agent.reply / runtime.send) or, "
+            "from a plain autogen-core agent, await self.publish_message(message, TopicId(...)), and handle "
+            "any answers as messages of their own, whenever and however many arrive"
         )
 
 

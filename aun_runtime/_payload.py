@@ -24,6 +24,13 @@ def coerce_payload(payload: PayloadLike, mentions: Sequence[str | Mention] | Non
     elif isinstance(payload, AUNContract):
         body = payload.to_payload()
     elif isinstance(payload, dict):
+        if not isinstance(payload.get("type"), str):
+            raise InvalidMessageError(
+                f"a dict payload needs a string 'type' (got keys {sorted(map(str, payload))}): send "
+                "{'type': 'text', 'text': ...} or {'type': 'json', 'kind': ..., 'data': ...}, "
+                "or pass a string (sent as text) or a contract instance",
+                field="payload.type",
+            )
         body = payload_from_json(payload)
     elif isinstance(payload, BaseModel):
         body = payload
