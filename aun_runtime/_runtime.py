@@ -356,9 +356,12 @@ class AUNRuntime:
         """Register an :class:`Inbox` for code outside any agent, and return it.
 
         An inbox is an agent that keeps what it receives, so that an application (or a test) can send
-        as ``aid`` and read whatever comes back: nothing, one message or many.
+        as ``aid`` and read whatever comes back: nothing, one message or many. Opening an inbox
+        that is already open returns it.
         """
         aid = aid or f"{APP_NAME}.{self.domain}"
+        if aid in self._inboxes:  # already open (e.g. by a send without a sender): the same inbox
+            return await self.agent_instance(aid, Inbox)
         await self.register_agent(aid, Inbox, description="application inbox", eager=True)
         self._inboxes.add(aid)
         if not self._running:
@@ -552,9 +555,18 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send a direct message from code outside any agent (as ``sender``, default ``app.<domain>``)."""
+        """Send a direct message from code outside any agent (as ``sender``, default ``app.<domain>``).
+
+        Without ``sender`` the message goes out from the application's inbox ``app.<domain>``, opened
+        on first use if nothing is registered under that AID, so the answers arrive and are kept
+        there (``await runtime.open_inbox()`` returns that inbox) instead of becoming dead letters.
+        """
+        if sender is None:
+            sender = f"{APP_NAME}.{self.domain}"
+            if sender not in self._endpoints and not self._held_elsewhere(sender):
+                await self.open_inbox(sender)
         return await self._send(
-            sender or f"{APP_NAME}.{self.domain}",
+            sender,
             payload,
             to=to,
             in_reply_to=in_reply_to,

@@ -6,6 +6,8 @@
   not the application, started it).
 * What a channel kept from an agent is shown as filtered and archived, not as lost.
 * Dead letters, loop-guard stops and budget stops stand out, because those are the real failures.
+  A message that never got out (its recipient does not exist) is still listed where it belongs,
+  among the replies it was meant to be, marked as a dead letter.
 * A message sent from outside this archive's runtime (through a gateway) shows where it arrived.
 """
 
@@ -35,6 +37,7 @@ def render_transcript(
     """
     sent: dict[str, AUNMessage] = {}
     outside: set[str] = set()  # received here, sent elsewhere: no ``sent`` record in this archive
+    undelivered: set[str] = set()  # known only from a dead letter: never sent (no recipient), shown anyway
     children: dict[str | None, list[str]] = defaultdict(list)
     delivered: dict[str, list[str]] = defaultdict(list)
     filtered: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -42,8 +45,11 @@ def render_transcript(
     for record in records:
         message = record.message
         if record.kind is RecordKind.SENT and message is not None:
+            if message.message_id not in sent:  # else: already shown where it arrived (merged archives)
+                children[message.in_reply_to].append(message.message_id)
             sent[message.message_id] = message
-            children[message.in_reply_to].append(message.message_id)
+            outside.discard(message.message_id)
+            undelivered.discard(message.message_id)
         elif record.kind is RecordKind.RECEIVED and message is not None:
             _arrived(message, sent, outside, children)
             delivered[message.message_id].append(record.owner)
@@ -54,6 +60,10 @@ def render_transcript(
             notes[record.about].append(f"({record.owner} thinks: {_snip(record.text)})")
         elif record.kind is RecordKind.DEAD_LETTER:
             where = message.message_id if message is not None else None
+            if message is not None and message.message_id not in sent:
+                # A reply whose recipient does not exist is never sent: it is shown among the
+                # replies of what it answers, marked, so the dead letters seen match those counted.
+                _arrived(message, sent, undelivered, children)
             notes[where].append(f"!! DEAD LETTER at {record.owner}: {record.reason}")
         elif record.kind is RecordKind.LOOP_STOP:
             where = message.in_reply_to if message is not None else None
@@ -78,6 +88,8 @@ def render_transcript(
         tags = []
         if message_id in outside:
             tags.append("from outside")
+        if message_id in undelivered:
+            tags.append("dead letter")
         if message.in_reply_to is None:
             tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
         elif message.in_reply_to in number:
