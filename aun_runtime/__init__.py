@@ -7,7 +7,7 @@ and every message is archived, including those an agent's channel kept from it.
 The public API is what ``__all__`` lists; every other module is private.
 """
 
-from autogen_core import MessageContext, event
+from autogen_core import MessageContext
 
 from protocols.aun import (
     AUNMessage,
@@ -28,7 +28,7 @@ from protocols.errors import (
 )
 
 from ._actor_runtime import AUNActorRuntime
-from ._agent import AUNAgent
+from ._agent import AUNAgent, event
 from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed

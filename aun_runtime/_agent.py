@@ -34,10 +34,12 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, get_type_hints, overload
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
+from autogen_core import event as _autogen_event
+from autogen_core._routed_agent import MessageHandler
 
 from protocols.aun import AUNMessage, JsonPayload, Mention
 from protocols.contract import decode_contract
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from ._payload import PayloadLike
     from ._runtime import AUNRuntime
 
-__all__ = ["AUNAgent"]
+__all__ = ["AUNAgent", "event"]
 
 logger = logging.getLogger("aun_runtime")
 
@@ -68,6 +70,75 @@ def _is_event_handler(handler: Any) -> bool:
     # tests/test_agent.py guards this against a version that changes it).
     router = getattr(handler, "router", None)
     return getattr(router, "__qualname__", "").startswith("event.")
+
+
+_AgentT = TypeVar("_AgentT")
+_ReceivesT = TypeVar("_ReceivesT")
+_HandlerFunction = Callable[[_AgentT, _ReceivesT, MessageContext], Coroutine[Any, Any, None]]
+
+
+@overload
+def event(func: _HandlerFunction[_AgentT, _ReceivesT]) -> MessageHandler[_AgentT, _ReceivesT, None]: ...
+
+
+@overload
+def event(
+    func: None = None, *, match: Callable[[_ReceivesT, MessageContext], bool] | None = ..., strict: bool = ...
+) -> Callable[[_HandlerFunction[_AgentT, _ReceivesT]], MessageHandler[_AgentT, _ReceivesT, None]]: ...
+
+
+def event(
+    func: _HandlerFunction[_AgentT, _ReceivesT] | None = None,
+    *,
+    match: Callable[[_ReceivesT, MessageContext], bool] | None = None,
+    strict: bool = True,
+) -> (
+    MessageHandler[_AgentT, _ReceivesT, None]
+    | Callable[[_HandlerFunction[_AgentT, _ReceivesT]], MessageHandler[_AgentT, _ReceivesT, None]]
+):
+    """autogen-core's ``@event``, with a handler whose type hints are missing or do not resolve refused
+    as a :class:`HandlerDefinitionError` that names the class and method and says how to annotate it
+    (autogen-core's own decorator raises a bare ``AssertionError`` or ``NameError`` there)."""
+
+    def decorator(function: _HandlerFunction[_AgentT, _ReceivesT]) -> MessageHandler[_AgentT, _ReceivesT, None]:
+        _check_annotations(function)
+        try:
+            return _autogen_event(function, match=match, strict=strict)  # type: ignore[call-overload, no-any-return]
+        except AssertionError as exc:
+            raise HandlerDefinitionError(f"{_where(function)}: {exc}. {_how_to_annotate(function)}") from None
+
+    return decorator if func is None else decorator(func)
+
+
+def _where(function: Any) -> str:
+    # "Class.method", without the "<locals>" of a class defined inside a function.
+    return str(getattr(function, "__qualname__", repr(function))).rpartition("<locals>.")[2]
+
+
+def _how_to_annotate(function: Any) -> str:
+    name = getattr(function, "__name__", "handler")
+    return (
+        f"Annotate it as `async def {name}(self, message: AUNMessage, ctx: MessageContext) -> None` "
+        "(or `message: SomeContract` to receive one contract's json payloads decoded)"
+    )
+
+
+def _check_annotations(function: Any) -> None:
+    try:
+        hints = get_type_hints(function)
+    except Exception as exc:  # NameError, or anything else an annotation's evaluation raises
+        raise HandlerDefinitionError(
+            f"{_where(function)}: the type hints of this @event handler do not resolve ({exc}): import or "
+            "define every name they use before the class (a contract class defined further down the "
+            f"module does not exist yet when the handler is decorated). {_how_to_annotate(function)}"
+        ) from None
+    missing = [part for part in ("message", "return") if part not in hints]
+    if missing:
+        what = " and ".join("the return type" if part == "return" else "`message`" for part in missing)
+        raise HandlerDefinitionError(
+            f"{_where(function)}: an @event handler needs type hints on `message` (autogen-core routes "
+            f"by its type) and on its return (`-> None`); {what} has none. {_how_to_annotate(function)}"
+        )
 
 
 class AUNAgent(RoutedAgent):
@@ -100,6 +171,19 @@ class AUNAgent(RoutedAgent):
                     "message; an @event handler of that name would bypass the mailbox and the channel. "
                     "Give the handler another name (for example on_text)"
                 )
+        for name, value in cls.__dict__.items():
+            if hasattr(value, "is_message_handler"):
+                continue
+            for base in cls.__mro__[1:]:
+                if name in base.__dict__:
+                    if _is_event_handler(base.__dict__[name]):
+                        raise HandlerDefinitionError(
+                            f"{cls.__name__}.{name} overrides the @event handler {base.__name__}.{name} "
+                            "without being one, which would silently stop it from receiving messages: "
+                            f"decorate the override with @event too (it may call super().{name}), or "
+                            "give it another name"
+                        )
+                    break
         for name in dir(cls):
             handler = getattr(cls, name, None)
             if hasattr(handler, "is_message_handler") and not _is_event_handler(handler):

@@ -64,7 +64,9 @@ class AgentRegistrationError(AUNError):
 
 
 class HandlerDefinitionError(AUNError, TypeError):
-    """An AUN agent class declares a handler AUN does not allow (``@rpc`` or ``@message_handler``)."""
+    """An AUN agent class declares a handler AUN does not allow (``@rpc`` or ``@message_handler``), an
+    ``@event`` handler without resolvable type hints, or an override that would silently disable an
+    inherited ``@event`` handler."""
 
 
 class BudgetExceeded(AUNError):
