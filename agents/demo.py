@@ -22,11 +22,11 @@ Offline (the default) the model is a deterministic stand-in. Set ``AUN_MODEL`` (
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from autogen_core.models import ChatCompletionClient
 
-from aun_runtime import AUNAgent, AUNRuntime
+from aun_runtime import AUNAgent, AUNRuntime, RecordKind
 from aun_runtime.models import ModelConfig, model_client_from_env
 from protocols.reflection import CodingTaskMsg
 
@@ -37,7 +37,17 @@ from .echo import EchoTwice, Quiet
 from .observer import ObserverAgent
 from .reflection import register_reflection_team
 
-__all__ = ["app", "autonomous_scene", "model_agent_scene", "model_line", "observer_scene", "reflection_scene"]
+__all__ = [
+    "LEGEND",
+    "SCENES",
+    "app",
+    "autonomous_scene",
+    "legend",
+    "model_agent_scene",
+    "model_line",
+    "observer_scene",
+    "reflection_scene",
+]
 
 
 class Herald(AUNAgent):
@@ -132,10 +142,49 @@ async def model_agent_scene(runtime: AUNRuntime) -> None:
         await runtime.settle()
 
 
+Scene = Callable[[AUNRuntime], Awaitable[None]]
+
+SCENES: tuple[tuple[str, Scene], ...] = (
+    ("Autonomous semantics: two replies, silence, a proactive agent, a mention-mode group", autonomous_scene),
+    ("A reflection team: Coder, Executor and Reviewer write, run and fix a program", reflection_scene),
+    ("Observers in a group chat: who speaks, and who keeps silent", observer_scene),
+    ("A model-backed agent: it speaks through send tools and uses its calculator", model_agent_scene),
+)
+
+LEGEND = """\
+How to read the transcript:
+  #N                message number N, in the order sent; replies are indented under what they answer
+  #lobby, #standup  a group (a name after #), not an agent: the message went to its members
+  [re #N]           this message answers message #N
+  [proactive]       an agent spoke on its own, answering nothing
+  @aid              an agent the message mentions (in a mention-mode group, only they are shown it)
+  (aid thinks: ...) what an agent only thought: archived, never sent
+  filtered for ...  members whose channel kept the message from them: archived, never shown to their model
+  no reply          delivered, and nobody answered: silence is a legal answer, not an error
+  !! DEAD LETTER    a message that could not be delivered or handled: a real failure
+  !! LOOP GUARD     a conversation the loop guard stopped
+  !! BUDGET STOP    an agent its budget stopped (model calls, tokens, messages)"""
+
+
+def legend(starts: list[int]) -> str:
+    """The legend, then the scenes and the message number each starts at."""
+    scenes = [
+        f"  {i}. {title} (from #{start})"
+        for i, ((title, _), start) in enumerate(zip(SCENES, starts, strict=True), 1)
+    ]
+    return "\n".join([LEGEND, "Scenes:", *scenes, ""])
+
+
+def _messages_sent(runtime: AUNRuntime) -> int:
+    return runtime.archive.count(kind=RecordKind.SENT)
+
+
 async def app(runtime: AUNRuntime) -> None:
-    """Play the four scenes, one after the other, and let everything settle."""
+    """Play the four scenes, one after the other, and let everything settle; then print how to read
+    the transcript (printed after the application ends) and where each scene starts in it."""
     print(model_line())
-    await autonomous_scene(runtime)
-    await reflection_scene(runtime)
-    await observer_scene(runtime)
-    await model_agent_scene(runtime)
+    starts = []
+    for _, scene in SCENES:
+        starts.append(_messages_sent(runtime) + 1)
+        await scene(runtime)
+    print(legend(starts))

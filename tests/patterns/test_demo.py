@@ -27,3 +27,24 @@ def test_the_demo_prints_all_four_scenes_offline() -> None:
     assert "helper.local -> alice.local [re #28]: <tool_result 432>" in out
     assert "'You need 432 GB of disk in all.'" in out
     assert "0 dead letters · 0 loop stops · 0 budget stops" in out
+
+
+def test_the_demo_explains_its_transcript_before_it() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUN_MODEL")}
+    done = subprocess.run(
+        [sys.executable, "-m", "aun_runtime", "demo"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    legend, transcript = out.split("\n#1 ", 1)  # the legend comes before the first message
+    assert "#lobby, #standup  a group" in legend
+    for mark in ("[re #N]", "thinks", "filtered for", "!! DEAD LETTER", "!! BUDGET STOP", "!! LOOP GUARD"):
+        assert mark in legend, mark
+    # Each scene is named with the message it starts at, and that message opens it in the transcript.
+    assert "1. Autonomous semantics: " in legend and "(from #1)" in legend
+    assert "2. A reflection team: Coder, Executor and Reviewer" in legend and "(from #10)" in legend
+    assert "3. Observers in a group chat" in legend and "(from #17)" in legend
+    assert "4. A model-backed agent" in legend and "(from #24)" in legend
+    assert "\n#10 app.local -> coder.local [new conversation]: 'coding task fib" in transcript
+    assert "\n#17 alice.local -> #standup [new conversation]" in transcript
+    assert "\n#24 alice.local -> helper.local [new conversation]" in transcript
