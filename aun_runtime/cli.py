@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,7 +44,22 @@ def load_app(spec: str) -> App:
     app = getattr(module, attribute, None)
     if not callable(app):
         raise SystemExit(f"error: {module_name} has no callable {attribute!r}")
+    if not _is_async(app):
+        raise SystemExit(f"error: {spec} is not async: {_APP_SIGNATURE}")
     return cast(App, app)
+
+
+#: What an application must be, for the errors that say it is not.
+_APP_SIGNATURE = (
+    "an app is a coroutine function, `async def app(runtime: AUNRuntime) -> None`, that registers agents "
+    "and groups on the started runtime it is given (write `async def`, not `def`)"
+)
+
+
+def _is_async(app: object) -> bool:
+    # A coroutine function, a partial of one, or an object whose __call__ is one.
+    call = getattr(app, "__call__", None)  # noqa: B004 - the method itself is what is checked
+    return inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call)
 
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
