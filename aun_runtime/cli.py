@@ -1,8 +1,9 @@
 """The ``aun-runtime`` command.
 
 ``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript;
-``aun-runtime run module:function`` does the same for any application: an ``async def app(runtime)``
-that registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`. Applications are
+``aun-runtime run module:function`` runs any application: an ``async def app(runtime)`` that
+registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`, and serves it, printing
+the transcript as it grows, until Ctrl-C (or ``--for SECONDS``, or ``--until-idle``). Applications are
 loaded by import string, so the runtime never imports them. With ``--console`` either one serves the
 web console beside the runtime until Ctrl-C; ``aun-runtime console --archive FILE`` watches the
 archive of a runtime running elsewhere (see :mod:`aun_runtime.console`).
@@ -21,7 +22,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import cast
 
+from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
+from ._signals import stop_on_signal
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._agent_cli import add_network_options, network_requested, run_on_network
 from .gateway._cli import add_gateway_parser, run_gateway
@@ -63,7 +66,8 @@ def _is_async(app: object) -> bool:
 
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
-    """Run ``app`` on a fresh runtime until everything it set off has settled."""
+    """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and
+    ``run --until-idle`` in tests): scheduled actions are cancelled then."""
     runtime = AUNRuntime(archive=archive)
     await runtime.start()
     try:
@@ -77,9 +81,63 @@ async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AU
     return runtime
 
 
+async def serve_app(app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False) -> int:
+    """``aun-runtime run``: run ``app``, printing the transcript as it grows, until SIGINT/SIGTERM,
+    for ``seconds``, or (``until_idle``) until everything it set off has settled.
+
+    Returns the exit code: 0 when stopped by a signal; a run that ended by itself is 1 if it had
+    dead letters, loop stops or budget stops, else 0.
+    """
+    runtime = AUNRuntime(archive=archive)
+    stop = stop_on_signal()
+    follower = TranscriptFollower(is_agent=runtime.is_agent)
+    await runtime.start()
+    follow = asyncio.create_task(follow_archive(runtime.archive, follower))
+    stopped_by_signal = False
+    try:
+        await app(runtime)
+        if until_idle:
+            await runtime.stop_when_idle()
+        else:
+            if seconds is None:
+                print("serving; stop with Ctrl-C", flush=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), seconds)
+            stopped_by_signal = stop.is_set()
+    finally:
+        await runtime.stop()
+        follow.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follow
+    print_counters(runtime, archive)
+    runtime.archive.close()
+    if stopped_by_signal:
+        print("stopped", flush=True)
+        return 0
+    return failure_line(runtime)
+
+
+def failure_line(runtime: AUNRuntime) -> int:
+    """For a run that ended by itself: say in one line whether it failed; the exit code (0 or 1)."""
+    stats = runtime.stats
+    if stats.dead_letters or stats.loop_stops or stats.budget_stops:
+        print(
+            f"run failed: {stats.dead_letters} dead letters, {stats.loop_stops} loop stops, "
+            f"{stats.budget_stops} budget stops (exit 1)",
+            flush=True,
+        )
+        return 1
+    return 0
+
+
 def print_summary(runtime: AUNRuntime, archive: str) -> None:
     """Print the transcript and the counters of a run."""
     print(runtime.transcript())
+    print_counters(runtime, archive)
+
+
+def print_counters(runtime: AUNRuntime, archive: str) -> None:
+    """Print the counters of a run (and where its archive is)."""
     stats = runtime.stats
     print(
         f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
@@ -104,8 +162,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--gateway", action="store_true",
         help="run the network team on a local AUN gateway, asked by a plain AUN client (exits by itself)",
     )
-    run = commands.add_parser("run", help="run an application given as module:function")
+    run = commands.add_parser(
+        "run",
+        help="run an application given as module:function; serve until Ctrl-C",
+        description="Run an application (an `async def app(runtime)` given as module:function) and print "
+        "its transcript as it grows, one line per message. It serves until SIGINT/SIGTERM (exit 0, "
+        "after the counters), for --for SECONDS, or with --until-idle until everything the app set off "
+        "has settled (scheduled actions are cancelled then). A run that ends by itself exits 1 if it "
+        "had dead letters, loop stops or budget stops, and says so in one line.",
+    )
     run.add_argument("app", help="e.g. agents.demo:app")
+    ending = run.add_mutually_exclusive_group()
+    ending.add_argument(
+        "--for", dest="seconds", type=float, default=None, metavar="SECONDS",
+        help="stop after SECONDS (Ctrl-C still stops it earlier)",
+    )
+    ending.add_argument(
+        "--until-idle", action="store_true",
+        help="stop once everything sent has been handled; scheduled actions are cancelled",
+    )
     run.add_argument("--archive", default=":memory:", help="SQLite file for the archive (default: in memory)")
     add_network_options(run)
     add_console_options(demo)
@@ -133,6 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return asyncio.run(run_gateway_demo(load_app(DEMO_TEAM_APP), args.archive, print_summary))
     spec = DEMO_APP if args.command == "demo" else args.app
+    if args.command == "run" and (args.seconds is not None or args.until_idle) and (
+        args.console or network_requested(args)
+    ):
+        raise SystemExit("error: --for and --until-idle are for a plain run; with --console or a gateway, "
+                         "run serves until Ctrl-C")
     if args.command == "run" and network_requested(args):
         return run_on_network(load_app(spec), args, print_summary)
     if args.console:
@@ -140,8 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(run_app_with_console(load_app(spec), args, print_summary))
         print("console stopped")
         return 0
-    asyncio.run(run_app(load_app(spec), archive=args.archive))
-    return 0
+    if args.command == "demo":
+        return failure_line(asyncio.run(run_app(load_app(spec), archive=args.archive)))
+    return asyncio.run(
+        serve_app(load_app(spec), archive=args.archive, seconds=args.seconds, until_idle=args.until_idle)
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""The transcript as it grows: one line per new archive record, for a run that serves.
+
+A served run cannot wait for the end to print its transcript (there may be no end), and the nested
+transcript of :func:`~aun_runtime.render_transcript` is not append-only: a reply is placed under
+what it answers, far above the last line printed. So a run prints one line per record as it comes,
+in the order it happened, never reprinting: each message gets the number the final transcript gives
+it (in order of first appearance), and a reply says which one it answers (``re #3``), so the thread
+can still be followed. Deliveries are not printed (the message's own line says it went out); what
+went wrong (dead letters, loop and budget stops) stands out with ``!!``, as in the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import TextIO
+
+from protocols.aun import AUNMessage
+
+from ._archive import Archive, ArchiveRecord, RecordKind
+from ._transcript import _content, _snip
+
+__all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
+
+#: Seconds between two looks at the archive.
+DEFAULT_FOLLOW_INTERVAL = 0.2
+
+
+class TranscriptFollower:
+    """Turns archive records, oldest first, into transcript lines, one per record worth showing."""
+
+    def __init__(self, *, is_agent: Callable[[str], bool] = lambda _: True) -> None:
+        self.is_agent = is_agent
+        self.last_id = 0
+        self._number: dict[str, int] = {}
+
+    def _numbered(self, message: AUNMessage) -> tuple[int, bool]:
+        """The message's number, and whether it is new."""
+        known = self._number.get(message.message_id)
+        if known is not None:
+            return known, False
+        number = self._number[message.message_id] = len(self._number) + 1
+        return number, True
+
+    def _message_line(self, message: AUNMessage, tags: list[str]) -> str:
+        number, _ = self._numbered(message)
+        target = f"#{message.group_id}" if message.group_id else message.to
+        if message.in_reply_to is None:
+            tags.append("proactive" if self.is_agent(message.from_aid) else "new conversation")
+        elif message.in_reply_to in self._number:
+            tags.append(f"re #{self._number[message.in_reply_to]}")
+        return f"#{number} {message.from_aid} -> {target} [{'; '.join(tags)}]: {_content(message)}"
+
+    def lines(self, records: Iterable[ArchiveRecord]) -> list[str]:
+        """The lines of ``records``, each prefixed with the time it was recorded (HH:MM:SS)."""
+        out: list[str] = []
+        for record in records:
+            start = len(out)
+            self._record_lines(record, out)
+            stamp = time.strftime("%H:%M:%S", time.localtime(record.recorded_at / 1000))
+            out[start:] = [f"{stamp} {line}" for line in out[start:]]
+        return out
+
+    def _record_lines(self, record: ArchiveRecord, out: list[str]) -> None:
+        self.last_id = max(self.last_id, record.id)
+        message = record.message
+        known = message is not None and message.message_id in self._number
+        if record.kind is RecordKind.SENT and message is not None and not known:
+            out.append(self._message_line(message, []))
+        elif record.kind in (RecordKind.RECEIVED, RecordKind.FILTERED) and message is not None:
+            if not known:  # sent elsewhere (through a gateway, another worker)
+                out.append(self._message_line(message, ["from outside"]))
+            if record.kind is RecordKind.FILTERED:
+                number = self._number[message.message_id]
+                out.append(
+                    f"    #{number} filtered for {record.owner} ({record.reason or 'filtered'}; archived)"
+                )
+        elif record.kind is RecordKind.THOUGHT:
+            out.append(f"    ({record.owner} thinks: {_snip(record.text)})")
+        elif record.kind is RecordKind.DEAD_LETTER:
+            if message is not None and not known:  # never sent: its recipient does not exist
+                out.append(self._message_line(message, ["dead letter"]))
+            about = f" (#{self._number[message.message_id]})" if message is not None else ""
+            out.append(f"!! DEAD LETTER at {record.owner}{about}: {record.reason}")
+        elif record.kind is RecordKind.LOOP_STOP:
+            out.append(f"!! LOOP GUARD stopped {record.owner}: {record.reason}")
+        elif record.kind is RecordKind.BUDGET_STOP:
+            out.append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
+
+
+async def follow_archive(
+    archive: Archive,
+    follower: TranscriptFollower,
+    *,
+    interval: float = DEFAULT_FOLLOW_INTERVAL,
+    out: TextIO | None = None,
+) -> None:
+    """Print new records' lines every ``interval`` seconds until cancelled (then once more)."""
+    stream = out or sys.stdout
+    try:
+        while True:
+            print_new(archive, follower, stream)
+            await asyncio.sleep(interval)
+    finally:
+        print_new(archive, follower, stream)
+
+
+def print_new(archive: Archive, follower: TranscriptFollower, out: TextIO | None = None) -> None:
+    """Print the lines of every record newer than the last one printed."""
+    stream = out or sys.stdout
+    while True:
+        records = archive.records_after(follower.last_id, limit=1000)
+        if not records:
+            break
+        for line in follower.lines(records):
+            print(line, file=stream)
+        stream.flush()
