@@ -1,7 +1,7 @@
 """``aun-runtime gateway``: run a local AUN gateway until interrupted, and say how to reach it.
 
 It prints the gateway URL, the issuer domain and where the development root certificate is, which is
-all an AUN client needs (see the README's "Local AUN gateway" section). ``--json`` prints the same as
+all an AUN client needs (see docs/gateway.md). ``--json`` prints the same as
 one JSON line instead, for scripts and supervisors that start the gateway as a subprocess.
 """
 

@@ -1,4 +1,4 @@
-"""The README's client example, run as written against a gateway (only the URL and root path change)."""
+"""The gateway page's client example (docs/gateway.md), run as written against a gateway (only the URL and root path change)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 from aun_runtime.gateway import GatewayServer
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
 
 
 def _example() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     block = text.split("<!-- gateway-client-example", 1)[1].split("```python\n", 1)[1]
     return block.split("```", 1)[0]
 
