@@ -195,6 +195,8 @@ class AUNRuntime:
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
         self._outbound: OutboundRoute | None = None
+        #: Group members already warned about as registered nowhere (one warning per AID).
+        self._warned_absent: set[str] = set()
         self._serializer_count = 0
         self._register_serializers()
 
@@ -460,7 +462,10 @@ class AUNRuntime:
         validate_group_id(group_id)
         if self._directory is not None:
             member_list = [validate_aid(aid) for aid in members]
-            return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
+            info = await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
+            for aid in member_list:
+                self._warn_if_absent(group_id, aid)
+            return info
         if group_id in self._groups:
             raise AgentRegistrationError(f"group {group_id} already exists")
         group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
@@ -473,15 +478,40 @@ class AUNRuntime:
         """Add ``aid`` to a group; it sees the group's messages posted from now on."""
         if self._directory is not None:
             await self._directory.add_member(group_id, validate_aid(aid))
+            self._warn_if_absent(group_id, aid)
             return
         group = self._group(group_id)
         validate_aid(aid)
         if aid in group.members:
             return
         group.members.add(aid)
+        self._warn_if_absent(group_id, aid)
         group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
         if aid in self._endpoints:
             await self._subscribe(group, aid)
+
+    def _warn_if_absent(self, group_id: str, aid: str) -> None:
+        """Say so, once per AID, when a group member of the local domain is registered nowhere.
+
+        Not an error: the agent may be registered later, and then receives what is posted from then
+        on. A member of another domain, any member while a gateway route is set, and one another
+        process of the cluster holds are reached elsewhere, so they are not warned about.
+        """
+        if (
+            aid in self._endpoints
+            or aid in self._warned_absent
+            or aid_domain(aid) != self.domain
+            or self._outbound is not None
+            or self._held_elsewhere(aid)
+        ):
+            return
+        self._warned_absent.add(aid)
+        logger.warning(
+            "group %s: member %s is not registered: its copies of group messages will be dead letters "
+            "until an agent with that AID is registered (register_agent(%r, ...) before anything is posted, "
+            "or check the AID for a typo)",
+            group_id, aid, aid,
+        )
 
     async def _subscribe(self, group: GroupState, aid: str) -> None:
         # Only local agents hold a subscription: the core could not deliver to anyone else, and one
