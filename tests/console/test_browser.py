@@ -26,7 +26,7 @@ from aun_runtime import (
     event,
 )
 from aun_runtime.console import Console
-from aun_runtime.testing import Bouncer, Forwarder, Pondering, Raiser, Speaker
+from aun_runtime.testing import Bouncer, Forwarder, Pondering, Raiser, Replier, Silent, Speaker
 
 from .conftest import TEST_POLL_INTERVAL, TIMEOUT
 
@@ -266,7 +266,13 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
 
         await _open(page, "app.local ↔ raiser.local")
         failed = _thread(page, "boom")
-        await expect(_status(failed)).to_have_text("delivered")  # it arrived; the handler failed on it
+        # It arrived, and the handler failed on it: a failure, in red, never a calm "✓ delivered".
+        await expect(_status(failed)).to_have_text("delivered · dead letter")
+        await expect(_status(failed)).to_have_attribute("data-status", "dead")
+        await expect(failed).to_have_class(re.compile(r"\bfailure\b"))
+        assert _reddish(await _status(failed).evaluate("el => getComputedStyle(el).backgroundColor"))
+        shown = await _status(failed).evaluate("el => getComputedStyle(el, '::before').content")
+        assert "✓" not in shown, shown
         await expect(failed.locator(".alert.dead-letter")).to_contain_text("dead letter at raiser.local")
 
         await _open(page, "ping.local ↔ pong.local")
@@ -309,6 +315,45 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         await expect(page.locator("#view-header h2")).to_have_text("fwd.local ↔ raiser.local")
         await expect(_thread(page, "fwd: pass it on").locator(":scope > header .tag.re")).to_have_text(
             "re “pass it on” in app.local ↔ fwd.local"
+        )
+        await page.close()  # before the console stops, so the page does not try to reconnect
+    await runtime.close()
+
+
+async def test_what_the_toggle_hides_leaves_no_empty_header_or_stray_separator(page: Page) -> None:
+    runtime = AUNRuntime()
+    await runtime.start()
+    async with Console(runtime, poll_interval=TEST_POLL_INTERVAL) as console:
+        await page.goto(console.url)
+        await expect(page.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
+        await runtime.register_agent("echo.local", lambda: Replier(times=2))
+        await runtime.register_agent("quiet.local", Silent)
+        inbox = await runtime.open_inbox("app.local")
+        await runtime.create_group(
+            "desk", ["echo.local", "quiet.local", "app.local"], dispatch_mode="mention"
+        )
+
+        # Delivered to echo, filtered for quiet; echo's two replies name nobody, so the channel keeps
+        # them from everyone: both are filtered, and hidden until the toggle is on.
+        await inbox.group_send("desk", "echo, twice please", mentions=["echo.local"])
+        await _open(page, "#desk")
+        asked = _thread(page, "echo, twice please")
+        box = asked.locator(":scope > .replies")
+        await expect(box.locator(":scope > article.msg")).to_have_count(2, timeout=WAIT_MS)
+        await expect(box.locator(":scope > article.msg.muted")).to_have_count(2)
+        # No "2 replies" header standing over nothing.
+        await expect(box).to_be_hidden()
+        await expect(asked.locator(".replies-head")).to_be_hidden()
+        # The fate line ends with what is shown, not with the separator of the hidden part.
+        fate = asked.locator(":scope > .fate")
+        await expect(fate).to_have_text("delivered to echo.local", use_inner_text=True)
+
+        await page.check("#show-muted")
+        await expect(box).to_be_visible()
+        await expect(box.locator(":scope > .replies-head")).to_have_text("2 replies")
+        await expect(fate).to_have_text(
+            "delivered to echo.local · filtered for quiet.local (mention mode: not mentioned; archived)",
+            use_inner_text=True,
         )
         await page.close()  # before the console stops, so the page does not try to reconnect
     await runtime.close()

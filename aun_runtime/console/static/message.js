@@ -75,7 +75,11 @@ function fateLine(e) {
   }
   if (!parts.length) return null;
   const line = h("div", { class: "fate" });
-  parts.forEach((part, i) => { if (i) line.append(h("span", { class: "sep", text: " · " })); line.append(part); });
+  // A separator hides with the part after it: no stray " · " at the end when the toggle is off.
+  parts.forEach((part, i) => {
+    if (i) line.append(h("span", { class: `sep${part.classList.contains("hideable") ? " hideable" : ""}`, text: " · " }));
+    line.append(part);
+  });
   return line;
 }
 
@@ -140,9 +144,12 @@ export function drawMessage(e, depth) {
   const elsewhere = elsewhereLine(e);
   if (elsewhere) el.append(elsewhere);
   if (replies.length) {
-    const box = h("div", { class: `replies${depth >= 4 ? " flat" : ""}`, "data-count": replies.length },
+    const drawn = replies.map((child) => drawMessage(child, depth + 1));
+    // Replies the toggle hides, every one of them: their header hides with them.
+    const allHideable = drawn.every((child) => child.classList.contains("hideable"));
+    const box = h("div", { class: `replies${depth >= 4 ? " flat" : ""}${allHideable ? " hideable" : ""}`, "data-count": replies.length },
       h("div", { class: "replies-head", text: replies.length === 1 ? "1 reply" : `${replies.length} replies` }));
-    for (const child of replies) box.append(drawMessage(child, depth + 1));
+    box.append(...drawn);
     el.append(box);
   }
   return el;

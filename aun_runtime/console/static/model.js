@@ -201,7 +201,8 @@ export function repliesOf(e) {
 export function statusOf(e) {
   if (e.loopStop) return { cls: "stopped", label: "stopped by loop guard" };
   if (e.budgetRefused) return { cls: "stopped", label: "stopped by budget" };
-  if (e.dead.length && !e.receivers.length) return { cls: "dead", label: "dead letter" };
+  // Delivered and then dead-lettered (its handler failed on it) is a failure, never a calm "delivered".
+  if (e.dead.length) return { cls: "dead", label: e.receivers.length ? "delivered · dead letter" : "dead letter" };
   if (e.receivers.length) return { cls: "delivered", label: "delivered" };
   if (e.filtered.length) return { cls: "filtered", label: "filtered · archived" };
   return { cls: "sent", label: "sent" };
