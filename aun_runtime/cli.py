@@ -26,7 +26,13 @@ from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._signals import stop_on_signal
 from .distributed._cli import add_commands as add_distributed_commands
-from .gateway._agent_cli import add_network_options, network_requested, run_on_network
+from .gateway._agent_cli import (
+    add_client_log_option,
+    add_network_options,
+    network_requested,
+    quiet_client_logs,
+    run_on_network,
+)
 from .gateway._cli import add_gateway_parser, run_gateway
 
 App = Callable[[AUNRuntime], Awaitable[None]]
@@ -162,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--gateway", action="store_true",
         help="run the network team on a local AUN gateway, asked by a plain AUN client (exits by itself)",
     )
+    add_client_log_option(demo)
     run = commands.add_parser(
         "run",
         help="run an application given as module:function; serve until Ctrl-C",
@@ -206,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "
                              "`aun-runtime run agents.network:team --gateway-url URL --console`")
 
+        quiet_client_logs(args)
         return asyncio.run(run_gateway_demo(load_app(DEMO_TEAM_APP), args.archive, print_summary))
     spec = DEMO_APP if args.command == "demo" else args.app
     if args.command == "run" and (args.seconds is not None or args.until_idle) and (

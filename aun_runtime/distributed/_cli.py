@@ -143,6 +143,7 @@ def _run_worker(args: argparse.Namespace) -> int:
             return 1
         core = runtime.core
         await app(runtime)
+        core.log_registered()  # type: ignore[attr-defined]
         print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)  # type: ignore[attr-defined]
         await stop.wait()
         await runtime.stop()

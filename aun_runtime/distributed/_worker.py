@@ -302,14 +302,23 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         await self.directory.announce()
         self.directory.online = True
         self._started = True
-        held = [t for t in self._types if not t.startswith(WORKER_AGENT_PREFIX)]
-        logger.info("worker %s: registered %d AIDs: %s", self.name, len(held), ", ".join(held) or "-")
+        if self.held_aids():  # a worker started before its app registers anything says so later
+            self.log_registered()
         self._outbox.connected = True
         self._identity_refused = False
         if self._acks.pending:  # what was handled while the link was down
             self._acks.flush()
         self._outbox.restart()
         self._changed()
+
+    def held_aids(self) -> list[str]:
+        """The AIDs this worker has registered with the host (its own internal agents left out)."""
+        return [t for t in self._types if not t.startswith(WORKER_AGENT_PREFIX)]
+
+    def log_registered(self) -> None:
+        """Log one line with the AIDs this worker holds."""
+        held = self.held_aids()
+        logger.info("worker %s: registered %d AIDs: %s", self.name, len(held), ", ".join(held) or "-")
 
     def _on_refused(self, error: grpc.aio.AioRpcError) -> None:
         refusal = WorkerIdentityError(f"the host at {self._link.address} refused worker {self.name}: {error.details()}")

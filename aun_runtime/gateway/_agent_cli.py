@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 from .._runtime import AUNRuntime
 from .._signals import stop_on_signal
 from ._agent_config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
+from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._gateway_agent import GatewayAgent, GatewayAgentError
 
-__all__ = ["add_network_options", "network_requested", "run_on_network"]
+__all__ = ["add_client_log_option", "add_network_options", "network_requested", "quiet_client_logs", "run_on_network"]
 
 App = Callable[[AUNRuntime], Awaitable[None]]
 Summary = Callable[[AUNRuntime, str], None]
@@ -53,6 +54,16 @@ def add_network_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--plaintext", action="store_true", help="send direct messages without end-to-end encryption")
     group.add_argument("--json", action="store_true", help="print lifecycle events as JSON lines")
+    add_client_log_option(group)
+
+
+def add_client_log_option(parser: Any) -> None:
+    """``--client-log-level``: how much of the AUN client's own logging reaches stderr."""
+    parser.add_argument(
+        "--client-log-level", default=None, choices=CLIENT_LOG_LEVELS,
+        help=f"what the AUN client itself prints on stderr (default: ${CLIENT_LOG_ENV}, else warnings and "
+        "errors, and only errors from its agent.md store); debug shows everything",
+    )
 
 
 def network_requested(args: argparse.Namespace) -> bool:
@@ -62,8 +73,17 @@ def network_requested(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "gateway_url", None) or os.environ.get(ENV_URL))
 
 
+def quiet_client_logs(args: argparse.Namespace) -> str | None:
+    """Set the AUN client's stderr level from ``--client-log-level`` or the environment; the level
+    asked for (None: the default)."""
+    level = client_log_level(getattr(args, "client_log_level", None))
+    set_client_log_level(level)
+    return level
+
+
 def run_on_network(app: App, args: argparse.Namespace, summary: Summary) -> int:
     """Run ``app`` with its agents on the network until SIGINT/SIGTERM; 2 on a configuration error."""
+    quiet_client_logs(args)
     try:
         return asyncio.run(_serve(app, args, summary))
     except (OSError, ValueError) as exc:
@@ -84,6 +104,7 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
         expose=split_aids(args.expose) if args.expose else None,
         root_ca_path=args.root_ca,
         encrypt=False if args.plaintext else None,
+        client_log_level=client_log_level(getattr(args, "client_log_level", None)),
     )
     domain = args.domain or await announced_issuer(config.gateway_url) or "local"
     stop = stop_on_signal()
