@@ -6,7 +6,8 @@ registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`, and s
 the transcript as it grows, until Ctrl-C (or ``--for SECONDS``, or ``--until-idle``). Applications are
 loaded by import string, so the runtime never imports them. With ``--console`` either one serves the
 web console beside the runtime until Ctrl-C; ``aun-runtime console --archive FILE`` watches the
-archive of a runtime running elsewhere (see :mod:`aun_runtime.console`).
+archive of a runtime running elsewhere (see :mod:`aun_runtime.console`), and ``aun-runtime transcript
+--archive A --archive B`` prints the archives of several runtimes as one transcript.
 """
 
 from __future__ import annotations
@@ -192,6 +193,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_network_options(run)
     add_console_options(demo)
     add_console_options(run)
+    transcript = commands.add_parser(
+        "transcript",
+        help="print the transcript of one or more archive files (read-only), merged",
+        description="Print the transcript of archive files, read-only (their runtimes may still be writing "
+        "them). Several --archive (the workers of a cluster, runtimes joined through gateways) are merged "
+        "into one transcript by the time each record was made; a message sent in one archive and received "
+        "in another is shown once, with its delivery.",
+    )
+    transcript.add_argument(
+        "--archive", action="append", required=True, metavar="FILE",
+        help="an archive file; give it once per archive to merge",
+    )
     add_console_command(commands)
     add_gateway_parser(commands)
     add_distributed_commands(commands)
@@ -200,6 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.command == "transcript":
+        from ._merge import merged_transcript
+
+        try:
+            print(merged_transcript(args.archive))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"error: {exc}") from None
+        return 0
     if args.command == "console":
         return run_console(args)
     if args.command == "gateway":

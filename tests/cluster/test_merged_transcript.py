@@ -1,0 +1,72 @@
+"""``aun-runtime transcript --archive A --archive B``: the archives of a team split across workers,
+read while the workers still run, make one transcript, the same as the team's in one process."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from aun_runtime import AUNRuntime
+
+from . import apps
+from .processes import ROOT, Process, query, start_worker, wait_until
+
+APPS = "tests.cluster.apps"
+
+
+def _transcript(*archives: Path) -> str:
+    args = [a for archive in archives for a in ("--archive", str(archive))]
+    done = subprocess.run(
+        [sys.executable, "-m", "aun_runtime", "transcript", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _shape(transcript: str) -> list[str]:
+    """The lines without message numbers, and with each list of recipients sorted: both follow the
+    order of arrival, which differs across processes."""
+
+    def recipients(found: re.Match[str]) -> str:
+        return found.group(1) + ", ".join(sorted(found.group(2).split(", ")))
+
+    return [
+        re.sub(r"(delivered to |filtered for )([^·(]+?)(?= ·| \(|$)", recipients, re.sub(r"#\d+", "#n", line))
+        for line in transcript.splitlines()
+    ]
+
+
+async def test_the_archives_of_several_workers_merge_into_the_one_process_transcript(
+    host: str, procs: list[Process], tmp_path: Path
+) -> None:
+    single = tmp_path / "single.sqlite"
+    runtime = AUNRuntime(archive=single)
+    await runtime.start()
+    await apps.team_in_one_process(runtime)
+    await runtime.settle()
+    await runtime.close()
+    expected = _transcript(single)
+
+    side_a, side_b, kick = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "kick.sqlite"
+    procs.append(start_worker(host, f"{APPS}:team_writer_side", side_a))
+    procs.append(start_worker(host, f"{APPS}:team_reviewer_side", side_b))
+    procs.append(start_worker(host, f"{APPS}:team_kickoff", kick))
+    wait_until(
+        lambda: bool(query(side_a, "SELECT 1 FROM archive WHERE owner='app.local' AND kind='received'")),
+        what="the final post to reach app.local",
+    )
+    wait_until(
+        lambda: len(query(side_b, "SELECT 1 FROM archive WHERE owner='scribe.local' AND kind='received'")) >= 1,
+        what="the scribe's post",
+    )
+    merged = _transcript(side_a, side_b, kick)
+
+    assert "from outside" not in merged  # each message is sent in one archive, received in another
+    assert "task: a haiku about queues" in merged and "final: draft 3" in merged
+    assert "delivered to reviewer.local" in merged  # sent in a.sqlite, received in b.sqlite
+    assert sorted(_shape(merged)) == sorted(_shape(expected))
+    alone = _transcript(side_b)  # one worker's archive alone: what came from elsewhere says so
+    assert "from outside" in alone
