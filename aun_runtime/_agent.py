@@ -41,7 +41,7 @@ from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 from autogen_core import event as _autogen_event
 from autogen_core._routed_agent import MessageHandler
 
-from protocols.aun import AUNMessage, JsonPayload, Mention
+from protocols.aun import AUNMessage, DispatchMode, JsonPayload, Mention, TextPayload
 from protocols.contract import decode_contract
 
 from ._archive import ArchiveRecord, RecordKind
@@ -362,11 +362,29 @@ class AUNAgent(RoutedAgent):
     async def reply(
         self, payload: PayloadLike, *, mentions: Sequence[str | Mention] | None = None
     ) -> AUNMessage:
-        """Answer the message being handled: to its group if it came through one, else to its sender."""
+        """Answer the message being handled: to its group if it came through one, else to its sender.
+
+        In a ``mention`` group a message that names nobody is filtered for every member, so a text
+        reply there mentions the sender of the message answered unless ``mentions`` is given: pass
+        ``mentions=[...]`` to name others instead, or ``mentions=[]`` to mention nobody. A json or
+        other non-text reply carries no mentions, so it gets none by default either.
+
+        Args:
+            payload: as for :meth:`send`.
+            mentions: who to mention in a group (ignored for a direct reply); None means the default
+                above, ``[]`` means no mentions.
+        """
         inbound = self.inbound
         if inbound is None:
             raise RuntimeError("reply() needs a message being handled; use send() to start a conversation")
         if inbound.group_id is not None:
+            if (
+                mentions is None
+                and inbound.dispatch_mode is DispatchMode.MENTION
+                and inbound.from_aid != self.aid
+                and (isinstance(payload, str) or (type(payload) is TextPayload and not payload.mentions))
+            ):
+                mentions = [inbound.from_aid]
             return await self.group_send(inbound.group_id, payload, mentions=mentions, in_reply_to=inbound)
         return await self.send(inbound.from_aid, payload, in_reply_to=inbound)
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from autogen_core import MessageContext, event
+from autogen_core import MessageContext
 from autogen_core.models import UserMessage
 
 from protocols.aun import AUNMessage
 
-from ._agent import AUNAgent
+from ._agent import AUNAgent, event
 from .models import ScriptedChatCompletionClient, metered
 
 __all__ = ["Bouncer", "Forwarder", "Gate", "Pondering", "Raiser", "Recorder", "Replier", "Silent", "Speaker"]
@@ -60,16 +60,21 @@ class Recorder(AUNAgent):
 
 
 class Replier(AUNAgent):
-    """Answers each message ``times`` times (0 is a legal number of answers)."""
+    """Answers each message ``times`` times (0 is a legal number of answers).
 
-    def __init__(self, times: int = 1) -> None:
+    ``mentions`` is passed to each :meth:`~AUNAgent.reply`: None (the default) mentions the asker in
+    a mention group, ``[]`` mentions nobody.
+    """
+
+    def __init__(self, times: int = 1, *, mentions: Sequence[str] | None = None) -> None:
         super().__init__(f"answers each message {times} times")
         self.times = times
+        self.mentions = mentions
 
     @event
     async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
         for n in range(1, self.times + 1):
-            await self.reply(f"answer {n} of {self.times} to: {message.text}")
+            await self.reply(f"answer {n} of {self.times} to: {message.text}", mentions=self.mentions)
 
 
 class Silent(AUNAgent):

@@ -326,7 +326,7 @@ async def test_what_the_toggle_hides_leaves_no_empty_header_or_stray_separator(p
     async with Console(runtime, poll_interval=TEST_POLL_INTERVAL) as console:
         await page.goto(console.url)
         await expect(page.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
-        await runtime.register_agent("echo.local", lambda: Replier(times=2))
+        await runtime.register_agent("echo.local", lambda: Replier(times=2, mentions=[]))
         await runtime.register_agent("quiet.local", Silent)
         inbox = await runtime.open_inbox("app.local")
         await runtime.create_group(
