@@ -462,10 +462,7 @@ class AUNRuntime:
         validate_group_id(group_id)
         if self._directory is not None:
             member_list = [validate_aid(aid) for aid in members]
-            info = await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
-            for aid in member_list:
-                self._warn_if_absent(group_id, aid)
-            return info
+            return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
         if group_id in self._groups:
             raise AgentRegistrationError(f"group {group_id} already exists")
         group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
@@ -478,24 +475,23 @@ class AUNRuntime:
         """Add ``aid`` to a group; it sees the group's messages posted from now on."""
         if self._directory is not None:
             await self._directory.add_member(group_id, validate_aid(aid))
-            self._warn_if_absent(group_id, aid)
             return
         group = self._group(group_id)
         validate_aid(aid)
         if aid in group.members:
             return
         group.members.add(aid)
-        self._warn_if_absent(group_id, aid)
         group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
         if aid in self._endpoints:
             await self._subscribe(group, aid)
 
     def _warn_if_absent(self, group_id: str, aid: str) -> None:
-        """Say so, once per AID, when a group member of the local domain is registered nowhere.
+        """Say so, once per AID, when a post to a group meets a local-domain member registered nowhere.
 
-        Not an error: the agent may be registered later, and then receives what is posted from then
-        on. A member of another domain, any member while a gateway route is set, and one another
-        process of the cluster holds are reached elsewhere, so they are not warned about.
+        Said at the first post rather than when the member is added: registering an agent after the
+        group that names it is legitimate (it receives what is posted from then on). A member of
+        another domain, any member while a gateway route is set, and one another process of the
+        cluster holds are reached elsewhere, so they are never warned about.
         """
         if (
             aid in self._endpoints
@@ -507,9 +503,9 @@ class AUNRuntime:
             return
         self._warned_absent.add(aid)
         logger.warning(
-            "group %s: member %s is not registered: its copies of group messages will be dead letters "
-            "until an agent with that AID is registered (register_agent(%r, ...) before anything is posted, "
-            "or check the AID for a typo)",
+            "group %s: member %s is not registered: its copies of group messages are dead letters until "
+            "an agent with that AID is registered (register_agent(%r, ...) before posting, or check the "
+            "AID for a typo)",
             group_id, aid, aid,
         )
 
@@ -755,6 +751,7 @@ class AUNRuntime:
             if self._outbound is not None:
                 await send_copy_out(self, self._outbound, message, aid)
             else:
+                self._warn_if_absent(group_id, aid)
                 self._dead_letter(aid, message, self._no_agent(aid))
         return message
 
@@ -811,6 +808,7 @@ class AUNRuntime:
                 if self._outbound is not None:
                     await send_copy_out(self, self._outbound, message, aid)
                 else:
+                    self._warn_if_absent(group_id, aid)
                     self._dead_letter(aid, message, self._no_agent(aid))
                 continue
             await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
