@@ -222,7 +222,7 @@ async def test_facade_agents_with_scheduled_actions_are_not_evicted() -> None:
         await runtime.send("rec.local", "hello")
         await runtime.settle()
         assert await core.evict_idle() == 1  # the recorder, not the agent with a live schedule
-        assert core.instances == 1
+        assert core.instances == 2  # and not the app inbox the send without a sender opened
         await runtime.stop()
 
 
