@@ -20,7 +20,7 @@ from ._errors import CassetteFileError, CassetteMissError, ModelConfigError
 from ._metered import MeteredChatCompletionClient, metered
 from ._offline import OfflineChatCompletionClient
 from ._request import ModelRequest, canonical_json
-from ._scripted import Answer, Responder, ScriptedChatCompletionClient
+from ._scripted import Answer, Responder, ScriptedChatCompletionClient, function_calls
 
 __all__ = [
     "CASSETTE_FORMAT",
@@ -40,6 +40,7 @@ __all__ = [
     "Responder",
     "ScriptedChatCompletionClient",
     "canonical_json",
+    "function_calls",
     "metered",
     "model_client_from_env",
     "resolve_model",

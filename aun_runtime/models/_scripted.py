@@ -10,15 +10,18 @@ and when a cassette is authored offline (wrap it in a recording
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
+from autogen_core import FunctionCall
 from autogen_core.models import CreateResult, ModelInfo, RequestUsage
 
 from ._cassette import DEFAULT_MODEL_INFO
 from ._offline import OfflineChatCompletionClient
 from ._request import ModelRequest
 
-__all__ = ["Answer", "Responder", "ScriptedChatCompletionClient"]
+__all__ = ["Answer", "Responder", "ScriptedChatCompletionClient", "function_calls"]
 
 #: A text answer, the chunks of a streamed text answer, or a full result (e.g. with function calls).
 Answer = str | Sequence[str] | CreateResult
@@ -57,3 +60,24 @@ def as_result(answer: Answer, request: ModelRequest) -> tuple[CreateResult, list
     usage = RequestUsage(prompt_tokens=prompt, completion_tokens=len(text) // 4)
     result = CreateResult(finish_reason="stop", content=text, usage=usage, cached=False)
     return result, (chunks if not isinstance(answer, str) else None)
+
+
+def function_calls(*calls: tuple[str, Mapping[str, Any]], id_prefix: str = "call") -> CreateResult:
+    """A result that calls tools, ``(name, arguments)`` each: how a scripted model speaks through an
+    agent's send tools (``reply``, ``send_message``...) or uses its local tools.
+
+    Call ids are ``<id_prefix>-1``, ``<id_prefix>-2``...; arguments are written with sorted keys, so
+    the same calls make the same request afterwards (content-keyed cassettes depend on it).
+
+    Example:
+        >>> result = function_calls(("reply", {"text": "hi"}), ("reply", {"text": "again"}))
+        >>> [(call.id, call.name, call.arguments) for call in result.content]
+        [('call-1', 'reply', '{"text": "hi"}'), ('call-2', 'reply', '{"text": "again"}')]
+    """
+    content = [
+        FunctionCall(id=f"{id_prefix}-{n}", name=name, arguments=json.dumps(dict(arguments), sort_keys=True))
+        for n, (name, arguments) in enumerate(calls, start=1)
+    ]
+    completion = sum(len(call.arguments) for call in content) // 4
+    usage = RequestUsage(prompt_tokens=0, completion_tokens=completion)
+    return CreateResult(finish_reason="function_calls", content=content, usage=usage, cached=False)

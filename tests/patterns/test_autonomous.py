@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autogen_core import FunctionCall
-from autogen_core.models import ChatCompletionClient, CreateResult, RequestUsage
+from autogen_core.models import ChatCompletionClient, CreateResult
 from autogen_core.tools import FunctionTool
 from models import model_shapes
 from models.openai_stand_in import OpenAIStandIn, openai_stand_in
@@ -31,7 +30,12 @@ from aun_runtime import (
     ToolCallPayload,
     ToolResultPayload,
 )
-from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient, model_client_from_env
+from aun_runtime.models import (
+    ModelRequest,
+    ScriptedChatCompletionClient,
+    function_calls,
+    model_client_from_env,
+)
 
 MEMBERS = [f"m{n}.local" for n in range(5)]
 
@@ -251,16 +255,7 @@ def scripted(
         said = respond(request)
         if isinstance(said, str):
             return said
-        calls = [
-            FunctionCall(id=f"c{n}", name=name, arguments=json.dumps(args))
-            for n, (name, args) in enumerate(said)
-        ]
-        return CreateResult(
-            finish_reason="function_calls",
-            content=calls,
-            usage=RequestUsage(prompt_tokens=5, completion_tokens=5),
-            cached=False,
-        )
+        return function_calls(*said)
 
     return ScriptedChatCompletionClient(answer)
 
