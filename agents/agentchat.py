@@ -46,7 +46,7 @@ from autogen_agentchat.base import ChatAgent, Response
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMessage
 from autogen_core import CancellationToken
 
-from aun_runtime import AUNAgent, AUNMessage, DispatchMode, MessageContext, ModelBudgetExceeded, event
+from aun_runtime import AUNAgent, AUNMessage, MessageContext, ModelBudgetExceeded, event
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
 from ._model_calls import speaker_name
@@ -139,9 +139,7 @@ class AgentChatAgent(AUNAgent):
             why = answer.lstrip()[len(self.silence_marker) :].strip()
             self.think(f"silent on {message.from_aid}'s message" + (f": {why}" if why else ""))
             return
-        # In a mention group nobody sees a message that names no one: name the one being answered.
-        mentions = [message.from_aid] if message.dispatch_mode is DispatchMode.MENTION else None
-        await self.reply(answer, mentions=mentions)
+        await self.reply(answer)  # in a mention group, reply() names the one being answered
 
     async def save_state(self) -> Mapping[str, Any]:
         """The chat agent's own state (its memory of the conversation), under ``"agentchat"``."""

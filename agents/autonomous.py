@@ -58,7 +58,6 @@ from aun_runtime import (
     AUNAgent,
     AUNMessage,
     BudgetExceeded,
-    DispatchMode,
     HopLimitExceeded,
     MessageContext,
     event,
@@ -299,10 +298,8 @@ class AutonomousAgent(AUNAgent):
         do better if asked again (a wrong AID could be corrected; a budget stop could not)."""
         try:
             if name == REPLY:
-                inbound = self.inbound
-                assert inbound is not None  # a turn always acts on a message
-                mentions = [inbound.from_aid] if inbound.dispatch_mode is DispatchMode.MENTION else None
-                sent = await self.reply(string_argument(arguments, "text"), mentions=mentions)
+                # In a mention group reply() names the sender of the message answered.
+                sent = await self.reply(string_argument(arguments, "text"))
             elif name == SEND_MESSAGE:
                 # Sent while acting on a message, so it answers that message: a transcript shows it
                 # under its cause, as it shows a reply.

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from autogen_core.models import CreateResult, LLMMessage, SystemMessage, UserMessage
 
-from aun_runtime import ArchiveRecord, AUNAgent, AUNMessage, DispatchMode, MessageContext, RecordKind, event
+from aun_runtime import ArchiveRecord, AUNAgent, AUNMessage, MessageContext, RecordKind, event
 from protocols.observer import (
     ObserverDecision,
     ObserverOutput,
@@ -99,9 +99,7 @@ class ObserverAgent(AUNAgent):
             reason = f": {output.note}" if output.note else ""
             self.think(f"silent on {message.from_aid}'s message{reason}")
             return
-        # In a mention group nobody sees a message that names no one: name the one being answered.
-        mentions = [message.from_aid] if message.dispatch_mode is DispatchMode.MENTION else None
-        await self.reply(output.text, mentions=mentions)
+        await self.reply(output.text)  # in a mention group, reply() names the one being answered
 
     def model_messages(self, message: AUNMessage) -> list[LLMMessage]:
         """What the model is shown: the observer prompt, the recent conversation, the new message."""

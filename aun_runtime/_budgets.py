@@ -88,7 +88,14 @@ class Budgets:
     def unlimited(cls) -> Budgets:
         """Budgets that never stop anything (the hop guard still bounds depth). For comparisons."""
         big = 2**62
-        return cls(big, big, big, big, big, big, 60.0, 10_000)
+        return cls(
+            thread_messages=big,
+            unaddressed_replies=big,
+            model_calls_per_thread=big,
+            model_tokens_per_thread=big,
+            model_calls_per_window=big,
+            model_tokens_per_window=big,
+        )
 
     def but(self, **changes: int | float) -> Budgets:
         """A copy with some limits changed: ``DEFAULT_BUDGETS.but(model_calls_per_thread=20)``."""

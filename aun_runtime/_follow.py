@@ -20,7 +20,7 @@ from typing import TextIO
 from protocols.aun import AUNMessage
 
 from ._archive import Archive, ArchiveRecord, RecordKind
-from ._transcript import _content, _snip
+from ._transcript import _snip, message_line
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
 
@@ -36,22 +36,9 @@ class TranscriptFollower:
         self.last_id = 0
         self._number: dict[str, int] = {}
 
-    def _numbered(self, message: AUNMessage) -> tuple[int, bool]:
-        """The message's number, and whether it is new."""
-        known = self._number.get(message.message_id)
-        if known is not None:
-            return known, False
-        number = self._number[message.message_id] = len(self._number) + 1
-        return number, True
-
     def _message_line(self, message: AUNMessage, tags: list[str]) -> str:
-        number, _ = self._numbered(message)
-        target = f"#{message.group_id}" if message.group_id else message.to
-        if message.in_reply_to is None:
-            tags.append("proactive" if self.is_agent(message.from_aid) else "new conversation")
-        elif message.in_reply_to in self._number:
-            tags.append(f"re #{self._number[message.in_reply_to]}")
-        return f"#{number} {message.from_aid} -> {target} [{'; '.join(tags)}]: {_content(message)}"
+        self._number.setdefault(message.message_id, len(self._number) + 1)  # numbered on first sight
+        return message_line(message, self._number, self.is_agent, tags)
 
     def lines(self, records: Iterable[ArchiveRecord]) -> list[str]:
         """The lines of ``records``, each prefixed with the time it was recorded (HH:MM:SS)."""

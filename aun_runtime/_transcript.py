@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from protocols.aun import AIDMention, AUNMessage, ToolCallPayload, ToolResultPayload
 
@@ -84,22 +84,14 @@ def render_transcript(
     def render(message_id: str, depth: int) -> None:
         message = sent[message_id]
         pad = _INDENT * depth
-        target = f"#{message.group_id}" if message.group_id else message.to
         tags = []
         if message_id in outside:
             tags.append("from outside")
         if message_id in undelivered:
             tags.append("dead letter")
-        if message.in_reply_to is None:
-            tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
-        elif message.in_reply_to in number:
-            tags.append(f"re #{number[message.in_reply_to]}")
         mentioned = [m.aid if isinstance(m, AIDMention) else "all" for m in message.mentions]
-        if mentioned:
-            tags.append("@" + ", @".join(mentioned))
-        lines.append(
-            f"{pad}#{number[message_id]} {message.from_aid} -> {target} [{'; '.join(tags)}]: {_content(message)}"
-        )
+        after = ["@" + ", @".join(mentioned)] if mentioned else []
+        lines.append(pad + message_line(message, number, is_agent, tags, after))
         fate = []
         if delivered.get(message_id):
             fate.append("delivered to " + ", ".join(delivered[message_id]))
@@ -119,6 +111,24 @@ def render_transcript(
     for root in roots:
         render(root, 0)
     return "\n".join(lines)
+
+
+def message_line(
+    message: AUNMessage,
+    numbers: Mapping[str, int],
+    is_agent: Callable[[str], bool],
+    tags: list[str],
+    after: Sequence[str] = (),
+) -> str:
+    """``#n sender -> target [tags]: content``: ``tags``, then what the message answers (or that it
+    answers nothing), then ``after``. ``numbers`` numbers the messages shown, this one included."""
+    target = f"#{message.group_id}" if message.group_id else message.to
+    if message.in_reply_to is None:
+        tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
+    elif message.in_reply_to in numbers:
+        tags.append(f"re #{numbers[message.in_reply_to]}")
+    tags.extend(after)
+    return f"#{numbers[message.message_id]} {message.from_aid} -> {target} [{'; '.join(tags)}]: {_content(message)}"
 
 
 def _arrived(

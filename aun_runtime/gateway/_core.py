@@ -169,22 +169,10 @@ class GatewayCore:
         self.all_sessions.discard(session)
         family = self._family_of.pop(session, None)
         if family is not None:
-            members = self._families.get(family)
-            if members is not None:
-                members.discard(session)
-                if not members:
-                    del self._families[family]
+            _discard(self._families, family, session)
         if session.aid is not None:
-            connections = self._connections_of.get(session.aid)
-            if connections is not None:
-                connections.discard(session)
-                if not connections:
-                    del self._connections_of[session.aid]
-            sessions = self._online.get(session.aid)
-            if sessions is not None:
-                sessions.discard(session)
-                if not sessions:
-                    del self._online[session.aid]
+            _discard(self._connections_of, session.aid, session)
+            _discard(self._online, session.aid, session)
 
     def sessions_of(self, aid: str) -> list[Session]:
         return list(self._online.get(aid, ()))
@@ -205,11 +193,8 @@ class GatewayCore:
     def _withdraw(self, session: Session) -> None:
         """Route nothing more to a connection being closed (it is detached once its socket ends).
         A slow consumer's socket may take a second to give up; meanwhile it is no longer online."""
-        sessions = self._online.get(session.aid or "")
-        if sessions is not None:
-            sessions.discard(session)
-            if not sessions:
-                del self._online[session.aid or ""]
+        if session.aid is not None:
+            _discard(self._online, session.aid, session)
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -255,3 +240,12 @@ class GatewayCore:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _discard(index: dict[str, set[Session]], key: str, session: Session) -> None:
+    """Take ``session`` out of ``index[key]``, and the key out of ``index`` once its set is empty."""
+    sessions = index.get(key)
+    if sessions is not None:
+        sessions.discard(session)
+        if not sessions:
+            del index[key]
