@@ -292,7 +292,7 @@ class AUNAgent(RoutedAgent):
         except (HopLimitExceeded, BudgetExceeded):
             pass  # recorded as a loop or budget stop by the send or model call that was refused
         except Exception as exc:
-            self.aun._dead_letter(self.aid, message if isinstance(message, AUNMessage) else None, exc)
+            self.aun.record_dead_letter(self.aid, message if isinstance(message, AUNMessage) else None, exc)
         finally:
             ACTING.reset(acting)
             INBOUND.reset(token)

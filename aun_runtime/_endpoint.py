@@ -147,7 +147,7 @@ class Endpoint:
         message_id = message.message_id if is_envelope else (ctx.message_id or "")
         mailbox = self.mailbox
         if not mailbox.arrive(message_id):
-            self.runtime._dead_letter(
+            self.runtime.record_dead_letter(
                 self.aid, message if is_envelope else None, MailboxFullError("mailbox full")
             )
             if self.receipts and is_envelope:

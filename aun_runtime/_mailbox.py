@@ -51,12 +51,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
 from ._errors import MailboxFullError
 
-__all__ = ["DEFAULT_BLOCK_TIMEOUT", "DEFAULT_MAILBOX_CAPACITY", "Mailbox", "OverflowPolicy"]
+__all__ = ["DEFAULT_BLOCK_TIMEOUT", "DEFAULT_MAILBOX_CAPACITY", "Mailbox", "MailboxOptions", "OverflowPolicy"]
 
 #: Messages that may wait for one agent. Large enough to absorb a burst, small enough that a flood
 #: against a slow agent is felt by its senders at once rather than after memory has grown.
@@ -80,6 +81,28 @@ class OverflowPolicy(StrEnum):
 
     BLOCK = "block"  #: senders wait for room (backpressure); see the module docstring
     DEAD_LETTER = "dead_letter"  #: refused at once and recorded as a dead letter
+
+
+@dataclass(frozen=True)
+class MailboxOptions:
+    """How every agent's mailbox is made: its bound, its overflow policy and the blocking timeout.
+
+    Given to the runtime (``AUNRuntime(mailbox_capacity=...)``) or to a core that makes mailboxes
+    (``AUNActorRuntime(mailbox_capacity=...)``): one of them, never both, so a setting can never be
+    silently overruled by the other.
+    """
+
+    capacity: int = DEFAULT_MAILBOX_CAPACITY
+    overflow: OverflowPolicy = OverflowPolicy.BLOCK
+    block_timeout: float = DEFAULT_BLOCK_TIMEOUT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overflow", OverflowPolicy(self.overflow))
+        Mailbox(self.capacity, self.overflow, self.block_timeout)  # the same checks as every mailbox
+
+    def mailbox(self, owner: str | None = None) -> Mailbox:
+        """A new mailbox with these options, for ``owner``."""
+        return Mailbox(self.capacity, self.overflow, self.block_timeout, owner=owner)
 
 
 class Mailbox:

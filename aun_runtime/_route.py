@@ -78,7 +78,7 @@ async def send_copy_out(runtime: AUNRuntime, route: OutboundRoute, message: AUNM
     try:
         await route.forward(message, member)
     except UndeliverableError as error:
-        runtime._dead_letter(member, message, error)
+        runtime.record_dead_letter(member, message, error)
 
 
 async def deliver_remote(runtime: AUNRuntime, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
@@ -109,7 +109,7 @@ async def deliver_remote(runtime: AUNRuntime, arrivals: Sequence[tuple[AUNMessag
 async def _publish_remote(runtime: AUNRuntime, message: AUNMessage, recipient: str) -> asyncio.Future[None] | None:
     endpoint = runtime._endpoints.get(recipient)
     if endpoint is None:
-        runtime._dead_letter(recipient, message, UnknownAIDError(f"no agent {recipient} is registered in this runtime"))
+        runtime.record_dead_letter(recipient, message, UnknownAIDError(f"no agent {recipient} is registered in this runtime"))
         return None
     message_id = message.message_id
     mailbox = endpoint.mailbox
@@ -119,7 +119,7 @@ async def _publish_remote(runtime: AUNRuntime, message: AUNMessage, recipient: s
             break
         except MailboxFullError as exc:
             if mailbox.overflow is OverflowPolicy.DEAD_LETTER:
-                runtime._dead_letter(recipient, message, MailboxFullError(f"{recipient}: {exc}"))
+                runtime.record_dead_letter(recipient, message, MailboxFullError(f"{recipient}: {exc}"))
                 return None
             # block: go on waiting; the network holds everything behind this message meanwhile
     key = (message.from_aid, message_id)

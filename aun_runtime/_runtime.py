@@ -714,7 +714,7 @@ class AUNRuntime:
             )
         if sender not in group.members:
             error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
-            self._dead_letter(sender, AUNMessage(**fields), error)
+            self.record_dead_letter(sender, AUNMessage(**fields), error)
             raise error
         message_id = fields["message_id"]
         reserved: list[Mailbox] = []
@@ -752,7 +752,7 @@ class AUNRuntime:
                 await send_copy_out(self, self._outbound, message, aid)
             else:
                 self._warn_if_absent(group_id, aid)
-                self._dead_letter(aid, message, self._no_agent(aid))
+                self.record_dead_letter(aid, message, self._no_agent(aid))
         return message
 
     async def _publish_remote(self, to: str, message: AUNMessage, directory: Directory) -> AUNMessage:
@@ -787,7 +787,7 @@ class AUNRuntime:
             raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r}"))
         if sender not in info.members:
             error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
-            self._dead_letter(sender, message, error)
+            self.record_dead_letter(sender, message, error)
             raise error
         reserved: list[tuple[str, Mailbox]] = []
         for aid in sorted(info.members - {sender}):
@@ -809,7 +809,7 @@ class AUNRuntime:
                     await send_copy_out(self, self._outbound, message, aid)
                 else:
                     self._warn_if_absent(group_id, aid)
-                    self._dead_letter(aid, message, self._no_agent(aid))
+                    self.record_dead_letter(aid, message, self._no_agent(aid))
                 continue
             await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
         return message
@@ -839,7 +839,7 @@ class AUNRuntime:
         return NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
 
     def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
-        self._dead_letter(message.from_aid, message, error)
+        self.record_dead_letter(message.from_aid, message, error)
         return error
 
     def _mailbox_of(self, agent: AgentId) -> Mailbox | None:
@@ -851,7 +851,7 @@ class AUNRuntime:
         endpoint = self._endpoints.get(agent.type)
         if envelope is not None and endpoint is not None and not self._core_drains:
             endpoint.mailbox.cancel_reservation(envelope.message_id)  # it will never arrive
-        self._dead_letter(agent.type, envelope, error)
+        self.record_dead_letter(agent.type, envelope, error)
 
     def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
         """Record that a budget stopped ``owner`` (a send, with the message refused, or a model
@@ -860,8 +860,10 @@ class AUNRuntime:
         self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
         logger.warning("budget stop for %s: %s", owner, error)
 
-    def _dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record a message that could not be delivered or handled. Logged, counted, never silent."""
+    def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
+        """Record that ``message`` could not be delivered to, or handled by, ``owner`` because of
+        ``error`` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
+        letter with the reason, counted in :attr:`stats`, logged: never silent."""
         self.stats.dead_letters += 1
         reason = f"{type(error).__name__}: {error}"
         self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
@@ -894,7 +896,7 @@ class AUNRuntime:
         except (HopLimitExceeded, BudgetExceeded):
             pass  # already recorded as a loop or budget stop
         except Exception as exc:
-            self._dead_letter(agent.aid, None, exc)
+            self.record_dead_letter(agent.aid, None, exc)
         finally:
             ACTING.reset(acting)
             INBOUND.reset(token)

@@ -15,14 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
-import inspect
 import logging
-import sys
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
-from typing import cast
+from collections.abc import Sequence
 
+from ._app import App, load_app
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._signals import stop_on_signal
@@ -36,41 +32,7 @@ from .gateway._agent_cli import (
 )
 from .gateway._cli import add_gateway_parser, run_gateway
 
-App = Callable[[AUNRuntime], Awaitable[None]]
-
 DEMO_APP = "agents.demo:app"
-
-
-def load_app(spec: str) -> App:
-    """Import ``module:attribute`` and return the application function."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise SystemExit(f"error: an app is given as module:function, e.g. {DEMO_APP} (got {spec!r})")
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SystemExit(f"error: cannot import {module_name!r}: {exc}") from None
-    app = getattr(module, attribute, None)
-    if not callable(app):
-        raise SystemExit(f"error: {module_name} has no callable {attribute!r}")
-    if not _is_async(app):
-        raise SystemExit(f"error: {spec} is not async: {_APP_SIGNATURE}")
-    return cast(App, app)
-
-
-#: What an application must be, for the errors that say it is not.
-_APP_SIGNATURE = (
-    "an app is a coroutine function, `async def app(runtime: AUNRuntime) -> None`, that registers agents "
-    "and groups on the started runtime it is given (write `async def`, not `def`)"
-)
-
-
-def _is_async(app: object) -> bool:
-    # A coroutine function, a partial of one, or an object whose __call__ is one.
-    call = getattr(app, "__call__", None)  # noqa: B004 - the method itself is what is checked
-    return inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call)
-
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
     """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and

@@ -122,7 +122,7 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 def _run_worker(args: argparse.Namespace) -> int:
-    from ..cli import load_app
+    from .._app import load_app
     from . import worker_runtime
 
     _logging()

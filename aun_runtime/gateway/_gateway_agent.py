@@ -165,7 +165,7 @@ class GatewayAgent:
 
     def _add_link(self, aid: str) -> None:
         assert self._outbox is not None
-        link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote, self.runtime._dead_letter)
+        link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote, self.runtime.record_dead_letter)
         self._links[aid] = link
         for item in self._held.pop(aid, []):  # what it sent before a restart leaves first
             link.enqueue(item)

@@ -1,0 +1,95 @@
+"""``AUNCore``: what an AUN runtime needs of the autogen-core runtime beneath it.
+
+:class:`~aun_runtime.AUNRuntime` is a facade over an autogen-core ``AgentRuntime``, the *core*.
+Beyond autogen-core's own protocol (registration, subscriptions, ``publish_message``), the facade
+needs a few capabilities, declared here once so that a core says what it is rather than being
+probed for it:
+
+* whether it **drains mailboxes** itself (runs each agent's messages one at a time from the mailbox
+  the facade hands it) or leaves the facade to apply them at delivery;
+* two **hooks** (:meth:`AUNCore.attach`): where each AID's mailbox comes from, and who hears of a
+  message the core could not deliver (to record it as a dead letter);
+* the **archive** it keeps, if it keeps one (a distributed worker journals into it), the
+  **directory** of AIDs and groups held by other processes, if there are any, and the **mailbox
+  options** it was given, if it was given any;
+* its **lifecycle**: start (a worker's start connects to its host, so it may be awaited), idle, stop
+  when idle, stop, close.
+
+Three cores implement it: :class:`~aun_runtime.AUNActorRuntime` (the default),
+:class:`~aun_runtime.AUNSingleThreadedRuntime` (autogen-core's own runtime with AUN rules) and the
+distributed worker (:class:`aun_runtime.distributed.WorkerRuntime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+
+from autogen_core import AgentId, AgentRuntime
+
+from ._mailbox import Mailbox, MailboxOptions
+
+if TYPE_CHECKING:
+    from ._archive import Archive
+    from ._directory import Directory
+
+__all__ = ["AUNCore", "MailboxProvider", "UndeliverableHook"]
+
+#: Gives the mailbox of an agent (None: not one the facade knows; the core makes its own).
+MailboxProvider: TypeAlias = Callable[[AgentId], Mailbox | None]
+#: Hears of a message the core could not deliver to an agent, and why.
+UndeliverableHook: TypeAlias = Callable[[AgentId, Any, BaseException], None]
+
+
+@runtime_checkable
+class AUNCore(AgentRuntime, Protocol):
+    """An autogen-core ``AgentRuntime`` that an :class:`~aun_runtime.AUNRuntime` can run on."""
+
+    @property
+    def drains_mailboxes(self) -> bool:
+        """True if the core runs each agent's messages one at a time from the facade's mailboxes."""
+        ...
+
+    @property
+    def archive(self) -> Archive | None:
+        """The archive the core keeps itself (the facade then uses it), or None."""
+        ...
+
+    @property
+    def directory(self) -> Directory | None:
+        """The AIDs and groups held by other processes, or None for a core of one process."""
+        ...
+
+    @property
+    def mailbox_options(self) -> MailboxOptions | None:
+        """The mailbox options this core was given (the facade then uses them), or None."""
+        ...
+
+    def attach(
+        self,
+        *,
+        mailbox_provider: MailboxProvider | None = None,
+        on_undeliverable: UndeliverableHook | None = None,
+    ) -> None:
+        """Plug in the facade's mailboxes and its dead-letter hook."""
+        ...
+
+    def start(self) -> Awaitable[None] | None:
+        """Start delivering (awaitable for a core whose start connects somewhere)."""
+        ...
+
+    async def idle(self) -> None:
+        """Return once every message published so far, and all it caused, has been handled."""
+        ...
+
+    async def stop_when_idle(self) -> None:
+        """Stop once idle."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop now; what is still queued is reported to the undeliverable hook."""
+        ...
+
+    async def close(self) -> None:
+        """Stop and release what the core holds (agents' instances, connections)."""
+        ...
