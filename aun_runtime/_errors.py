@@ -41,6 +41,11 @@ class MailboxFullError(UndeliverableError):
     """The receiver's mailbox stayed full; the message was recorded as a dead letter."""
 
 
+class OutboxFullError(UndeliverableError):
+    """An outbox holds its capacity of messages not yet acknowledged (a gateway agent's, waiting for
+    the network; a worker's, waiting for its host); this one was refused and is a dead letter."""
+
+
 class RuntimeStoppedError(UndeliverableError):
     """The runtime stopped before this message was handled (it was queued, or its handler was
     interrupted); it was recorded as a dead letter, so it can be found and sent again."""
