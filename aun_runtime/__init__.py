@@ -51,8 +51,9 @@ from ._errors import (
 )
 from ._inbox import Inbox
 from ._mailbox import Mailbox, OverflowPolicy
-from ._runtime import AUNRuntime, GroupInfo, RuntimeStats
+from ._runtime import AUNRuntime, GroupInfo
 from ._sqlite_state import SQLiteStateStore
+from ._stats import RuntimeStats
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [

@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeAlias, TypeVar, get_type_hints, overload
 
 from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 from autogen_core import event as _autogen_event
@@ -44,25 +43,24 @@ from autogen_core._routed_agent import MessageHandler
 from protocols.aun import AUNMessage, DispatchMode, JsonPayload, Mention, TextPayload
 from protocols.contract import decode_contract
 
+from ._acting import ACTING, INBOUND, repeating, run_proactive
 from ._archive import ArchiveRecord, RecordKind
-from ._errors import BudgetExceeded, HandlerDefinitionError, HopLimitExceeded, RPCForbiddenError
+from ._endpoint import Endpoint
+from ._errors import (
+    AgentRegistrationError,
+    BudgetExceeded,
+    HandlerDefinitionError,
+    HopLimitExceeded,
+    RPCForbiddenError,
+)
 
 if TYPE_CHECKING:
-    from ._endpoint import Endpoint
+    from ._host import AgentHost
     from ._payload import PayloadLike
-    from ._runtime import AUNRuntime
 
-__all__ = ["AUNAgent", "event"]
+__all__ = ["AUNAgent", "AgentFactory", "AgentMaker", "event"]
 
 logger = logging.getLogger("aun_runtime")
-
-#: The message whose handler is running in this task (None in proactive tasks). Sends read it to
-#: carry the thread and count hops, which is how the loop guard sees a storm.
-INBOUND: contextvars.ContextVar[AUNMessage | None] = contextvars.ContextVar("aun_inbound", default=None)
-#: The agent whose handler or proactive action is running in this task: whose budgets a model call
-#: made here spends (see aun_runtime.models.MeteredChatCompletionClient).
-ACTING: contextvars.ContextVar[AUNAgent | None] = contextvars.ContextVar("aun_acting", default=None)
-
 
 def _is_event_handler(handler: Any) -> bool:
     # autogen-core marks @event, @rpc and @message_handler alike; only the router tells them apart.
@@ -208,7 +206,7 @@ class AUNAgent(RoutedAgent):
                 for target, handlers in shared.items()
             }
         self._handlers = shared
-        self._aun: AUNRuntime | None = None
+        self._aun: AgentHost | None = None
         self._endpoint: Endpoint | None = None
         self._scheduled: set[asyncio.Task[None]] | None = None
 
@@ -221,8 +219,8 @@ class AUNAgent(RoutedAgent):
             cls._aun_discovered_handlers = found
         return found
 
-    def _attach(self, runtime: AUNRuntime, endpoint: Endpoint) -> None:
-        self._aun = runtime
+    def _attach(self, host: AgentHost, endpoint: Endpoint) -> None:
+        self._aun = host
         self._endpoint = endpoint
 
     # -- identity ----------------------------------------------------------------------------------
@@ -233,8 +231,8 @@ class AUNAgent(RoutedAgent):
         return self.id.type
 
     @property
-    def aun(self) -> AUNRuntime:
-        """The AUN runtime this agent lives in."""
+    def aun(self) -> AgentHost:
+        """The AUN runtime this agent lives in, as far as an agent may use it."""
         if self._aun is None:
             raise RuntimeError(f"{type(self).__name__} is not registered with an AUNRuntime")
         return self._aun
@@ -262,10 +260,10 @@ class AUNAgent(RoutedAgent):
         endpoint = self._endpoint
         if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
             await super().on_message_impl(message, ctx)
-        elif endpoint.runtime._core_drains:  # the core took care of the mailbox: one frame less
-            await endpoint.handle(self, message, ctx)
+        elif endpoint.runtime.core_drains_mailboxes:  # the core took care of the mailbox: one frame less
+            await endpoint.handle(self._dispatch, message, ctx)
         else:
-            await endpoint.deliver(self, message, ctx)
+            await endpoint.deliver(self._dispatch, message, ctx)
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message; failures become dead letters."""
@@ -330,7 +328,7 @@ class AUNAgent(RoutedAgent):
             in_reply_to: the message (or its id) this one answers, if any.
             message_id: a caller-chosen id (for idempotent retries); default: a fresh one.
         """
-        return await self.aun._send(self.aid, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
+        return await self.aun.send_as(self.aid, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
 
     async def group_send(
         self,
@@ -350,7 +348,7 @@ class AUNAgent(RoutedAgent):
             in_reply_to: the message answered, if any.
             message_id: a caller-chosen id; default: a fresh one.
         """
-        return await self.aun._send(
+        return await self.aun.send_as(
             self.aid,
             payload,
             group_id=group_id,
@@ -430,7 +428,10 @@ class AUNAgent(RoutedAgent):
         Returns:
             The task; cancel it to stop a repeating action. The runtime cancels it on stop.
         """
-        task = self.aun._schedule(self, action, delay=delay, every=every)
+        task = asyncio.get_running_loop().create_task(
+            run_proactive(self, repeating(action, delay=delay, every=every)), name=f"aun:{self.aid}"
+        )
+        self.aun.keep_task(task)
         if self._scheduled is None:
             self._scheduled = set()
         self._scheduled.add(task)
@@ -472,3 +473,28 @@ class AUNAgent(RoutedAgent):
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`save_state` returned. Default: nothing to restore."""
+
+
+#: What :meth:`AUNRuntime.register_agent` accepts besides a class: a callable that returns an agent.
+AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
+
+
+class AgentMaker:
+    """The factory the core calls for one AID: runs the user's factory and attaches the agent."""
+
+    __slots__ = ("endpoint", "factory", "host")
+
+    def __init__(self, factory: type[AUNAgent] | AgentFactory, host: AgentHost, endpoint: Endpoint) -> None:
+        self.factory = factory
+        self.host = host
+        self.endpoint = endpoint
+
+    async def __call__(self) -> AUNAgent:
+        created = self.factory()
+        agent = await created if asyncio.iscoroutine(created) else created
+        if not isinstance(agent, AUNAgent):
+            raise AgentRegistrationError(
+                f"the factory for {self.endpoint.aid} returned {type(agent).__name__}, not an AUNAgent"
+            )
+        agent._attach(self.host, self.endpoint)
+        return agent

@@ -11,8 +11,8 @@ only part that grows with traffic, so it follows the agent's life:
 * an AID that never had a channel in a runtime whose archive started empty needs no archive read:
   nothing can be there for it.
 
-:class:`AgentMaker` is the factory the core calls to create an AID's agent: one small object per
-AID rather than a closure with cells.
+The endpoint delivers to whatever agent instance the AID has now: the agent hands it its dispatch
+(``endpoint.handle(agent._dispatch, ...)``), so the endpoint knows nothing of agent classes.
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ from autogen_core import MessageContext
 
 from protocols.aun import AUNMessage
 
-from ._agent import AUNAgent
 from ._channel import Admission, Channel
-from ._errors import AgentRegistrationError, MailboxFullError
+from ._errors import MailboxFullError
 from ._mailbox import Mailbox
 
 if TYPE_CHECKING:
-    from ._runtime import AUNRuntime
+    from ._host import AgentHost
     from .agentmd import AgentCard
 
-__all__ = ["PARKED_WINDOW_KEYS", "AgentFactory", "AgentMaker", "Endpoint"]
+__all__ = ["PARKED_WINDOW_KEYS", "Dispatch", "Endpoint"]
 
-AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
+#: An agent instance's handler entry: runs the matching ``@event`` handler for one admitted message.
+Dispatch: TypeAlias = Callable[[Any, MessageContext], Awaitable[None]]
 
 #: Dedup keys an evicted agent keeps in memory (about 150 bytes each). An agent idle after a short
 #: exchange keeps its whole window and needs no archive read to come back; a busy one's long
@@ -88,7 +88,7 @@ class Endpoint:
     )
 
     def __init__(
-        self, runtime: AUNRuntime, aid: str, mailbox: Mailbox, description: str, eager: bool
+        self, runtime: AgentHost, aid: str, mailbox: Mailbox, description: str, eager: bool, *, reload: bool
     ) -> None:
         self.runtime = runtime
         self.aid = aid
@@ -104,7 +104,7 @@ class Endpoint:
         self.receipts: dict[tuple[str, str], asyncio.Future[None]] | None = None
         self._channel: Channel | None = None
         self._parked: str | None = None  # the window of an evicted agent, if short, packed
-        self._reload = not runtime._archive_started_empty  # read the window from the archive?
+        self._reload = reload  # read the window from the archive? (not if it started empty)
 
     def next_seq(self) -> int:
         self.last_seq += 1
@@ -134,14 +134,14 @@ class Endpoint:
         else:
             self._reload = True
 
-    async def deliver(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
-        """Hand one arriving message to ``agent``: mailbox, membership, channel, handler.
+    async def deliver(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
+        """Hand one arriving message to the agent's ``dispatch``: mailbox, membership, channel, handler.
 
         On a core that drains mailboxes, the core has already admitted the message to this
         endpoint's mailbox and runs one message at a time; on any other core it happens here.
         """
-        if self.runtime._core_drains:
-            await self.handle(agent, message, ctx)
+        if self.runtime.core_drains_mailboxes:
+            await self.handle(dispatch, message, ctx)
             return
         is_envelope = isinstance(message, AUNMessage)
         message_id = message.message_id if is_envelope else (ctx.message_id or "")
@@ -154,30 +154,28 @@ class Endpoint:
                 self._settle_receipt(message)
             return
         try:
-            await mailbox.take_turn(self.handle(agent, message, ctx))
+            await mailbox.take_turn(self.handle(dispatch, message, ctx))
         finally:
             mailbox.release()
 
-    async def handle(self, agent: AUNAgent, message: Any, ctx: MessageContext) -> None:
+    async def handle(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
         """Membership, channel and handler for a message whose turn it is."""
         if not isinstance(message, AUNMessage):  # a raw autogen-core publish: no envelope, so no channel
-            await agent._dispatch(message, ctx)
+            await dispatch(message, ctx)
             return
         runtime = self.runtime
         group_id = message.group_id
-        if group_id is not None and message.seq is not None:
-            group = runtime._groups.get(group_id)  # None: a group of another runtime decided
-            if group is not None and not group.was_member(self.aid, message.seq):
-                if self.receipts:
-                    self._settle_receipt(message)
-                return  # posted while this agent was not in the group: never its message
+        if group_id is not None and message.seq is not None and not runtime.was_member(group_id, self.aid, message.seq):
+            if self.receipts:
+                self._settle_receipt(message)
+            return  # posted while this agent was not in the group: never its message
         verdict = (self._channel or self.channel).admit(message)
         if self.receipts:
             self._settle_receipt(message)
         stats = runtime.stats
         if verdict is Admission.DELIVER:
             stats.delivered += 1
-            await agent._dispatch(message, ctx)
+            await dispatch(message, ctx)
         elif verdict is Admission.FILTERED:
             stats.filtered += 1
         else:
@@ -188,23 +186,3 @@ class Endpoint:
         if future is not None and not future.done():
             future.set_result(None)
 
-
-class AgentMaker:
-    """The factory the core calls for one AID: runs the user's factory and attaches the agent."""
-
-    __slots__ = ("endpoint", "factory")
-
-    def __init__(self, factory: type[AUNAgent] | AgentFactory, endpoint: Endpoint) -> None:
-        self.factory = factory
-        self.endpoint = endpoint
-
-    async def __call__(self) -> AUNAgent:
-        created = self.factory()
-        agent = await created if asyncio.iscoroutine(created) else created
-        if not isinstance(agent, AUNAgent):
-            raise AgentRegistrationError(
-                f"the factory for {self.endpoint.aid} returned {type(agent).__name__}, not an AUNAgent"
-            )
-        endpoint = self.endpoint
-        agent._attach(endpoint.runtime, endpoint)
-        return agent

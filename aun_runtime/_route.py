@@ -24,18 +24,19 @@ recognised by the channel's dedup if it was already handled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from autogen_core import AgentRuntime
 
 from protocols.aun import AUNMessage
 
-from ._archive import RecordKind
+from ._archive import Archive, RecordKind
 from ._core import inbox_topic
+from ._endpoint import Endpoint
 from ._errors import MailboxFullError, UndeliverableError, UnknownAIDError
+from ._failures import FailureLog
 from ._mailbox import OverflowPolicy
-
-if TYPE_CHECKING:
-    from ._runtime import AUNRuntime
 
 __all__ = ["OutboundRoute", "deliver_remote", "send_copy_out", "send_out"]
 
@@ -63,31 +64,43 @@ class OutboundRoute(Protocol):
         ...
 
 
-async def send_out(runtime: AUNRuntime, route: OutboundRoute, message: AUNMessage, recipient: str | None) -> AUNMessage:
+async def send_out(
+    route: OutboundRoute, message: AUNMessage, recipient: str | None, archive: Archive, failures: FailureLog
+) -> AUNMessage:
     """Hand a direct or network-group message to the route; archive it as sent once it is taken."""
     try:
         await route.forward(message, recipient)
     except UndeliverableError as error:
-        raise runtime._undeliverable(message, error) from None
-    runtime.archive.record(message.from_aid, RecordKind.SENT, message)
+        raise failures.refused(message, error) from None
+    archive.record(message.from_aid, RecordKind.SENT, message)
     return message
 
 
-async def send_copy_out(runtime: AUNRuntime, route: OutboundRoute, message: AUNMessage, member: str) -> None:
+async def send_copy_out(route: OutboundRoute, message: AUNMessage, member: str, failures: FailureLog) -> None:
     """Hand one member's copy of a local group message to the route; a refusal is that copy's dead letter."""
     try:
         await route.forward(message, member)
     except UndeliverableError as error:
-        runtime.record_dead_letter(member, message, error)
+        failures.dead_letter(member, message, error)
 
 
-async def deliver_remote(runtime: AUNRuntime, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
+async def deliver_remote(
+    arrivals: Sequence[tuple[AUNMessage, str]],
+    *,
+    endpoints: Mapping[str, Endpoint],
+    core: AgentRuntime,
+    archive: Archive,
+    failures: FailureLog,
+) -> None:
     """Publish messages from the network to their local recipients, in order; return once every
     verdict is on disk.
 
     Args:
-        runtime: the runtime.
         arrivals: ``(message, recipient)`` pairs in the order the network delivered them (one page).
+        endpoints: the runtime's local AIDs.
+        core: the core that carries the publishes.
+        archive: the runtime's archive, whose commit is awaited.
+        failures: where undeliverable arrivals are recorded.
 
     Backpressure reaches the network: under the ``block`` policy a full mailbox makes this wait (the
     network keeps what is not yet acknowledged); under ``dead_letter`` the message is recorded as a
@@ -98,18 +111,20 @@ async def deliver_remote(runtime: AUNRuntime, arrivals: Sequence[tuple[AUNMessag
     """
     receipts: list[asyncio.Future[None]] = []
     for message, recipient in arrivals:
-        receipt = await _publish_remote(runtime, message, recipient)
+        receipt = await _publish_remote(message, recipient, endpoints, core, failures)
         if receipt is not None:
             receipts.append(receipt)
     for receipt in receipts:
         await receipt
-    await runtime.archive.committed()
+    await archive.committed()
 
 
-async def _publish_remote(runtime: AUNRuntime, message: AUNMessage, recipient: str) -> asyncio.Future[None] | None:
-    endpoint = runtime._endpoints.get(recipient)
+async def _publish_remote(
+    message: AUNMessage, recipient: str, endpoints: Mapping[str, Endpoint], core: AgentRuntime, failures: FailureLog
+) -> asyncio.Future[None] | None:
+    endpoint = endpoints.get(recipient)
     if endpoint is None:
-        runtime.record_dead_letter(recipient, message, UnknownAIDError(f"no agent {recipient} is registered in this runtime"))
+        failures.dead_letter(recipient, message, UnknownAIDError(f"no agent {recipient} is registered in this runtime"))
         return None
     message_id = message.message_id
     mailbox = endpoint.mailbox
@@ -119,7 +134,7 @@ async def _publish_remote(runtime: AUNRuntime, message: AUNMessage, recipient: s
             break
         except MailboxFullError as exc:
             if mailbox.overflow is OverflowPolicy.DEAD_LETTER:
-                runtime.record_dead_letter(recipient, message, MailboxFullError(f"{recipient}: {exc}"))
+                failures.dead_letter(recipient, message, MailboxFullError(f"{recipient}: {exc}"))
                 return None
             # block: go on waiting; the network holds everything behind this message meanwhile
     key = (message.from_aid, message_id)
@@ -130,7 +145,7 @@ async def _publish_remote(runtime: AUNRuntime, message: AUNMessage, recipient: s
     if receipt is None:
         receipt = receipts[key] = asyncio.get_running_loop().create_future()
     try:
-        await runtime.core.publish_message(message, inbox_topic(recipient), message_id=message_id)
+        await core.publish_message(message, inbox_topic(recipient), message_id=message_id)
     except BaseException:
         mailbox.cancel_reservation(message_id)
         receipts.pop(key, None)

@@ -1,4 +1,4 @@
-"""``AUNRuntime``: registration of AIDs and groups, the send path, the loop guard and dead letters.
+"""``AUNRuntime``: registration of AIDs and groups, over a core; sends go through the send path.
 
 The runtime is a facade over an autogen-core ``AgentRuntime`` (the *core*, by default
 :class:`~aun_runtime.AUNActorRuntime`). Every AUN message is a publish on a topic of the core;
@@ -12,7 +12,9 @@ nothing is ever sent as an RPC. On top of the core the runtime adds what AUN nee
 * **Routing.** A direct message to ``x.local`` is published on ``aun.inbox.x.local``; a group message
   on ``aun.group.<gid>``, where each member holds a subscription (membership *is* the subscriptions,
   so it can change while the runtime runs).
-* **Dead letters.** A message that cannot be delivered (unknown AID, no route, unknown group, a sender
+* **Sending** (:mod:`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
+  routing, for the agents' send tools and for code outside any agent alike.
+* **Dead letters** (:mod:`aun_runtime._failures`). A message that cannot be delivered (unknown AID, no route, unknown group, a sender
   outside the group, a full mailbox) or whose handler raises is archived as a dead letter with the
   reason and logged. The sender of an undeliverable message also gets a specific error.
 * **The loop guard.** Every message sent while a handler runs belongs to the handled message's
@@ -28,8 +30,7 @@ import contextlib
 import inspect
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
@@ -40,52 +41,44 @@ from protocols.aun import (
     AUNMessage,
     DispatchMode,
     Mention,
-    ToolCallPayload,
-    ToolResultPayload,
     aid_domain,
-    new_message_id,
     parse_dispatch_mode,
     validate_aid,
     validate_group_id,
-    validate_message_id,
 )
 from protocols.contract import contract_classes
-from protocols.errors import AUNError
 
+from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
-from ._agent import ACTING, INBOUND, AUNAgent
-from ._archive import Archive, RecordKind
+from ._agent import AgentFactory, AgentMaker, AUNAgent
+from ._archive import Archive
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
     TOPIC_SOURCE,
     agent_id,
-    group_topic,
     group_topic_type,
-    inbox_topic,
     inbox_topic_type,
     register_wire_serializers,
 )
 from ._directory import AIDStatus, Directory
-from ._endpoint import AgentFactory, AgentMaker, Endpoint
+from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,
     BudgetExceeded,
-    HopLimitExceeded,
-    MailboxFullError,
     NoRouteError,
-    NotAGroupMemberError,
     RPCForbiddenError,
-    ThreadBudgetExceeded,
-    UndeliverableError,
     UnknownAIDError,
     UnknownGroupError,
 )
+from ._failures import FailureLog
 from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
-from ._payload import PayloadLike, coerce_payload
-from ._route import OutboundRoute, deliver_remote, send_copy_out, send_out
+from ._payload import PayloadLike
+from ._route import OutboundRoute, deliver_remote
+from ._send import SendPath
+from ._stats import RuntimeStats
 from ._transcript import render_transcript
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
@@ -96,25 +89,10 @@ logger = logging.getLogger("aun_runtime")
 #: Hops a thread may take before the loop guard stops it. Real collaborations (a reflection loop of
 #: a few rounds, a debate of a few rounds among a few agents) stay well under it; storms pass it fast.
 DEFAULT_MAX_HOPS = 32
-#: Payloads that annotate the sender's own tool use: not replies, so not counted as unaddressed ones.
-_ANNOTATIONS = (ToolCallPayload, ToolResultPayload)
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
 
 AgentT = TypeVar("AgentT", bound=AUNAgent)
-
-
-@dataclass
-class RuntimeStats:
-    """Counters of what happened to messages. Nothing here is ever silent."""
-
-    sent: int = 0
-    delivered: int = 0
-    filtered: int = 0
-    duplicates: int = 0
-    dead_letters: int = 0
-    loop_stops: int = 0
-    budget_stops: int = 0
 
 
 class AUNRuntime:
@@ -194,9 +172,19 @@ class AUNRuntime:
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
-        self._outbound: OutboundRoute | None = None
-        #: Group members already warned about as registered nowhere (one warning per AID).
-        self._warned_absent: set[str] = set()
+        self._failures = FailureLog(self.archive, self.stats)
+        self._sending = SendPath(
+            archive=self.archive,
+            core=self.core,
+            ledger=self.ledger,
+            failures=self._failures,
+            endpoints=self._endpoints,
+            groups=self._groups,
+            directory=self._directory,
+            domain=domain,
+            max_hops=max_hops,
+            core_drains=self._core_drains,
+        )
         self._serializer_count = 0
         self._register_serializers()
 
@@ -328,7 +316,7 @@ class AUNRuntime:
                 # Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
                 description = sys.intern(factory.__doc__.strip().splitlines()[0])
         mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout, owner=aid)
-        endpoint = Endpoint(self, aid, mailbox, description, bool(eager))
+        endpoint = Endpoint(self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty)
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
         if budgets is not None:
@@ -343,7 +331,7 @@ class AUNRuntime:
             card=card if isinstance(card, str) else None if parsed is None else render_agent_md(parsed),
         )
         self._register_serializers()  # contract classes imported since the last registration
-        await self.core.register_factory(aid, AgentMaker(factory, endpoint))
+        await self.core.register_factory(aid, AgentMaker(factory, self, endpoint))
         topic_type = inbox_topic_type(aid)
         # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
         await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
@@ -385,7 +373,7 @@ class AUNRuntime:
     async def _start_agent(self, endpoint: Endpoint) -> None:
         agent = await self._instantiate(endpoint.aid)
         # Awaited, not spawned: what agents say first happens in registration order, every run alike.
-        await self._run_proactive(agent, agent.on_start)
+        await run_proactive(agent, agent.on_start)
 
     def is_local(self, aid: str) -> bool:
         """True if ``aid`` is registered in this runtime."""
@@ -444,8 +432,9 @@ class AUNRuntime:
             return True
         if self._directory is not None and self._directory.aid_status(aid) is AIDStatus.HELD:
             return True
-        if self._outbound is not None:
-            return await self._outbound.ping(aid)
+        outbound = self._sending.outbound
+        if outbound is not None:
+            return await outbound.ping(aid)
         if aid_domain(aid) == self.domain:
             return False
         raise NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
@@ -485,30 +474,6 @@ class AUNRuntime:
         if aid in self._endpoints:
             await self._subscribe(group, aid)
 
-    def _warn_if_absent(self, group_id: str, aid: str) -> None:
-        """Say so, once per AID, when a post to a group meets a local-domain member registered nowhere.
-
-        Said at the first post rather than when the member is added: registering an agent after the
-        group that names it is legitimate (it receives what is posted from then on). A member of
-        another domain, any member while a gateway route is set, and one another process of the
-        cluster holds are reached elsewhere, so they are never warned about.
-        """
-        if (
-            aid in self._endpoints
-            or aid in self._warned_absent
-            or aid_domain(aid) != self.domain
-            or self._outbound is not None
-            or self._held_elsewhere(aid)
-        ):
-            return
-        self._warned_absent.add(aid)
-        logger.warning(
-            "group %s: member %s is not registered: its copies of group messages are dead letters until "
-            "an agent with that AID is registered (register_agent(%r, ...) before posting, or check the "
-            "AID for a typo)",
-            group_id, aid, aid,
-        )
-
     async def _subscribe(self, group: GroupState, aid: str) -> None:
         # Only local agents hold a subscription: the core could not deliver to anyone else, and one
         # recipient it cannot create would cost every other member its copy.
@@ -543,9 +508,7 @@ class AUNRuntime:
         if idle is None or not self._running:
             await unsubscribe()
         else:
-            task = asyncio.get_running_loop().create_task(unsubscribe(), name=f"aun:leave:{group_id}:{aid}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self.keep_task(asyncio.get_running_loop().create_task(unsubscribe(), name=f"aun:leave:{group_id}:{aid}"))
 
     async def set_dispatch_mode(self, group_id: str, mode: DispatchMode | str) -> None:
         """Change a group's mode. Messages already sent keep the mode they were sent with."""
@@ -589,15 +552,9 @@ class AUNRuntime:
         """
         if sender is None:
             sender = f"{APP_NAME}.{self.domain}"
-            if sender not in self._endpoints and not self._held_elsewhere(sender):
+            if sender not in self._endpoints and not self._sending.held_elsewhere(sender):
                 await self.open_inbox(sender)
-        return await self._send(
-            sender,
-            payload,
-            to=to,
-            in_reply_to=in_reply_to,
-            message_id=message_id,
-        )
+        return await self._sending.send(sender, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
 
     async def group_send(
         self,
@@ -609,13 +566,11 @@ class AUNRuntime:
         message_id: str | None = None,
     ) -> AUNMessage:
         """Post to a group from code outside any agent, as ``sender`` (who must be a member)."""
-        return await self._send(sender, payload, group_id=group_id, mentions=mentions, message_id=message_id)
+        return await self._sending.send(
+            sender, payload, group_id=group_id, mentions=mentions, message_id=message_id
+        )
 
-    async def send_message(self, *args: Any, **kwargs: Any) -> NoReturn:
-        """Refused: AUN has no request/response. Nothing is queued."""
-        raise RPCForbiddenError()
-
-    async def _send(
+    async def send_as(
         self,
         sender: str,
         payload: PayloadLike,
@@ -626,193 +581,15 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        inbound = INBOUND.get()
-        cause = (
-            inbound if inbound is not None else in_reply_to if isinstance(in_reply_to, AUNMessage) else None
+        """Send as the local AID ``sender``: what an agent's send tools call (see :class:`AgentHost`)."""
+        return await self._sending.send(
+            sender, payload, to=to, group_id=group_id, mentions=mentions, in_reply_to=in_reply_to,
+            message_id=message_id,
         )
-        message_id = new_message_id() if message_id is None else validate_message_id(message_id)
-        if cause is None:
-            thread, hops = message_id, 0
-        else:
-            thread, hops = cause.thread or cause.message_id, cause.hops + 1
-        group = self._groups.get(group_id) if group_id is not None else None
-        mode = group.dispatch_mode if group is not None else None
-        if group_id is not None and self._directory is not None:
-            info = self._directory.group(group_id)
-            mode = info.dispatch_mode if info is not None else None
-        # The message is built once, when its seq is known; until then it is these fields.
-        fields: dict[str, Any] = {
-            "message_id": message_id,
-            "from_aid": sender,
-            "to": to,
-            "group_id": group_id,
-            "payload": coerce_payload(payload, mentions),
-            "in_reply_to": in_reply_to.message_id if isinstance(in_reply_to, AUNMessage) else in_reply_to,
-            "thread": thread,
-            "hops": hops,
-            "dispatch_mode": mode,
-        }
-        if hops > self.max_hops:
-            self.stats.loop_stops += 1
-            error = HopLimitExceeded(thread, hops, self.max_hops)
-            self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), AUNMessage(**fields))
-            logger.warning("loop guard: %s", error)
-            raise error
-        if cause is not None:  # a first message starts a thread: nothing to count yet
-            refusal = self.ledger.admit_reply(
-                sender, cause, annotation=type(fields["payload"]) in _ANNOTATIONS
-            )
-            if refusal is not None:
-                budget_error = ThreadBudgetExceeded(refusal)
-                self.record_budget_stop(sender, budget_error, AUNMessage(**fields))
-                raise budget_error
-        if group_id is not None and self._directory is not None:
-            message = await self._publish_to_members(group_id, fields, self._directory)
-        elif group_id is not None:
-            message = await self._publish_to_group(group_id, fields)
-        else:
-            # A registered AID was validated when it was registered.
-            target = to if to is not None and to in self._endpoints else validate_aid(to or "")
-            message = await self._publish_direct(target, fields)
-        self.stats.sent += 1
-        return message
 
-    async def _publish_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
-        target = self._endpoints.get(to)
-        if target is None and self._outbound is not None and not self._held_elsewhere(to):
-            return await send_out(self, self._outbound, AUNMessage(**fields), to)
-        if target is None and self._directory is not None:
-            return await self._publish_remote(to, AUNMessage(**fields), self._directory)
-        if target is None:
-            raise self._undeliverable(AUNMessage(**fields), self._no_agent(to))
-        message_id = fields["message_id"]
-        try:
-            if not target.mailbox.try_reserve(message_id):
-                await target.mailbox.reserve(message_id, fields["from_aid"])
-        except MailboxFullError as exc:
-            raise self._undeliverable(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
-        try:
-            # The inbox position is taken only now, after any wait for room: seq follows arrival order.
-            message = AUNMessage.assemble(**fields, seq=target.next_seq())
-            self.archive.record(message.from_aid, RecordKind.SENT, message)
-            # The sender is left out on purpose: the core never delivers a publish back to its sender,
-            # and an agent may well write to itself.
-            await self.core.publish_message(message, inbox_topic(to), message_id=message_id)
-        except BaseException:
-            target.mailbox.cancel_reservation(message_id)
-            raise
-        return message
-
-    async def _publish_to_group(self, group_id: str, fields: dict[str, Any]) -> AUNMessage:
-        group = self._groups.get(group_id)
-        sender = fields["from_aid"]
-        if group is None and self._outbound is not None:
-            return await send_out(self, self._outbound, AUNMessage(**fields), None)
-        if group is None:
-            raise self._undeliverable(
-                AUNMessage(**fields), UnknownGroupError(f"no group {group_id!r} in this runtime")
-            )
-        if sender not in group.members:
-            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
-            self.record_dead_letter(sender, AUNMessage(**fields), error)
-            raise error
-        message_id = fields["message_id"]
-        reserved: list[Mailbox] = []
-        absent: list[str] = []
-        drains = self._core_drains
-        for aid in group.members:
-            endpoint = self._endpoints.get(aid)
-            if aid == sender:
-                continue
-            if endpoint is None:
-                absent.append(aid)
-                continue
-            # A group message reaches every member alike, so a full mailbox cannot refuse its copy
-            # here: under ``block`` the sender waits for room; otherwise arrival decides. A core that
-            # drains mailboxes makes the publish itself wait for room, in the same first-come order.
-            if not drains and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
-                with contextlib.suppress(MailboxFullError):
-                    await endpoint.mailbox.reserve(message_id, sender)
-                    reserved.append(endpoint.mailbox)
-        try:
-            # Its place in the group is taken only now: seq follows publish order, and membership
-            # spans are measured in it.
-            message = AUNMessage.assemble(**fields, seq=group.next_seq())
-            self.archive.record(sender, RecordKind.SENT, message)
-            core_sender = agent_id(sender) if sender in self._endpoints else None
-            await self.core.publish_message(
-                message, group_topic(group_id), sender=core_sender, message_id=message_id
-            )
-        except BaseException:
-            for mailbox in reserved:
-                mailbox.cancel_reservation(message_id)
-            raise
-        for aid in absent:  # members with no agent here: their copies go out, or are dead letters
-            if self._outbound is not None:
-                await send_copy_out(self, self._outbound, message, aid)
-            else:
-                self._warn_if_absent(group_id, aid)
-                self.record_dead_letter(aid, message, self._no_agent(aid))
-        return message
-
-    async def _publish_remote(self, to: str, message: AUNMessage, directory: Directory) -> AUNMessage:
-        """A direct message to an AID this process does not hold, with a directory to ask."""
-        status = directory.aid_status(to)
-        if status is AIDStatus.UNKNOWN and (aid_domain(to) != self.domain or not directory.keeps_undeliverable):
-            raise self._undeliverable(message, self._no_agent(to))
-        if status is not AIDStatus.UNKNOWN:  # held, or away: kept for it until it is back
-            self.archive.record(message.from_aid, RecordKind.SENT, message)
-        await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
-        if status is AIDStatus.UNKNOWN:
-            raise self._undeliverable(
-                message,
-                UnknownAIDError(
-                    f"no worker holds {to}: the message is kept and will be delivered if a worker registers it"
-                ),
-            )
-        return message
-
-    async def _publish_to_members(self, group_id: str, fields: dict[str, Any], directory: Directory) -> AUNMessage:
-        """A group message through a directory: one copy to each member the sender sees now.
-
-        Members held here or by another process (or away) get their copy; a member nobody holds
-        gets a dead letter instead, as in one process.
-        """
-        info = directory.group(group_id)
-        sender = fields["from_aid"]
-        message = AUNMessage(**fields)
-        if info is None and self._outbound is not None:
-            return await send_out(self, self._outbound, message, None)
-        if info is None:
-            raise self._undeliverable(message, UnknownGroupError(f"no group {group_id!r}"))
-        if sender not in info.members:
-            error = NotAGroupMemberError(f"{sender} is not a member of group {group_id}")
-            self.record_dead_letter(sender, message, error)
-            raise error
-        reserved: list[tuple[str, Mailbox]] = []
-        for aid in sorted(info.members - {sender}):
-            endpoint = self._endpoints.get(aid)
-            if endpoint is not None and endpoint.mailbox.overflow is OverflowPolicy.BLOCK:
-                with contextlib.suppress(MailboxFullError):
-                    await endpoint.mailbox.reserve(message.message_id, sender)
-                    reserved.append((aid, endpoint.mailbox))
-        # Membership may have changed while waiting for room: the members seen now receive it.
-        info = directory.group(group_id) or info
-        for aid, mailbox in reserved:
-            if aid not in info.members:
-                mailbox.cancel_reservation(message.message_id)
-        self.archive.record(sender, RecordKind.SENT, message)
-        core_sender = agent_id(sender) if sender in self._endpoints else None
-        for aid in sorted(info.members - {sender}):
-            if aid not in self._endpoints and directory.aid_status(aid) is AIDStatus.UNKNOWN:
-                if self._outbound is not None:
-                    await send_copy_out(self, self._outbound, message, aid)
-                else:
-                    self._warn_if_absent(group_id, aid)
-                    self.record_dead_letter(aid, message, self._no_agent(aid))
-                continue
-            await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message.message_id)
-        return message
+    async def send_message(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused: AUN has no request/response. Nothing is queued."""
+        raise RPCForbiddenError()
 
     # -- the network seam (see _route.py) -----------------------------------------------------------
 
@@ -820,27 +597,39 @@ class AUNRuntime:
         """Send what this runtime cannot deliver itself through ``route`` (a gateway agent); None
         restores dead letters. With a route, an AID is local exactly when it is registered here (or,
         with a directory, held by another process of this cluster)."""
-        self._outbound = route
+        self._sending.outbound = route
+
+    @property
+    def outbound_route(self) -> OutboundRoute | None:
+        """The route set with :meth:`set_outbound_route`, or None."""
+        return self._sending.outbound
 
     async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
         """Deliver messages that came from the network to local recipients, ``(message, recipient)``
         in arrival order; return once the archive has committed every recipient's verdict."""
-        await deliver_remote(self, arrivals)
+        await deliver_remote(
+            arrivals, endpoints=self._endpoints, core=self.core, archive=self.archive, failures=self._failures
+        )
 
-    def _held_elsewhere(self, aid: str) -> bool:
-        """True if another process of this cluster holds (or held) ``aid``: it is not the network's."""
-        return self._directory is not None and self._directory.aid_status(aid) is not AIDStatus.UNKNOWN
+    # -- what agents and their endpoints use (see AgentHost) ---------------------------------------
+
+    @property
+    def core_drains_mailboxes(self) -> bool:
+        """True if the core runs each agent's messages from its mailbox (else delivery does)."""
+        return self._core_drains
+
+    def was_member(self, group_id: str, aid: str, seq: int) -> bool:
+        """Whether ``aid`` was in ``group_id`` when its message ``seq`` was posted (True for a group
+        of another runtime: whoever holds it decided)."""
+        group = self._groups.get(group_id)
+        return group is None or group.was_member(aid, seq)
+
+    def keep_task(self, task: asyncio.Task[None]) -> None:
+        """Cancel ``task`` (an agent's scheduled action) when the runtime stops."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # -- failures ----------------------------------------------------------------------------------
-
-    def _no_agent(self, aid: str) -> UndeliverableError:
-        if aid_domain(aid) == self.domain:
-            return UnknownAIDError(f"no agent {aid} is registered in this runtime")
-        return NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
-
-    def _undeliverable(self, message: AUNMessage, error: UndeliverableError) -> UndeliverableError:
-        self.record_dead_letter(message.from_aid, message, error)
-        return error
 
     def _mailbox_of(self, agent: AgentId) -> Mailbox | None:
         endpoint = self._endpoints.get(agent.type) if agent.key == TOPIC_SOURCE else None
@@ -856,55 +645,10 @@ class AUNRuntime:
     def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
         """Record that a budget stopped ``owner`` (a send, with the message refused, or a model
         call). Archived as ``budget_stop``, counted in :attr:`stats`, logged: never silent."""
-        self.stats.budget_stops += 1
-        self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
-        logger.warning("budget stop for %s: %s", owner, error)
+        self._failures.budget_stop(owner, error, message)
 
     def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record that ``message`` could not be delivered to, or handled by, ``owner`` because of
         ``error`` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
         letter with the reason, counted in :attr:`stats`, logged: never silent."""
-        self.stats.dead_letters += 1
-        reason = f"{type(error).__name__}: {error}"
-        self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
-        if isinstance(error, AUNError):
-            logger.warning("dead letter for %s: %s", owner, reason)
-        else:
-            logger.error("dead letter for %s: handler raised %s", owner, reason, exc_info=error)
-
-    # -- proactive tasks ---------------------------------------------------------------------------
-
-    def _schedule(
-        self, agent: AUNAgent, action: Callable[[], Awaitable[None]], *, delay: float, every: float | None
-    ) -> asyncio.Task[None]:
-        async def run() -> None:
-            if delay > 0:
-                await asyncio.sleep(delay)
-            while True:
-                await action()
-                if every is None:
-                    return
-                await asyncio.sleep(every)
-
-        return self._spawn(agent, run)
-
-    async def _run_proactive(self, agent: AUNAgent, action: Callable[[], Awaitable[None]]) -> None:
-        token = INBOUND.set(None)  # a proactive action answers nothing: it starts its own thread
-        acting = ACTING.set(agent)
-        try:
-            await action()
-        except (HopLimitExceeded, BudgetExceeded):
-            pass  # already recorded as a loop or budget stop
-        except Exception as exc:
-            self.record_dead_letter(agent.aid, None, exc)
-        finally:
-            ACTING.reset(acting)
-            INBOUND.reset(token)
-
-    def _spawn(self, agent: AUNAgent, action: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(
-            self._run_proactive(agent, action), name=f"aun:{agent.aid}"
-        )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        self._failures.dead_letter(owner, message, error)

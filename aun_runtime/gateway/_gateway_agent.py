@@ -122,7 +122,7 @@ class GatewayAgent:
         """Stop carrying messages. What waits in the outbox stays there for the next start."""
         if self._outbox is None:
             return
-        if getattr(self.runtime, "_outbound", None) is self:
+        if self.runtime.outbound_route is self:
             self.runtime.set_outbound_route(None)
         await asyncio.gather(*(link.stop() for link in self._links.values()))
         await self._outbox.close()

@@ -27,7 +27,7 @@ from autogen_core.models import (
 )
 from autogen_core.tools import Tool, ToolSchema
 
-from .._agent import ACTING, INBOUND, AUNAgent
+from .._acting import ACTING, INBOUND, Actor
 from .._budgets import ModelCall
 from .._errors import ModelBudgetExceeded
 from ._request import JsonOutput, ToolChoice
@@ -51,7 +51,7 @@ class MeteredChatCompletionClient(ChatCompletionClient):
     def __init__(self, inner: ChatCompletionClient) -> None:
         self.inner = inner
 
-    def _begin(self) -> tuple[AUNAgent, str | None, ModelCall] | None:
+    def _begin(self) -> tuple[Actor, str | None, ModelCall] | None:
         agent = ACTING.get()  # set only while an attached agent acts
         if agent is None:
             return None
@@ -66,7 +66,7 @@ class MeteredChatCompletionClient(ChatCompletionClient):
         return agent, thread, runtime.ledger.begin_model_call(agent.aid, thread)
 
     @staticmethod
-    def _end(meter: tuple[AUNAgent, str | None, ModelCall] | None, usage: RequestUsage | None) -> None:
+    def _end(meter: tuple[Actor, str | None, ModelCall] | None, usage: RequestUsage | None) -> None:
         if meter is None:
             return
         agent, thread, call = meter

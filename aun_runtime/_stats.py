@@ -1,0 +1,20 @@
+"""``RuntimeStats``: the counters of what happened to a runtime's messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RuntimeStats"]
+
+
+@dataclass
+class RuntimeStats:
+    """Counters of what happened to messages. Nothing here is ever silent."""
+
+    sent: int = 0
+    delivered: int = 0
+    filtered: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    loop_stops: int = 0
+    budget_stops: int = 0
