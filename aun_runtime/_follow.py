@@ -20,7 +20,7 @@ from typing import TextIO
 from protocols.aun import AUNMessage
 
 from ._archive import Archive, ArchiveRecord, RecordKind
-from ._transcript import _snip, message_line
+from ._transcript import snip, message_line
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
 
@@ -65,7 +65,7 @@ class TranscriptFollower:
                     f"    #{number} filtered for {record.owner} ({record.reason or 'filtered'}; archived)"
                 )
         elif record.kind is RecordKind.THOUGHT:
-            out.append(f"    ({record.owner} thinks: {_snip(record.text)})")
+            out.append(f"    ({record.owner} thinks: {snip(record.text)})")
         elif record.kind is RecordKind.DEAD_LETTER:
             if message is not None and not known:  # never sent: its recipient does not exist
                 out.append(self._message_line(message, ["dead letter"]))

@@ -20,7 +20,7 @@ from protocols.aun import AIDMention, AUNMessage, ToolCallPayload, ToolResultPay
 
 from ._archive import ArchiveRecord, RecordKind
 
-__all__ = ["render_transcript"]
+__all__ = ["message_line", "render_transcript", "snip"]
 
 _SNIPPET = 80
 _INDENT = "    "
@@ -57,7 +57,7 @@ def render_transcript(
             _arrived(message, sent, outside, children)
             filtered[message.message_id][record.reason or "filtered"].append(record.owner)
         elif record.kind is RecordKind.THOUGHT:
-            notes[record.about].append(f"({record.owner} thinks: {_snip(record.text)})")
+            notes[record.about].append(f"({record.owner} thinks: {snip(record.text)})")
         elif record.kind is RecordKind.DEAD_LETTER:
             where = message.message_id if message is not None else None
             if message is not None and message.message_id not in sent:
@@ -144,7 +144,7 @@ def _arrived(
 def _content(message: AUNMessage) -> str:
     payload = message.payload
     if message.text is not None:
-        return _snip(message.text)
+        return snip(message.text)
     # A tool annotation shows what was used and what came of it: that is what it is for.
     if isinstance(payload, ToolCallPayload):
         arguments = ", ".join(f"{k}={v!r}" for k, v in payload.arguments.items())
@@ -160,5 +160,6 @@ def _flat(text: str | None) -> str:
     return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
 
 
-def _snip(text: str | None) -> str:
+def snip(text: str | None) -> str:
+    """``text`` on one line, cut to a snippet, quoted: how the transcript shows what was said."""
     return repr(_flat(text))

@@ -1,0 +1,147 @@
+"""The house rules of the code's layout, read from the source with ``ast`` (nothing is imported):
+
+* no import circle inside ``aun_runtime`` (every import counts: those under ``if TYPE_CHECKING:``
+  and those inside functions too, since a circle of either kind ties the files together alike);
+* no module uses another module's private names: no ``from x import _name`` of the project's
+  modules, and no ``obj._name`` on anything but ``self``/``cls``/``super()`` unless ``_name`` is
+  defined in that same module;
+* the layers point one way: ``protocols`` imports nothing of the project's, and the library
+  (``aun_runtime``) never imports the application package (``agents``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("aun_runtime", "agents", "protocols")
+
+
+def _modules(package: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = {name: path for package in PACKAGES for name, path in _modules(package).items()}
+
+
+def _imported(module: str, path: Path) -> Iterator[tuple[str, ast.ImportFrom | ast.Import]]:
+    """Every module of the project that ``module`` imports (the nearest one that exists)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                if path.name != "__init__.py":
+                    base.pop()
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            targets = [f"{target}.{alias.name}" for alias in node.names] or [target]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                yield target, node
+
+
+def _circles(package: str) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan's algorithm)."""
+    names = [name for name in MODULES if name == package or name.startswith(package + ".")]
+    graph = {name: {target for target, _ in _imported(name, MODULES[name]) if target in names} for name in names}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for name in names:
+        if name not in index:
+            visit(name)
+    return circles
+
+
+def test_no_import_circle_in_the_library() -> None:
+    assert _circles("aun_runtime") == []
+
+
+def _private_uses(module: str, path: Path) -> Iterator[str]:
+    tree = ast.parse(path.read_text())
+    defined: set[str] = set()
+    outside_modules: set[str] = set()  # names bound to modules that are not the project's
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            defined.add(node.value)  # __slots__ entries
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.partition(".")[0] not in PACKAGES:
+                    outside_modules.add(alias.asname or alias.name.partition(".")[0])
+    for target, node in dict(_imported(module, path)).items():
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    yield f"{path.relative_to(ROOT)}:{node.lineno}: imports {alias.name} from {target}"
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls", *outside_modules):
+            continue
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+            continue
+        if node.attr not in defined:
+            yield f"{path.relative_to(ROOT)}:{node.lineno}: uses {ast.unparse(node)}"
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    found = [use for name, path in MODULES.items() for use in _private_uses(name, path)]
+    assert found == []
+
+
+def test_the_layers_point_one_way() -> None:
+    upward = [
+        f"{name} imports {target}"
+        for name, path in MODULES.items()
+        for target, _ in _imported(name, path)
+        if (name.startswith("protocols") and not target.startswith("protocols"))
+        or (name.startswith("aun_runtime") and target.startswith("agents"))
+    ]
+    assert upward == []
