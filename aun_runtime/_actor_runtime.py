@@ -38,7 +38,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, cast
 
 from autogen_core import (
     Agent,
@@ -62,22 +62,20 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
+from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
+from ._core import InProcessCore
 from ._errors import MailboxFullError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
-from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
 from ._routing import SubscriptionIndex
 
-__all__ = ["DRAIN_BATCH", "AUNActorRuntime", "MailboxProvider", "UndeliverableHook"]
+__all__ = ["DRAIN_BATCH", "AUNActorRuntime"]
 
 logger = logging.getLogger("aun_runtime")
 
 T = TypeVar("T", bound=Agent)
 _type_of = type  # the protocol's methods take a parameter named ``type``
-#: Gives the mailbox an agent should use (None: the runtime makes one with its defaults).
-MailboxProvider = Callable[[AgentId], Mailbox | None]
-#: Told about every message that could not be delivered or handled: (recipient, message, why).
-UndeliverableHook = Callable[[AgentId, Any, BaseException], None]
 
 #: Messages a drain task hands to its agent before it lets other tasks run. Handlers that never await
 #: would otherwise let one busy agent hold the event loop until its whole mailbox is empty.
@@ -111,7 +109,7 @@ def _factory_entry(make: Callable[..., Any], expected: type[Agent] | None) -> Ca
     return _Factory(make, expected, arity == 2)
 
 
-class AUNActorRuntime(RefusesRPC, AgentRuntime):
+class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     """An in-process autogen-core runtime with actor semantics: one mailbox and one drain per agent.
 
     Args:
@@ -119,6 +117,10 @@ class AUNActorRuntime(RefusesRPC, AgentRuntime):
         overflow: what happens when a message meets a full mailbox.
         block_timeout: how long a publisher waits for room under ``block``; after that the message
             is queued over the bound and counted in the mailbox's ``overflowed``.
+
+            Any of these three given makes them the runtime's :attr:`mailbox_options`, which an
+            :class:`~aun_runtime.AUNRuntime` on this core uses for every AID's mailbox; those not
+            given keep :class:`~aun_runtime.MailboxOptions`' defaults.
         idle_timeout: seconds an agent instance may stay idle before it is saved and dropped; None
             never evicts.
         state_store: where evicted agents' state waits (default: in memory).
@@ -162,18 +164,19 @@ class AUNActorRuntime(RefusesRPC, AgentRuntime):
     def __init__(
         self,
         *,
-        mailbox_capacity: int = DEFAULT_MAILBOX_CAPACITY,
-        overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
-        block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        mailbox_capacity: int | None = None,
+        overflow: OverflowPolicy | str | None = None,
+        block_timeout: float | None = None,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         state_store: AgentStateStore | None = None,
         tracer_provider: TracerProvider | None = None,
         ignore_unhandled_exceptions: bool = True,
     ) -> None:
-        Mailbox(mailbox_capacity, overflow, block_timeout)  # check the options once, here
-        self.mailbox_capacity = mailbox_capacity
-        self.overflow = OverflowPolicy(overflow)
-        self.block_timeout = block_timeout
+        options = {"capacity": mailbox_capacity, "overflow": overflow, "block_timeout": block_timeout}
+        given: dict[str, Any] = {name: value for name, value in options.items() if value is not None}
+        # How the mailboxes the runtime makes itself are made: the options given, else the defaults.
+        self._mailboxes = MailboxOptions(**given)  # checks them once, here
+        self._mailbox_options = self._mailboxes if given else None
         self._factories: dict[str, Callable[..., Any] | _Factory] = {}
         self._instance_types: dict[str, type[Agent]] = {}
         self._cells: dict[AgentId, Cell] = {}
@@ -195,7 +198,28 @@ class AUNActorRuntime(RefusesRPC, AgentRuntime):
             store=state_store if state_store is not None else MemoryStateStore(),
         )
 
-    # -- the hooks an AUN runtime facade plugs in ----------------------------------------------------
+    # -- what an AUN runtime facade needs of its core (AUNCore) ---------------------------------------
+
+    @property
+    def mailbox_options(self) -> MailboxOptions | None:
+        """The mailbox options this runtime was given (``mailbox_capacity``, ``overflow``,
+        ``block_timeout``), or None if it was given none."""
+        return self._mailbox_options
+
+    @property
+    def mailbox_capacity(self) -> int:
+        """The bound of the mailboxes this runtime makes itself."""
+        return self._mailboxes.capacity
+
+    @property
+    def overflow(self) -> OverflowPolicy:
+        """The overflow policy of the mailboxes this runtime makes itself."""
+        return self._mailboxes.overflow
+
+    @property
+    def block_timeout(self) -> float:
+        """The blocking timeout of the mailboxes this runtime makes itself."""
+        return self._mailboxes.block_timeout
 
     def attach(
         self,
@@ -410,7 +434,7 @@ class AUNActorRuntime(RefusesRPC, AgentRuntime):
 
     def _make_cell(self, agent_id: AgentId) -> Cell:
         mailbox = self._mailbox_provider(agent_id) if self._mailbox_provider is not None else None
-        cell = Cell(agent_id, mailbox or Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout))
+        cell = Cell(agent_id, mailbox or self._mailboxes.mailbox())
         self._cells[agent_id] = cell
         return cell
 
@@ -714,3 +738,7 @@ def _no_factory() -> NoReturn:
         "under this AgentId before publishing to it"
     )
 
+
+if TYPE_CHECKING:
+    # mypy holds the runtime to what the facade needs of its core, member by member.
+    _as_core: AUNCore = AUNActorRuntime()
