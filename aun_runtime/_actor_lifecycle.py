@@ -35,18 +35,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Container, Mapping
+from typing import Any
 
 from autogen_core import Agent, AgentId, BaseAgent, MessageHandlerContext
 
 from ._actor_cell import Cell
 from ._agent_state import AgentStateStore
+from ._aun_core import UndeliverableHook
 from ._errors import RuntimeStoppedError
 from ._eviction import EVICTION_BATCH, IdleList
-
-if TYPE_CHECKING:
-    from ._actor_runtime import _Factory
 
 __all__ = ["STOP_GRACE", "ActorLifecycle"]
 
@@ -62,47 +60,74 @@ def _declares_state(agent: Agent) -> bool:
 
 
 class ActorLifecycle:
-    """Start/stop, idleness, eviction and state for :class:`~aun_runtime.AUNActorRuntime`."""
+    """Start/stop, idleness, eviction and state of the agents of one :class:`~aun_runtime.AUNActorRuntime`.
 
-    if TYPE_CHECKING:
-        _cells: dict[AgentId, Cell]
-        _factories: dict[str, Callable[..., Any] | _Factory]
-        _background_exception: BaseException | None
+    The runtime owns one and delegates its lifecycle methods to it; the lifecycle reaches the agents
+    only through what it is given here.
 
-        def _start_drain(self, cell: Cell) -> None: ...
-        def _undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None: ...
-        async def _get_agent(self, agent_id: AgentId) -> Agent: ...
-        async def _get_agent_of(self, cell: Cell) -> Agent: ...
+    Args:
+        cells: the runtime's cells, by agent (shared: the runtime adds them, the lifecycle drops them).
+        known_types: the agent types registered (state for other types is skipped).
+        start_drain: starts the drain task of a cell with queued messages.
+        undeliverable: reports a message that will not be handled.
+        get_agent: the instance of an agent, created if need be.
+        get_agent_of: the instance of a cell's agent, created if need be (every caller shares one creation).
+        idle_timeout: seconds an instance may stay idle before it is evicted; None never evicts.
+        store: where evicted agents' state waits.
 
-    def __init__(self, idle_timeout: float | None, store: AgentStateStore) -> None:
-        self._running = False
-        self._epoch = 0  # bumped by start and stop: a drain of an older epoch leaves its cell alone
-        self._unfinished = 0
-        self._idle_event = asyncio.Event()
-        self._idle_event.set()
+    Attributes:
+        running: started and not stopped since.
+        epoch: bumped by start and stop: a drain of an older epoch leaves its cell alone.
+        unfinished: messages queued or being handled.
+        idle_event: set while ``unfinished`` is 0.
+        evicted: agent instances evicted so far.
+
+    The runtime's delivery path reads ``running`` and ``epoch`` and updates ``unfinished`` and
+    ``idle_event`` directly, without a call: it does so once per delivery.
+    """
+
+    def __init__(
+        self,
+        cells: dict[AgentId, Cell],
+        known_types: Container[str],
+        *,
+        start_drain: Callable[[Cell], None],
+        undeliverable: UndeliverableHook,
+        get_agent: Callable[[AgentId], Awaitable[Agent]],
+        get_agent_of: Callable[[Cell], Awaitable[Agent]],
+        idle_timeout: float | None,
+        store: AgentStateStore,
+    ) -> None:
+        self._cells = cells
+        self._known_types = known_types
+        self._start_drain = start_drain
+        self._undeliverable = undeliverable
+        self._get_agent = get_agent
+        self._get_agent_of = get_agent_of
+        self.running = False
+        self.epoch = 0
+        self.unfinished = 0
+        self.idle_event = asyncio.Event()
+        self.idle_event.set()
         self._store = store
         self._idle_list = IdleList(idle_timeout, self._evict_due) if idle_timeout is not None else None
         self._evictions: set[asyncio.Task[int]] = set()
         self._closed = False
-        #: Agent instances evicted so far.
+        self._background_exception: BaseException | None = None
         self.evicted = 0
 
     # -- counting ----------------------------------------------------------------------------------
 
-    def _message_finished(self) -> None:
-        self._unfinished -= 1
-        if not self._unfinished:
-            self._idle_event.set()
+    def message_finished(self) -> None:
+        """One message fewer is queued or being handled."""
+        self.unfinished -= 1
+        if not self.unfinished:
+            self.idle_event.set()
 
-    @property
-    def unprocessed_messages_count(self) -> int:
-        """Messages queued or being handled."""
-        return self._unfinished
-
-    @property
-    def instances(self) -> int:
-        """Agent instances in memory."""
-        return sum(1 for cell in self._cells.values() if cell.agent is not None)
+    def keep_failure(self, error: Exception) -> None:
+        """Keep the first handler exception, for ``stop()`` to raise."""
+        if self._background_exception is None:
+            self._background_exception = error
 
     @property
     def saved_states(self) -> int:
@@ -112,13 +137,13 @@ class ActorLifecycle:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start delivering. Raises RuntimeError if already started, or closed."""
-        if self._running:
+        """Start delivering: a drain for every cell with queued messages, and the eviction timer."""
+        if self.running:
             raise RuntimeError("Runtime is already started")
         if self._closed:
             raise RuntimeError("the runtime is closed: make a new one (its agents' state is in its store)")
-        self._running = True
-        self._epoch += 1
+        self.running = True
+        self.epoch += 1
         for cell in list(self._cells.values()):
             if cell.queue and cell.task is None and not cell.evicting:
                 self._start_drain(cell)
@@ -126,18 +151,12 @@ class ActorLifecycle:
             self._idle_list.start()
 
     async def idle(self) -> None:
-        """Wait until every queued message, and everything it caused, has been handled.
-
-        Raises:
-            RuntimeError: messages are queued but the runtime is not started (they would wait forever),
-                or a handler called it: it would wait for that very handler (start a task for it, or
-                call ``stop()``).
-        """
+        """Wait until nothing is queued or being handled (refused in the handler it would wait for)."""
         self._refuse_in_own_handler()
-        while self._unfinished > 0:
-            if not self._running:
+        while self.unfinished > 0:
+            if not self.running:
                 raise RuntimeError("the runtime is not started: queued messages wait for start()")
-            await self._idle_event.wait()
+            await self.idle_event.wait()
 
     def _refuse_in_own_handler(self) -> None:
         try:
@@ -152,44 +171,27 @@ class ActorLifecycle:
             )
 
     async def stop(self) -> None:
-        """Stop now: cancel running handlers and report what was not handled (see the module doc)."""
-        if not self._running:
+        """Stop now: cancel running handlers and report what was not handled."""
+        if not self.running:
             raise RuntimeError("Runtime is not started")
         await self._halt()
         self._raise_background_exception()
 
     async def stop_when_idle(self) -> None:
-        """Wait until everything queued has been handled, then stop."""
-        if not self._running:
+        """Stop once idle."""
+        if not self.running:
             raise RuntimeError("Runtime is not started")
         await self.idle()
         await self._halt()
         self._raise_background_exception()
 
-    async def stop_when(self, condition: Callable[[], bool], check_period: float = 1.0) -> None:
-        """Stop once ``condition()`` is true, checking every ``check_period`` seconds (as autogen-core)."""
-        while not condition():  # noqa: ASYNC110 - a plain predicate has nothing to wait on (autogen-core's API)
-            await asyncio.sleep(check_period)
-        await self.stop()
-
     async def close(self) -> None:
-        """Stop if running, then close every agent instance in memory and the state store.
-
-        With a durable state store (``store.durable``), each instance's state is saved into it first,
-        as if it were evicted, and the store is closed: a runtime started on the same store later
-        carries on from there. Messages still queued are reported as undeliverable with
-        :class:`~aun_runtime.RuntimeStoppedError`, as ``stop()`` does.
-
-        All of it happens whatever fails on the way: an agent whose ``save_state`` or ``close`` raises
-        is logged and the others are still saved and closed; a handler's exception that ``stop()``
-        raises (``ignore_unhandled_exceptions=False``) is raised once the store is closed. A second
-        ``close()`` does nothing.
-        """
+        """Stop if running, save (into a durable store) and close every instance, close the store."""
         if self._closed:
             return
         self._closed = True
         failure: Exception | None = None
-        if self._running:
+        if self.running:
             try:
                 await self.stop()
             except Exception as exc:
@@ -228,8 +230,8 @@ class ActorLifecycle:
                 cell.mailbox.release()
                 self._undeliverable(cell.agent_id, delivery.message, RuntimeStoppedError(why))
             cell.queue = None
-        self._unfinished = 0
-        self._idle_event.set()
+        self.unfinished = 0
+        self.idle_event.set()
 
     def _raise_background_exception(self) -> None:
         error, self._background_exception = self._background_exception, None
@@ -237,8 +239,8 @@ class ActorLifecycle:
             raise error
 
     async def _halt(self) -> None:
-        self._running = False
-        self._epoch += 1
+        self.running = False
+        self.epoch += 1
         if self._idle_list is not None:
             self._idle_list.stop()
         cells = list(self._cells.values())
@@ -277,7 +279,8 @@ class ActorLifecycle:
 
     # -- eviction ----------------------------------------------------------------------------------
 
-    def _went_idle(self, cell: Cell) -> None:
+    def went_idle(self, cell: Cell) -> None:
+        """``cell`` has nothing queued or running: list it for eviction, or drop it if it has no instance."""
         if cell.agent is None:
             # Its instance could not be created (the messages were reported): nothing would ever
             # evict the cell, so it goes now, unless something is still on its way to it.
@@ -286,7 +289,8 @@ class ActorLifecycle:
         elif self._idle_list is not None and not cell.resident:
             self._idle_list.add(cell)
 
-    def _idle_list_discard(self, cell: Cell) -> None:
+    def idle_list_discard(self, cell: Cell) -> None:
+        """``cell`` is busy again: off the idle list."""
         if self._idle_list is not None:
             self._idle_list.discard(cell)
 
@@ -304,10 +308,7 @@ class ActorLifecycle:
         return evicted
 
     async def evict_idle(self, older_than: float = 0.0) -> int:
-        """Evict now every instance idle for at least ``older_than`` seconds; returns how many.
-
-        The timer does this by itself after ``idle_timeout``; call it to shed memory at once.
-        """
+        """Evict now every instance idle for at least ``older_than`` seconds; returns how many."""
         if self._idle_list is not None:
             cells = self._idle_list.due(asyncio.get_running_loop().time(), older_than)
         else:
@@ -351,14 +352,15 @@ class ActorLifecycle:
             return True
         finally:
             cell.evicting = False
-            if cell.queue and cell.task is None and self._running:
+            if cell.queue and cell.task is None and self.running:
                 self._start_drain(cell)
             elif cell.agent is not None and cell.quiet():
-                self._went_idle(cell)
+                self.went_idle(cell)
 
     # -- state -------------------------------------------------------------------------------------
 
-    async def _restore(self, agent_id: AgentId, agent: Agent) -> None:
+    async def restore(self, agent_id: AgentId, agent: Agent) -> None:
+        """Load the state saved for ``agent_id`` into its new instance (kept if loading fails)."""
         state = self._store.take(agent_id)
         if state is not None:
             try:
@@ -394,7 +396,7 @@ class ActorLifecycle:
         """Load agents' state: into instances in memory now, into the others when they are created."""
         for key, agent_state in state.items():
             agent_id = AgentId.from_str(key)
-            if agent_id.type not in self._factories:
+            if agent_id.type not in self._known_types:
                 continue  # as autogen-core: state of unknown agent types is skipped
             await self._load(agent_id, agent_state)
 
@@ -408,7 +410,7 @@ class ActorLifecycle:
         return await (await self._get_agent(agent)).save_state()
 
     async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
-        if agent.type not in self._factories:
+        if agent.type not in self._known_types:
             raise LookupError(f"Agent with name {agent.type} not found.")
         await self._load(agent, state)
 

@@ -37,8 +37,8 @@ import inspect
 import logging
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, cast
 
 from autogen_core import (
     Agent,
@@ -62,22 +62,20 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
+from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
+from ._core import InProcessCore
 from ._errors import MailboxFullError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
-from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
 from ._routing import SubscriptionIndex
 
-__all__ = ["DRAIN_BATCH", "AUNActorRuntime", "MailboxProvider", "UndeliverableHook"]
+__all__ = ["DRAIN_BATCH", "AUNActorRuntime"]
 
 logger = logging.getLogger("aun_runtime")
 
 T = TypeVar("T", bound=Agent)
 _type_of = type  # the protocol's methods take a parameter named ``type``
-#: Gives the mailbox an agent should use (None: the runtime makes one with its defaults).
-MailboxProvider = Callable[[AgentId], Mailbox | None]
-#: Told about every message that could not be delivered or handled: (recipient, message, why).
-UndeliverableHook = Callable[[AgentId, Any, BaseException], None]
 
 #: Messages a drain task hands to its agent before it lets other tasks run. Handlers that never await
 #: would otherwise let one busy agent hold the event loop until its whole mailbox is empty.
@@ -111,7 +109,7 @@ def _factory_entry(make: Callable[..., Any], expected: type[Agent] | None) -> Ca
     return _Factory(make, expected, arity == 2)
 
 
-class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
+class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     """An in-process autogen-core runtime with actor semantics: one mailbox and one drain per agent.
 
     Args:
@@ -119,6 +117,10 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         overflow: what happens when a message meets a full mailbox.
         block_timeout: how long a publisher waits for room under ``block``; after that the message
             is queued over the bound and counted in the mailbox's ``overflowed``.
+
+            Any of these three given makes them the runtime's :attr:`mailbox_options`, which an
+            :class:`~aun_runtime.AUNRuntime` on this core uses for every AID's mailbox; those not
+            given keep :class:`~aun_runtime.MailboxOptions`' defaults.
         idle_timeout: seconds an agent instance may stay idle before it is saved and dropped; None
             never evicts.
         state_store: where evicted agents' state waits (default: in memory).
@@ -162,18 +164,19 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
     def __init__(
         self,
         *,
-        mailbox_capacity: int = DEFAULT_MAILBOX_CAPACITY,
-        overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
-        block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        mailbox_capacity: int | None = None,
+        overflow: OverflowPolicy | str | None = None,
+        block_timeout: float | None = None,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         state_store: AgentStateStore | None = None,
         tracer_provider: TracerProvider | None = None,
         ignore_unhandled_exceptions: bool = True,
     ) -> None:
-        Mailbox(mailbox_capacity, overflow, block_timeout)  # check the options once, here
-        self.mailbox_capacity = mailbox_capacity
-        self.overflow = OverflowPolicy(overflow)
-        self.block_timeout = block_timeout
+        options = {"capacity": mailbox_capacity, "overflow": overflow, "block_timeout": block_timeout}
+        given: dict[str, Any] = {name: value for name, value in options.items() if value is not None}
+        # How the mailboxes the runtime makes itself are made: the options given, else the defaults.
+        self._mailboxes = MailboxOptions(**given)  # checks them once, here
+        self._mailbox_options = self._mailboxes if given else None
         self._factories: dict[str, Callable[..., Any] | _Factory] = {}
         self._instance_types: dict[str, type[Agent]] = {}
         self._cells: dict[AgentId, Cell] = {}
@@ -184,10 +187,39 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         provider = tracing_provider(tracer_provider)
         self._tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
         self._ignore_unhandled = ignore_unhandled_exceptions
-        self._background_exception: BaseException | None = None
-        ActorLifecycle.__init__(self, idle_timeout, state_store if state_store is not None else MemoryStateStore())
+        self._lifecycle = ActorLifecycle(
+            self._cells,
+            self._factories,
+            start_drain=self._start_drain,
+            undeliverable=self._undeliverable,
+            get_agent=self._get_agent,
+            get_agent_of=self._get_agent_of,
+            idle_timeout=idle_timeout,
+            store=state_store if state_store is not None else MemoryStateStore(),
+        )
 
-    # -- the hooks an AUN runtime facade plugs in ----------------------------------------------------
+    # -- what an AUN runtime facade needs of its core (AUNCore) ---------------------------------------
+
+    @property
+    def mailbox_options(self) -> MailboxOptions | None:
+        """The mailbox options this runtime was given (``mailbox_capacity``, ``overflow``,
+        ``block_timeout``), or None if it was given none."""
+        return self._mailbox_options
+
+    @property
+    def mailbox_capacity(self) -> int:
+        """The bound of the mailboxes this runtime makes itself."""
+        return self._mailboxes.capacity
+
+    @property
+    def overflow(self) -> OverflowPolicy:
+        """The overflow policy of the mailboxes this runtime makes itself."""
+        return self._mailboxes.overflow
+
+    @property
+    def block_timeout(self) -> float:
+        """The blocking timeout of the mailboxes this runtime makes itself."""
+        return self._mailboxes.block_timeout
 
     def attach(
         self,
@@ -204,6 +236,97 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         """The mailbox of an agent that has a cell (an instance or pending messages), else None."""
         cell = self._cells.get(agent_id)
         return cell.mailbox if cell is not None else None
+
+    # -- lifecycle (see aun_runtime._actor_lifecycle) ------------------------------------------------
+
+    def start(self) -> None:
+        """Start delivering. Raises RuntimeError if already started, or closed."""
+        self._lifecycle.start()
+
+    async def idle(self) -> None:
+        """Wait until every queued message, and everything it caused, has been handled.
+
+        Raises:
+            RuntimeError: messages are queued but the runtime is not started (they would wait forever),
+                or a handler called it: it would wait for that very handler (start a task for it, or
+                call ``stop()``).
+        """
+        await self._lifecycle.idle()
+
+    async def stop(self) -> None:
+        """Stop now: cancel running handlers and report what was not handled (see
+        :mod:`aun_runtime._actor_lifecycle`)."""
+        await self._lifecycle.stop()
+
+    async def stop_when_idle(self) -> None:
+        """Wait until everything queued has been handled, then stop."""
+        await self._lifecycle.stop_when_idle()
+
+    async def stop_when(self, condition: Callable[[], bool], check_period: float = 1.0) -> None:
+        """Stop once ``condition()`` is true, checking every ``check_period`` seconds (as autogen-core)."""
+        while not condition():  # noqa: ASYNC110 - a plain predicate has nothing to wait on (autogen-core's API)
+            await asyncio.sleep(check_period)
+        await self.stop()
+
+    async def close(self) -> None:
+        """Stop if running, then close every agent instance in memory and the state store.
+
+        With a durable state store (``store.durable``), each instance's state is saved into it first,
+        as if it were evicted, and the store is closed: a runtime started on the same store later
+        carries on from there. Messages still queued are reported as undeliverable with
+        :class:`~aun_runtime.RuntimeStoppedError`, as ``stop()`` does.
+
+        All of it happens whatever fails on the way: an agent whose ``save_state`` or ``close`` raises
+        is logged and the others are still saved and closed; a handler's exception that ``stop()``
+        raises (``ignore_unhandled_exceptions=False``) is raised once the store is closed. A second
+        ``close()`` does nothing.
+        """
+        await self._lifecycle.close()
+
+    async def evict_idle(self, older_than: float = 0.0) -> int:
+        """Evict now every instance idle for at least ``older_than`` seconds; returns how many.
+
+        The timer does this by itself after ``idle_timeout``; call it to shed memory at once.
+        """
+        return await self._lifecycle.evict_idle(older_than)
+
+    @property
+    def unprocessed_messages_count(self) -> int:
+        """Messages queued or being handled."""
+        return self._lifecycle.unfinished
+
+    @property
+    def instances(self) -> int:
+        """Agent instances in memory."""
+        return sum(1 for cell in self._cells.values() if cell.agent is not None)
+
+    @property
+    def saved_states(self) -> int:
+        """Agents out of memory whose saved state waits for their next message."""
+        return self._lifecycle.saved_states
+
+    @property
+    def evicted(self) -> int:
+        """Agent instances evicted so far."""
+        return self._lifecycle.evicted
+
+    # -- state -------------------------------------------------------------------------------------
+
+    async def save_state(self) -> Mapping[str, Any]:
+        """The agents' own state, ``{str(agent_id): state}``, for the instances in memory and for
+        evicted agents (their saved state). Messages still queued are not part of it."""
+        return await self._lifecycle.save_state()
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        """Load agents' state: into instances in memory now, into the others when they are created
+        (so loading 100,000 agents' state creates no instance)."""
+        await self._lifecycle.load_state(state)
+
+    async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
+        return await self._lifecycle.agent_save_state(agent)
+
+    async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
+        await self._lifecycle.agent_load_state(agent, state)
 
     # -- messages ----------------------------------------------------------------------------------
 
@@ -287,7 +410,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                     MailboxFullError(f"{agent_id}: mailbox full ({cell.mailbox.capacity} messages)"),
                 )
                 if cell.agent is None:
-                    self._went_idle(cell)  # a cell made for this message alone goes with it
+                    self._lifecycle.went_idle(cell)  # a cell made for this message alone goes with it
                 continue
             cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
             if cell is not None:
@@ -311,7 +434,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
 
     def _make_cell(self, agent_id: AgentId) -> Cell:
         mailbox = self._mailbox_provider(agent_id) if self._mailbox_provider is not None else None
-        cell = Cell(agent_id, mailbox or Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout))
+        cell = Cell(agent_id, mailbox or self._mailboxes.mailbox())
         self._cells[agent_id] = cell
         return cell
 
@@ -321,12 +444,13 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
             cell.queue = queue = deque()
         queue.append(delivery)
         cell.touched += 1
-        if not self._unfinished:
-            self._idle_event.clear()
-        self._unfinished += 1
+        lifecycle = self._lifecycle
+        if not lifecycle.unfinished:
+            lifecycle.idle_event.clear()
+        lifecycle.unfinished += 1
         if cell.idle_listed:
-            self._idle_list_discard(cell)
-        if cell.task is None and self._running and not cell.evicting:
+            lifecycle.idle_list_discard(cell)
+        if cell.task is None and lifecycle.running and not cell.evicting:
             self._start_drain(cell)
 
     def _start_drain(self, cell: Cell) -> None:
@@ -336,7 +460,8 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
 
     async def _drain(self, cell: Cell) -> None:
         """Hand the cell's messages to its agent, one at a time, until the queue is empty."""
-        epoch = self._epoch
+        lifecycle = self._lifecycle
+        epoch = lifecycle.epoch
         this = asyncio.current_task()
         try:
             agent = cell.agent
@@ -344,7 +469,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                 try:
                     agent = await self._get_agent_of(cell)
                 except Exception as exc:  # the factory or load_state failed: nothing can be handled
-                    if self._epoch == epoch:
+                    if lifecycle.epoch == epoch:
                         self._fail_queued(cell, exc)
                     return
             queue = cell.queue
@@ -359,7 +484,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
             )
             handled = 0
             with MessageHandlerContext.populate_context(cell.agent_id):
-                while queue and self._epoch == epoch:
+                while queue and lifecycle.epoch == epoch:
                     delivery = queue.popleft()
                     cell.current = delivery
                     try:
@@ -370,40 +495,40 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                     except Exception as exc:
                         self._handler_failed(cell.agent_id, delivery.message, exc)
                     except asyncio.CancelledError as exc:
-                        if self._epoch != epoch or (this is not None and this.cancelling()):
+                        if lifecycle.epoch != epoch or (this is not None and this.cancelling()):
                             raise  # the drain itself is cancelled: by stop(), or from outside
                         # Cancelled inside the handler only (a future tied to the message's token,
                         # which its publisher cancelled): that message failed, the others go on.
                         self._handler_failed(cell.agent_id, delivery.message, exc)
-                    if self._epoch != epoch:
+                    if lifecycle.epoch != epoch:
                         break  # stopped meanwhile: stop() accounts for this message and the rest
                     cell.current = None
                     mailbox.release()
-                    self._unfinished -= 1  # _message_finished, inlined: this runs per delivery
-                    if not self._unfinished:
-                        self._idle_event.set()
+                    lifecycle.unfinished -= 1  # message_finished(), inlined: this runs per delivery
+                    if not lifecycle.unfinished:
+                        lifecycle.idle_event.set()
                     handled += 1
                     if handled == DRAIN_BATCH:
                         handled = 0
                         await asyncio.sleep(0)  # let other agents (and publishers) run
         finally:
-            if self._epoch == epoch:  # else stop() has accounted for this cell
+            if lifecycle.epoch == epoch:  # else stop() has accounted for this cell
                 cell.task = None
                 interrupted, cell.current = cell.current, None
                 if interrupted is not None:  # cancelled from outside mid-handler: finish that message
                     cell.mailbox.release()
-                    self._message_finished()
+                    lifecycle.message_finished()
                     self._undeliverable(
                         cell.agent_id,
                         interrupted.message,
                         UndeliverableError("the drain was cancelled while this message was being handled"),
                     )
                 if cell.queue:
-                    if self._running and not cell.evicting:
+                    if lifecycle.running and not cell.evicting:
                         self._start_drain(cell)  # the rest must not wait for a drain that is gone
                 else:
                     cell.queue = None  # an idle cell keeps no deque
-                    self._went_idle(cell)
+                    lifecycle.went_idle(cell)
 
     async def _handle_traced(self, agent: Agent, delivery: Delivery) -> None:
         assert self._tracer is not None
@@ -436,8 +561,8 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
             self._report(agent_id, message, error)
         # A cancelled message is no error of the handler; and stop() raising CancelledError would
         # read as stop() itself having been cancelled.
-        if not self._ignore_unhandled and self._background_exception is None and isinstance(error, Exception):
-            self._background_exception = error
+        if not self._ignore_unhandled and isinstance(error, Exception):
+            self._lifecycle.keep_failure(error)
 
     def _report(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
         """Pass a failure to the hook. A hook that raises is logged: it runs inside a drain, a
@@ -455,7 +580,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
         while cell.queue:
             delivery = cell.queue.popleft()
             cell.mailbox.release()
-            self._message_finished()
+            self._lifecycle.message_finished()
             self._undeliverable(cell.agent_id, delivery.message, error)
         cell.queue = None
 
@@ -526,7 +651,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
             cell = self._make_cell(agent_id)
         agent = await self._get_agent_of(cell)
         if cell.task is None and not cell.queue and not cell.idle_listed:
-            self._went_idle(cell)
+            self._lifecycle.went_idle(cell)
         return agent
 
     async def _get_agent_of(self, cell: Cell) -> Agent:
@@ -538,14 +663,14 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                 # that gives up (a wait_for that timed out, a stopped drain) does not cancel it
                 # for the others. Only stop() cancels it.
                 activation = cell.activation = asyncio.get_running_loop().create_task(self._activate(cell))
-            epoch = self._epoch
+            epoch = self._lifecycle.epoch
             try:
                 return await asyncio.shield(activation)
             except asyncio.CancelledError:
                 this = asyncio.current_task()
                 if not activation.cancelled() or (this is not None and this.cancelling()):
                     raise  # this caller was cancelled
-                if self._epoch == epoch:  # the factory itself raised CancelledError
+                if self._lifecycle.epoch == epoch:  # the factory itself raised CancelledError
                     raise UndeliverableError(f"creating {cell.agent_id} was cancelled") from None
                 # stop() cancelled the activation, not this caller, who still wants the agent.
         return cell.agent
@@ -578,7 +703,7 @@ class AUNActorRuntime(RefusesRPC, ActorLifecycle, AgentRuntime):
                     f"Factory registered using the wrong type: expected {factory.expected.__name__}, "
                     f"got {_type_of(agent).__name__}"
                 )
-            await self._restore(agent_id, agent)
+            await self._lifecycle.restore(agent_id, agent)
         except BaseException:
             # This instance will never be used (of the wrong class, or its state did not load): close
             # it, as an evicted one is, so that whatever it opened is released.
@@ -613,3 +738,7 @@ def _no_factory() -> NoReturn:
         "under this AgentId before publishing to it"
     )
 
+
+if TYPE_CHECKING:
+    # mypy holds the runtime to what the facade needs of its core, member by member.
+    _as_core: AUNCore = AUNActorRuntime()

@@ -21,8 +21,8 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autogen_core import (
     EVENT_LOGGER_NAME,
@@ -46,11 +46,14 @@ from pydantic import BaseModel
 from protocols.aun import AUNMessage
 from protocols.contract import contract_classes
 
+from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
 from ._errors import RuntimeStoppedError
+from ._mailbox import MailboxOptions
 from ._no_rpc import RefusesRPC
 
 __all__ = [
     "AUNSingleThreadedRuntime",
+    "InProcessCore",
     "WireSerializer",
     "group_topic",
     "group_topic_type",
@@ -127,7 +130,22 @@ def register_wire_serializers(core: AgentRuntime) -> None:
     core.add_message_serializer(serializers)
 
 
-class AUNSingleThreadedRuntime(RefusesRPC, SingleThreadedAgentRuntime):
+class InProcessCore:
+    """What a core whose agents all live in this process says of itself to the facade: it keeps no
+    archive of its own and has no directory of AIDs held elsewhere."""
+
+    @property
+    def archive(self) -> None:
+        """None: the facade keeps the archive."""
+        return None
+
+    @property
+    def directory(self) -> None:
+        """None: every AID and group is in this process."""
+        return None
+
+
+class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRuntime):
     """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted per-delivery work.
 
     Args:
@@ -143,13 +161,18 @@ class AUNSingleThreadedRuntime(RefusesRPC, SingleThreadedAgentRuntime):
     def __init__(self, *, tracer_provider: TracerProvider | None = None) -> None:
         super().__init__(tracer_provider=tracer_provider)
         self._lean = tracer_provider is None
-        self._on_undeliverable: Callable[[AgentId, Any, BaseException], None] | None = None
+        self._on_undeliverable: UndeliverableHook | None = None
+
+    @property
+    def mailbox_options(self) -> MailboxOptions | None:
+        """None: this runtime makes no mailboxes (the facade applies its own at delivery)."""
+        return None
 
     def attach(
         self,
         *,
-        mailbox_provider: Callable[[AgentId], Any] | None = None,
-        on_undeliverable: Callable[[AgentId, Any, BaseException], None] | None = None,
+        mailbox_provider: MailboxProvider | None = None,
+        on_undeliverable: UndeliverableHook | None = None,
     ) -> None:
         """Hear about messages still queued at ``stop()`` (mailboxes are applied by the facade)."""
         self._on_undeliverable = on_undeliverable
@@ -246,6 +269,24 @@ class AUNSingleThreadedRuntime(RefusesRPC, SingleThreadedAgentRuntime):
         """Wait until every queued message, and everything it caused, has been handled."""
         await self._message_queue.join()
 
+    async def close(self) -> None:
+        """Stop if running (reporting what is still queued, as ``stop()`` does), then close every
+        agent instance and let it go. A second ``close()`` finds nothing left and does nothing.
+
+        The instances are closed even if ``stop()`` raises (a handler's exception); an agent whose
+        ``close`` raises is logged and the others are still closed."""
+        try:
+            if self._run_context is not None:
+                await self.stop()
+        finally:
+            instances = self._instantiated_agents
+            for agent_id in list(instances):
+                agent = instances.pop(agent_id)
+                try:
+                    await agent.close()
+                except Exception:
+                    logger.warning("closing %s failed", agent_id, exc_info=True)
+
 
 async def _deliver(agent: Agent, message: Any, context: MessageContext) -> Any:
     with MessageHandlerContext.populate_context(agent.id):
@@ -254,3 +295,7 @@ async def _deliver(agent: Agent, message: Any, context: MessageContext) -> Any:
 
 logger = logging.getLogger("aun_runtime")
 _EVENT_LOGGER = logging.getLogger(EVENT_LOGGER_NAME)
+
+if TYPE_CHECKING:
+    # mypy holds the runtime to what the facade needs of its core, member by member.
+    _as_core: AUNCore = AUNSingleThreadedRuntime()
