@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import sys
 from collections.abc import Iterable, Sequence
@@ -35,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from autogen_core import AgentId, AgentRuntime, TypeSubscription
+from autogen_core import AgentId, TypeSubscription
 
 from protocols.aun import (
     AUNMessage,
@@ -52,6 +51,7 @@ from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
 from ._agent import AgentFactory, AgentMaker, AUNAgent
 from ._archive import Archive
+from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core import (
@@ -74,7 +74,7 @@ from ._errors import (
 from ._failures import FailureLog
 from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
-from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, OverflowPolicy
+from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, MailboxOptions, OverflowPolicy
 from ._payload import PayloadLike
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
@@ -103,17 +103,23 @@ class AUNRuntime:
         domain: the local domain: AIDs ``<name>.<domain>`` are local, any other goes out through a
             gateway route (or is a dead letter if there is none).
         max_hops: the loop guard's hop limit per thread.
-        mailbox_capacity: each agent's mailbox bound.
-        overflow: what happens when a mailbox is full.
+        mailbox_capacity: each agent's mailbox bound (default: the core's, if it was given mailbox
+            options, else :data:`~aun_runtime._mailbox.DEFAULT_MAILBOX_CAPACITY`). Mailbox options are
+            given here or to the core, not both.
+        overflow: what happens when a mailbox is full (default: ``block``).
         block_timeout: how long a sender waits for room under ``block``.
         dedup_window: how many recent message keys each agent remembers.
         budgets: the limits on threads and model use every agent works within, unless registered
             with its own (see :class:`~aun_runtime.Budgets`).
-        core: the autogen-core runtime that carries the messages (default: a fresh
-            :class:`AUNActorRuntime`). A core that keeps its own archive (a distributed
-            worker journals into it) supplies it when ``archive`` is not given; a core with a
-            ``directory`` (:class:`~aun_runtime._directory.Directory`) tells the runtime about AIDs
-            and groups held by other processes, and then holds the groups.
+        core: the autogen-core runtime that carries the messages, an :class:`~aun_runtime.AUNCore`
+            (default: a fresh :class:`AUNActorRuntime`). A core that keeps its own archive (a
+            distributed worker journals into it) supplies it when ``archive`` is not given; a core
+            with a ``directory`` tells the runtime about AIDs and groups held by other processes, and
+            then holds the groups.
+
+    Raises:
+        TypeError: ``core`` is a plain autogen-core runtime, not an :class:`~aun_runtime.AUNCore`.
+        ValueError: an option is out of range, or given both here and to the core.
 
     Example:
         .. code-block:: python
@@ -131,44 +137,47 @@ class AUNRuntime:
         archive: Archive | str | Path | None = None,
         domain: str = "local",
         max_hops: int = DEFAULT_MAX_HOPS,
-        mailbox_capacity: int = DEFAULT_MAILBOX_CAPACITY,
-        overflow: OverflowPolicy | str = OverflowPolicy.BLOCK,
-        block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        mailbox_capacity: int | None = None,
+        overflow: OverflowPolicy | str | None = None,
+        block_timeout: float | None = None,
         dedup_window: int = DEFAULT_DEDUP_WINDOW,
         budgets: Budgets = DEFAULT_BUDGETS,
-        core: AgentRuntime | None = None,
+        core: AUNCore | None = None,
     ) -> None:
         if max_hops < 1:
             raise ValueError("max_hops must be at least 1")
-        core_archive = getattr(core, "archive", None)
-        if isinstance(core_archive, Archive):
+        if core is not None and not isinstance(core, AUNCore):
+            raise TypeError(
+                f"{type(core).__name__} is not an AUNCore: an AUNRuntime runs on AUNActorRuntime (the "
+                "default), AUNSingleThreadedRuntime (autogen-core's runtime with AUN rules) or a "
+                "distributed WorkerRuntime"
+            )
+        self.core: AUNCore = core if core is not None else AUNActorRuntime()
+        core_archive = self.core.archive
+        if core_archive is not None:
             if archive is not None and archive is not core_archive:
                 raise ValueError("this core keeps its own archive: pass the archive to the core, not here")
             archive = core_archive
         self.archive = archive if isinstance(archive, Archive) else Archive(archive or ":memory:")
         self.domain = domain
         self.max_hops = max_hops
-        self.mailbox_capacity = mailbox_capacity
-        self.overflow = OverflowPolicy(overflow)
-        self.block_timeout = block_timeout
+        #: How every agent's mailbox is made (given here, or to the core).
+        self.mailbox_options = _mailbox_options(self.core, mailbox_capacity, overflow, block_timeout)
         self.dedup_window = dedup_window
-        self.core: AgentRuntime = core if core is not None else AUNActorRuntime()
         self.stats = RuntimeStats()
         #: The counts behind the budgets: threads' breadth and each agent's model use.
         self.ledger = BudgetLedger(budgets)
         # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
         # policy are enforced once, in the core; the facade then only reserves places for direct sends.
-        self._core_drains = bool(getattr(self.core, "drains_mailboxes", False))
-        attach = getattr(self.core, "attach", None)
-        if attach is not None:  # and it reports what it could not deliver, to become dead letters
-            attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
+        self._core_drains = self.core.drains_mailboxes
+        # ... and every core reports what it could not deliver, to become dead letters.
+        self.core.attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, Endpoint] = {}
         self._groups: dict[str, GroupState] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
-        directory = getattr(self.core, "directory", None)
-        self._directory: Directory | None = directory if isinstance(directory, Directory) else None
+        self._directory: Directory | None = self.core.directory
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
@@ -213,11 +222,9 @@ class AUNRuntime:
         """Start delivering; agents that speak first (``on_start``) are created and started now."""
         if self._running:
             return
-        start = getattr(self.core, "start", None)
-        if start is not None:
-            started = start()
-            if inspect.isawaitable(started):  # a worker's start connects to its host
-                await started
+        started = self.core.start()
+        if started is not None:  # a worker's start connects to its host
+            await started
         self._running = True
         for endpoint in list(self._endpoints.values()):
             if endpoint.eager:
@@ -228,19 +235,14 @@ class AUNRuntime:
 
         Scheduled (proactive) actions are not waited for: they may run forever by design.
         """
-        idle = getattr(self.core, "idle", None)
-        if idle is None:
-            raise NotImplementedError(f"{type(self.core).__name__} cannot tell when it is idle")
-        await idle()
+        await self.core.idle()
         self.archive.flush()
 
     async def stop_when_idle(self) -> None:
         """Wait until everything sent has been handled, then stop."""
         await self._cancel_tasks()
         if self._running:
-            stop_when_idle = getattr(self.core, "stop_when_idle", None)
-            if stop_when_idle is not None:
-                await stop_when_idle()
+            await self.core.stop_when_idle()
         self._running = False
         self.archive.flush()
 
@@ -248,19 +250,16 @@ class AUNRuntime:
         """Stop now. Messages still queued in the core are not handled."""
         await self._cancel_tasks()
         if self._running:
-            stop = getattr(self.core, "stop", None)
-            if stop is not None:
-                with contextlib.suppress(RuntimeError):  # the core was not running after all
-                    await stop()
+            with contextlib.suppress(RuntimeError):  # the core was not running after all
+                await self.core.stop()
         self._running = False
         self.archive.flush()
 
     async def close(self) -> None:
         """Stop, close the agents (on the actor core: saving their state into a durable state
-        store, if it has one), and close the archive."""
+        store, if it has one), close the core, and close the archive."""
         await self.stop()
-        if isinstance(self.core, AUNActorRuntime):
-            await self.core.close()
+        await self.core.close()
         self.archive.close()
 
     async def _cancel_tasks(self) -> None:
@@ -315,7 +314,7 @@ class AUNRuntime:
             if not description and factory.__doc__:
                 # Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
                 description = sys.intern(factory.__doc__.strip().splitlines()[0])
-        mailbox = Mailbox(self.mailbox_capacity, self.overflow, self.block_timeout, owner=aid)
+        mailbox = self.mailbox_options.mailbox(owner=aid)
         endpoint = Endpoint(self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty)
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
@@ -495,17 +494,14 @@ class AUNRuntime:
         group.spans[aid][-1][1] = group.last_seq
         # The subscription stays until what is in flight has arrived, so that nothing the member was
         # sent is lost on the way; the seq spans keep it from seeing anything newer meanwhile.
-        idle = getattr(self.core, "idle", None)
-
         async def unsubscribe() -> None:
-            if idle is not None:
-                await idle()
+            await self.core.idle()
             subscription_id = group.subscriptions.get(aid)
             if aid not in group.members and subscription_id is not None:
                 del group.subscriptions[aid]
                 await self.core.remove_subscription(subscription_id)
 
-        if idle is None or not self._running:
+        if not self._running:
             await unsubscribe()
         else:
             self.keep_task(asyncio.get_running_loop().create_task(unsubscribe(), name=f"aun:leave:{group_id}:{aid}"))
@@ -652,3 +648,20 @@ class AUNRuntime:
         ``error`` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
         letter with the reason, counted in :attr:`stats`, logged: never silent."""
         self._failures.dead_letter(owner, message, error)
+
+
+def _mailbox_options(
+    core: AUNCore, capacity: int | None, overflow: OverflowPolicy | str | None, block_timeout: float | None
+) -> MailboxOptions:
+    """The mailbox options given to the runtime, else those given to its core, else the defaults."""
+    if capacity is None and overflow is None and block_timeout is None:
+        return core.mailbox_options or MailboxOptions()
+    if core.mailbox_options is not None:
+        raise ValueError(
+            "mailbox options were given both to the core and to the runtime: give them to one of them"
+        )
+    return MailboxOptions(
+        DEFAULT_MAILBOX_CAPACITY if capacity is None else capacity,
+        OverflowPolicy.BLOCK if overflow is None else OverflowPolicy(overflow),
+        DEFAULT_BLOCK_TIMEOUT if block_timeout is None else block_timeout,
+    )
