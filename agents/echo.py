@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aun_runtime import AUNAgent, AUNMessage, MessageContext, event
 
+__all__ = ["EchoTwice", "Quiet"]
+
 
 class EchoTwice(AUNAgent):
     """Answers every direct message twice: once at once, once more with a second thought."""

@@ -4,7 +4,19 @@ A message is delivered; the receiver decides, on its own, whether, when and how 
 Handlers are ``@event`` only, each agent takes its messages one at a time, replies are explicit sends,
 and every message is archived, including those an agent's channel kept from it.
 
-The public API is what ``__all__`` lists; every other module is private.
+The public API is what the public modules' ``__all__`` lists: this package, and
+
+* :mod:`aun_runtime.models` (model clients: cassettes, scripted, metered, from the environment),
+* :mod:`aun_runtime.testing` (small agents for tests and examples),
+* :mod:`aun_runtime.agentmd` (agent.md cards),
+* :mod:`aun_runtime.gateway` (the local AUN gateway server),
+* :mod:`aun_runtime.network` (the gateway agent: a runtime's agents on an AUN network),
+* :mod:`aun_runtime.distributed` (the gRPC host and its workers),
+* :mod:`aun_runtime.console` (the web console),
+* :mod:`aun_runtime.cli` (the ``aun-runtime`` command).
+
+Every module whose name starts with ``_`` is private. The message model and its errors are defined
+in :mod:`protocols` and re-exported here, so that an application needs one import line.
 """
 
 from autogen_core import MessageContext
@@ -31,6 +43,8 @@ from ._actor_runtime import AUNActorRuntime
 from ._agent import AUNAgent, event
 from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
+from ._archive_writer import ArchiveWriteError
+from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
 from ._core import AUNSingleThreadedRuntime
 from ._errors import (
@@ -42,6 +56,7 @@ from ._errors import (
     ModelBudgetExceeded,
     NoRouteError,
     NotAGroupMemberError,
+    OutboxFullError,
     RPCForbiddenError,
     RuntimeStoppedError,
     ThreadBudgetExceeded,
@@ -49,8 +64,10 @@ from ._errors import (
     UnknownAIDError,
     UnknownGroupError,
 )
+from ._host import AgentHost
 from ._inbox import Inbox
-from ._mailbox import Mailbox, OverflowPolicy
+from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
+from ._payload import PayloadLike
 from ._runtime import AUNRuntime, GroupInfo
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
@@ -61,16 +78,19 @@ __all__ = [
     "AUNActorRuntime",
     "AUNAgent",
     "AUNContract",
+    "AUNCore",
     "AUNError",
     "AUNMessage",
     "AUNRuntime",
     "AUNSingleThreadedRuntime",
     "AgentCard",
+    "AgentHost",
     "AgentMDError",
     "AgentRegistrationError",
     "AgentStateStore",
     "Archive",
     "ArchiveRecord",
+    "ArchiveWriteError",
     "BudgetExceeded",
     "BudgetLedger",
     "Budgets",
@@ -85,12 +105,15 @@ __all__ = [
     "JsonPayload",
     "Mailbox",
     "MailboxFullError",
+    "MailboxOptions",
     "MemoryStateStore",
     "MessageContext",
     "ModelBudgetExceeded",
     "NoRouteError",
     "NotAGroupMemberError",
+    "OutboxFullError",
     "OverflowPolicy",
+    "PayloadLike",
     "PayloadTooLargeError",
     "RPCForbiddenError",
     "RecordKind",

@@ -32,6 +32,8 @@ from .gateway._agent_cli import (
 )
 from .gateway._cli import add_gateway_parser, run_gateway
 
+__all__ = ["main"]
+
 DEMO_APP = "agents.demo:app"
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:

@@ -10,6 +10,15 @@ Each error carries a message that says what to do about it.
 
 from __future__ import annotations
 
+__all__ = [
+    "AUNError",
+    "ContractNameCollisionError",
+    "InvalidAIDError",
+    "InvalidGroupIdError",
+    "InvalidMessageError",
+    "PayloadTooLargeError",
+]
+
 
 class AUNError(Exception):
     """Base class of every error raised by aun-runtime and its contracts."""
