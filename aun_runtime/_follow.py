@@ -20,7 +20,7 @@ from typing import TextIO
 from protocols.aun import AUNMessage
 
 from ._archive import Archive, ArchiveRecord, RecordKind
-from ._transcript import snip, message_line
+from ._transcript import message_line, snip
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
 

@@ -23,14 +23,14 @@ from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._signals import stop_on_signal
 from .distributed._cli import add_commands as add_distributed_commands
-from .gateway._agent_cli import (
+from .gateway._cli import add_gateway_parser, run_gateway
+from .network._cli import (
     add_client_log_option,
     add_network_options,
     network_requested,
     quiet_client_logs,
     run_on_network,
 )
-from .gateway._cli import add_gateway_parser, run_gateway
 
 __all__ = ["main"]
 
@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(args, "run"):  # a subcommand that brings its own entry point (host, worker, status)
         return int(args.run(args))
     if args.command == "demo" and args.gateway:
-        from .gateway._agent_demo import DEMO_TEAM_APP, run_gateway_demo
+        from agents.network_demo import DEMO_TEAM_APP, run_gateway_demo
 
         if args.console:
             raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "

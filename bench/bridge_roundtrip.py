@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gateway_relay as relay_bench  # the relay's own measurement, reused as is
 
 from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
-from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig
+from aun_runtime.network import GatewayAgent, GatewayAgentConfig
 
 TEXT = "x" * 100
 
@@ -134,7 +134,7 @@ async def clients(gateway: dict[str, Any], data: Path) -> tuple[ClientPath, list
     from aun_core.keystore.local_identity_store import LocalIdentityStore
     from aun_core.logger import NullLogger
 
-    from aun_runtime.gateway._identity import quiet_client
+    from aun_runtime.network import quiet_client
 
     made = []
     for name in ("clienta", "clientb"):

@@ -1,13 +1,14 @@
-"""The AUN network side of the runtime: a local AUN gateway, and the gateway agent that bridges.
-
-:class:`GatewayAgent` gives a runtime's agents AUN identities through the real AUN client
-(``fastaun``, the ``gateway`` extra, imported only when a gateway agent starts) and carries their
-messages to and from any AUN gateway, durably (see :mod:`aun_runtime.gateway._gateway_agent`).
+"""The local AUN gateway server: an AUN gateway on one host:port, for development and tests.
 
 :class:`GatewayServer` is a local AUN gateway, wire-compatible with the public AUN Python client.
 One host:port serves the WebSocket JSON-RPC 2.0 endpoint ``/aun`` and the small HTTP surface the
 client needs (``/pki/*``, ``/health``, ``/.well-known/aun-gateway``). A development PKI is made in
-the data directory on first start; everything acknowledged is kept in SQLite there.
+the data directory on first start; everything acknowledged is kept in SQLite there. The server does
+not use the runtime: any AUN client can join it.
+
+This package is the server side only. The gateway agent, which puts a runtime's agents on an AUN
+network (this gateway or any other) through the real AUN client, is :mod:`aun_runtime.network`; its
+names are still importable from here for one release, with a :class:`DeprecationWarning`.
 
 Example:
     >>> import asyncio, tempfile
@@ -18,35 +19,43 @@ Example:
     (True, 'aun.localhost')
 """
 
-from ._agent_config import GatewayAgentConfig
+import warnings
+from typing import Any
+
 from ._errors import ErrorCode, GatewayError, GatewayStartError, RPCError
 from ._events import GatewayEvent, GatewayEvents
-from ._gateway_agent import GatewayAgent, GatewayAgentError, GatewayAgentStats, NotExposedError
-from ._identity import IdentityError, NetworkClientMissingError
 from ._limits import GatewayLimits
-from ._link import LinkState
-from ._outbox import OutboxFullError, OutboxWriteError
 from ._server import GatewayServer
-from ._verdict import NetworkRefusedError
 
 __all__ = [
     "ErrorCode",
-    "GatewayAgent",
-    "GatewayAgentConfig",
-    "GatewayAgentError",
-    "GatewayAgentStats",
     "GatewayError",
     "GatewayEvent",
     "GatewayEvents",
     "GatewayLimits",
     "GatewayServer",
     "GatewayStartError",
-    "IdentityError",
-    "LinkState",
-    "NetworkClientMissingError",
-    "NetworkRefusedError",
-    "NotExposedError",
-    "OutboxFullError",
-    "OutboxWriteError",
     "RPCError",
 ]
+
+#: The gateway agent's names this package exported before they moved to :mod:`aun_runtime.network`.
+_MOVED_TO_NETWORK = frozenset({
+    "GatewayAgent", "GatewayAgentConfig", "GatewayAgentError", "GatewayAgentStats", "IdentityError", "LinkState",
+    "NetworkClientMissingError", "NetworkRefusedError", "NotExposedError", "OutboxFullError", "OutboxWriteError",
+})
+
+
+def __getattr__(name: str) -> Any:
+    """The gateway agent's names, from :mod:`aun_runtime.network`, with a :class:`DeprecationWarning`
+    (imported here only when asked for: the server never imports the gateway agent)."""
+    if name not in _MOVED_TO_NETWORK:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .. import network
+
+    warnings.warn(
+        f"aun_runtime.gateway.{name} moved: import it from aun_runtime.network "
+        f"(from aun_runtime.network import {name})",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(network, name)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._strict_json import find_unsafe
 from ._database import Database
 from ._errors import ErrorCode, GatewayStartError, RPCError
 from ._events import GatewayEvents
@@ -25,7 +26,6 @@ from ._logins import PendingLogins
 from ._pki import DevelopmentPKI
 from ._session import Session
 from ._signature import verify_client_signature
-from ._strict_json import find_unsafe
 
 __all__ = ["Call", "GatewayCore", "Method"]
 

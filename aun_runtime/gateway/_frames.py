@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .._strict_json import MAX_SAFE_INTEGER
 from ._errors import ErrorCode, RPCError
-from ._strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["Params", "Request", "dumps", "error_frame", "notification_frame", "parse_frame", "result_frame"]
 

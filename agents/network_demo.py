@@ -1,12 +1,16 @@
 """``aun-runtime demo --gateway``: the demo team on a local AUN gateway, asked by a plain AUN client.
 
-It starts a local gateway on a free port (data in a temporary directory), runs the network team
-(``agents.network:team``: the reflection team, an agent that answers twice and one that stays
-silent) on a runtime in the gateway's domain, and exposes it through a :class:`GatewayAgent`.
-Then a plain AUN client (the ``fastaun`` library alone, as any AUN program would use it) registers
-``user.<issuer>`` and writes to the team: a coding task, a question for the agent that answers twice
-and one for the agent that answers nothing. The transcript shows those messages arriving from
-outside, the team at work, and what went back; then the client's own view. It exits by itself.
+It starts a local gateway (:class:`~aun_runtime.gateway.GatewayServer`) on a free port, data in a
+temporary directory, runs the network team (``agents.network:team``: the reflection team, an agent
+that answers twice and one that stays silent) on a runtime in the gateway's domain, and exposes it
+through a :class:`~aun_runtime.network.GatewayAgent`. Then a plain AUN client (the ``fastaun``
+library alone, as any AUN program would use it) registers ``user.<issuer>`` and writes to the team:
+a coding task, a question for the agent that answers twice and one for the agent that answers
+nothing. The transcript shows those messages arriving from outside, the team at work, and what went
+back; then the client's own view. It exits by itself.
+
+:func:`run_gateway_demo` takes the application to serve (the network team is :data:`DEMO_TEAM_APP`),
+so the same scene runs any team with ``coder``, ``twice`` and ``quiet`` in the gateway's domain.
 """
 
 from __future__ import annotations
@@ -18,14 +22,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from aun_runtime import AUNRuntime, RecordKind
+from aun_runtime.gateway import GatewayServer
+from aun_runtime.network import GatewayAgent, GatewayAgentConfig, quiet_client
 from protocols.reflection import CodingTaskMsg
-
-from .._archive import RecordKind
-from .._runtime import AUNRuntime
-from ._agent_config import GatewayAgentConfig
-from ._gateway_agent import GatewayAgent
-from ._identity import quiet_client
-from ._server import GatewayServer
 
 __all__ = ["DEMO_TEAM_APP", "run_gateway_demo"]
 

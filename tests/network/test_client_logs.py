@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from aun_runtime.cli import main
-from aun_runtime.gateway._client_logs import CLIENT_LOG_ENV, client_log_level, set_client_log_level
+from aun_runtime.network._client_logs import CLIENT_LOG_ENV, client_log_level, set_client_log_level
 
 aun_logger = pytest.importorskip("aun_core.logger")
 

@@ -22,8 +22,9 @@ from aun_runtime import (
     UnknownAIDError,
     event,
 )
-from aun_runtime.gateway import GatewayAgent, GatewayServer, LinkState, NotExposedError
-from aun_runtime.gateway._envelope import ENVELOPE_KEY
+from aun_runtime.gateway import GatewayServer
+from aun_runtime.network import GatewayAgent, LinkState, NotExposedError
+from aun_runtime.network._envelope import ENVELOPE_KEY
 from protocols.aun import Payload, payload_from_json
 
 from .conftest import PlainClient, eventually, info_of, read_archive

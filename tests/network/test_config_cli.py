@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from aun_runtime import AUNRuntime
-from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig, GatewayAgentError, NetworkClientMissingError
+from aun_runtime.network import GatewayAgent, GatewayAgentConfig, GatewayAgentError, NetworkClientMissingError
 
 from .conftest import REPO
 
@@ -59,7 +59,7 @@ async def test_without_the_aun_client_the_gateway_agent_says_how_to_install_it(
 
 
 def test_importing_the_runtime_never_imports_the_aun_client() -> None:
-    code = ("import sys, aun_runtime, aun_runtime.cli, aun_runtime.gateway; "
+    code = ("import sys, aun_runtime, aun_runtime.cli, aun_runtime.gateway, aun_runtime.network; "
             "assert 'aun_core' not in sys.modules, 'aun_core imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

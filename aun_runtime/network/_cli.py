@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._runtime import AUNRuntime
+from aun_runtime import AUNRuntime
+
 from .._signals import stop_on_signal
-from ._agent_config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
+from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._gateway_agent import GatewayAgent, GatewayAgentError
 
 __all__ = ["add_client_log_option", "add_network_options", "network_requested", "quiet_client_logs", "run_on_network"]

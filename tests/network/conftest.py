@@ -30,8 +30,8 @@ from aun_core.keystore.local_identity_store import LocalIdentityStore
 from aun_core.logger import NullLogger
 
 from aun_runtime import Archive, AUNRuntime
-from aun_runtime.gateway import GatewayAgent, GatewayAgentConfig, GatewayServer
-from aun_runtime.gateway._identity import quiet_client
+from aun_runtime.gateway import GatewayServer
+from aun_runtime.network import GatewayAgent, GatewayAgentConfig, quiet_client
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "bridge-test-seed"
@@ -245,7 +245,7 @@ class Children:
         return child, GatewayInfo(line["gateway_url"], line["issuer"], line["root_ca_path"]), port
 
     def runtime(
-        self, name: str, gateway: GatewayInfo, app: dict[str, Any], app_spec: str = "tests.bridge.apps:app",
+        self, name: str, gateway: GatewayInfo, app: dict[str, Any], app_spec: str = "tests.network.apps:app",
         extra: tuple[str, ...] = (),
     ) -> Child:
         args = [

@@ -12,16 +12,7 @@ only once recorded here), exactly once at the handler (the receiving channel dro
 of the same ``(sender, message_id)``, also after a restart, and the network stores a resent
 ``message_id`` once).
 
-Example:
-    .. code-block:: python
-
-        async with AUNRuntime(domain="aun.localhost") as runtime:
-            await runtime.register_agent("coder.aun.localhost", Coder)
-            config = GatewayAgentConfig(data_dir="agent-data", gateway_url="ws://127.0.0.1:20001/aun",
-                                        root_ca_path="aun-gateway-data/pki/root.pem")
-            async with GatewayAgent(runtime, config) as gateway:
-                await gateway.wait_connected()
-                ...  # coder.aun.localhost now reaches, and is reached by, any AUN client
+An example is in the package's docstring (:mod:`aun_runtime.network`).
 """
 
 from __future__ import annotations
@@ -37,13 +28,13 @@ from protocols.aun import AUNMessage, DispatchMode, aid_domain, parse_dispatch_m
 from protocols.errors import AUNError
 
 from .._errors import UndeliverableError
-from ._agent_config import GatewayAgentConfig
+from ._config import GatewayAgentConfig
 from ._identity import require_client
 from ._link import AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
 
 if TYPE_CHECKING:
-    from .._runtime import AUNRuntime
+    from aun_runtime import AUNRuntime
 
 __all__ = ["GatewayAgent", "GatewayAgentError", "GatewayAgentStats", "NotExposedError"]
 

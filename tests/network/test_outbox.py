@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aun_runtime.gateway import OutboxFullError, OutboxWriteError
-from aun_runtime.gateway._outbox import Outbox
+from aun_runtime.network import OutboxFullError, OutboxWriteError
+from aun_runtime.network._outbox import Outbox
 from protocols.aun import AUNMessage, TextPayload
 
 SENDER = "alice.aun.localhost"

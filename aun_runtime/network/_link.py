@@ -30,7 +30,7 @@ from typing import Any
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
-from ._agent_config import GatewayAgentConfig
+from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._identity import IdentityError, open_client
 from ._outbox import Outbox, OutboxItem

@@ -34,9 +34,9 @@ from pathlib import Path
 
 from protocols.aun import AUNMessage
 
-from .._errors import UndeliverableError
+from .._errors import OutboxFullError, UndeliverableError
 
-__all__ = ["DEFAULT_OUTBOX_CAPACITY", "Outbox", "OutboxFullError", "OutboxItem", "OutboxWriteError"]
+__all__ = ["DEFAULT_OUTBOX_CAPACITY", "Outbox", "OutboxItem", "OutboxWriteError"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -57,10 +57,6 @@ CREATE TABLE IF NOT EXISTS outbox (
     enqueued_at INTEGER NOT NULL
 );
 """
-
-
-class OutboxFullError(UndeliverableError):
-    """The outbox holds its capacity of messages waiting for the network; this one was refused."""
 
 
 class OutboxWriteError(UndeliverableError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aun_runtime.gateway._envelope import ENVELOPE_KEY, copy_message_id, message_from_event, send_call
+from aun_runtime.network._envelope import ENVELOPE_KEY, copy_message_id, message_from_event, send_call
 from protocols.aun import (
     AUNMessage,
     DispatchMode,

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from aun_runtime import AUNRuntime, Inbox
-from aun_runtime.gateway import GatewayAgent, GatewayServer
-from aun_runtime.gateway._frame_guard import guard_client, salvage_frame, unreadable_reason
+from aun_runtime.gateway import GatewayServer
 from aun_runtime.gateway._group_methods import _message_push
 from aun_runtime.gateway._message_methods import _push_params
+from aun_runtime.network import GatewayAgent
+from aun_runtime.network._frame_guard import guard_client, salvage_frame, unreadable_reason
 
 from .conftest import PlainClient, eventually, info_of
 

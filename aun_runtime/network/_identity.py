@@ -17,7 +17,7 @@ from typing import Any
 
 from protocols.errors import AUNError
 
-from ._agent_config import GatewayAgentConfig
+from ._config import GatewayAgentConfig
 from ._frame_guard import guard_client
 
 __all__ = ["CLIENT_PACKAGE", "IdentityError", "NetworkClientMissingError", "open_client", "quiet_client", "require_client"]

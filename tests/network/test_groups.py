@@ -7,8 +7,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from aun_runtime import AUNRuntime, DispatchMode, Inbox, RecordKind
-from aun_runtime.gateway import GatewayAgent, GatewayServer
-from aun_runtime.gateway._envelope import ENVELOPE_KEY
+from aun_runtime.gateway import GatewayServer
+from aun_runtime.network import GatewayAgent
+from aun_runtime.network._envelope import ENVELOPE_KEY
 
 from .conftest import PlainClient, eventually, info_of
 

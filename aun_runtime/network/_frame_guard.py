@@ -1,8 +1,8 @@
 """Frames the AUN client would refuse whole: the messages in them arrive as unreadable instead.
 
-The client (fastaun 0.5.25) parses each frame strictly (see :mod:`._strict_json`) and, on the first
-value outside its rules, drops the connection. Its reconnection pulls the same message, and drops
-again: one such message from any sender, relayed by a gateway that does not refuse it, stops
+The client (fastaun 0.5.25) parses each frame strictly (see :mod:`aun_runtime._strict_json`) and, on
+the first value outside its rules, drops the connection. Its reconnection pulls the same message, and
+drops again: one such message from any sender, relayed by a gateway that does not refuse it, stops
 everything that follows it. This module puts one guard in front of that parser for a gateway
 agent's clients: a frame the strict parser refuses is parsed again leniently, each message
 ``payload`` holding a refused value is replaced by a marker that names the place and the reason,
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from ._strict_json import MAX_SAFE_INTEGER, find_unsafe
+from .._strict_json import MAX_SAFE_INTEGER, find_unsafe
 
 __all__ = ["UNREADABLE_TYPE", "guard_client", "salvage_frame", "unreadable_reason"]
 
