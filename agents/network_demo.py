@@ -9,8 +9,10 @@ a coding task, a question for the agent that answers twice and one for the agent
 nothing. The transcript shows those messages arriving from outside, the team at work, and what went
 back; then the client's own view. It exits by itself.
 
-:func:`run_gateway_demo` takes the application to serve (the network team is :data:`DEMO_TEAM_APP`),
-so the same scene runs any team with ``coder``, ``twice`` and ``quiet`` in the gateway's domain.
+:func:`run_gateway_demo` takes the application to serve, so the same scene runs any team with
+``coder``, ``twice`` and ``quiet`` in the gateway's domain; :func:`gateway_demo` runs it with the
+network team, and is what this package declares as the ``gateway`` demo (entry point group
+``aun_runtime.demo``) for ``aun-runtime demo --gateway``.
 """
 
 from __future__ import annotations
@@ -27,15 +29,21 @@ from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent, GatewayAgentConfig, quiet_client
 from protocols.reflection import CodingTaskMsg
 
-__all__ = ["DEMO_TEAM_APP", "run_gateway_demo"]
+from .network import team
 
-DEMO_TEAM_APP = "agents.network:team"
+__all__ = ["gateway_demo", "run_gateway_demo"]
+
 #: How long the demo waits for the team's answers before it reports what it has, in seconds.
 DEMO_TIMEOUT = 90.0
 _SEED = "aun-runtime demo: a throwaway key store"
 
 App = Callable[[AUNRuntime], Awaitable[None]]
 Summary = Callable[[AUNRuntime, str], None]
+
+
+async def gateway_demo(archive: str, summary: Summary) -> int:
+    """``aun-runtime demo --gateway``: the scene, with the network team."""
+    return await run_gateway_demo(team, archive, summary)
 
 
 async def run_gateway_demo(app: App, archive: str, summary: Summary) -> int:

@@ -1,6 +1,9 @@
 """The ``aun-runtime`` command.
 
-``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript;
+``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript
+(the demos are declared by the application package that is installed, as entry points of the group
+``aun_runtime.demo``: ``app`` is the demo application, ``gateway`` the scene of ``demo --gateway``; the
+library names no application);
 ``aun-runtime run module:function`` runs any application: an ``async def app(runtime)`` that
 registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`, and serves it, printing
 the transcript as it grows, until Ctrl-C (or ``--for SECONDS``, or ``--until-idle``). Applications are
@@ -17,13 +20,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
+from importlib.metadata import EntryPoint, entry_points
 
 from ._app import App, load_app
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._signals import stop_on_signal
 from .distributed._cli import add_commands as add_distributed_commands
-from .gateway._cli import add_gateway_parser, run_gateway
+from .gateway._cli import add_gateway_parser
 from .network._cli import (
     add_client_log_option,
     add_network_options,
@@ -32,9 +36,10 @@ from .network._cli import (
     run_on_network,
 )
 
-__all__ = ["main"]
+__all__ = ["DEMO_ENTRY_POINTS", "main"]
 
-DEMO_APP = "agents.demo:app"
+#: The entry point group in which an installed application package declares its demos.
+DEMO_ENTRY_POINTS = "aun_runtime.demo"
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
     """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and
@@ -119,8 +124,63 @@ def print_counters(runtime: AUNRuntime, archive: str) -> None:
         print(f"archive: {archive}")
 
 
+def _demo(name: str) -> EntryPoint:
+    """The demo ``name`` that the installed application package declares."""
+    for entry in entry_points(group=DEMO_ENTRY_POINTS, name=name):
+        return entry
+    raise SystemExit(
+        f"error: no {name!r} demo is installed: the application package declares its demos as entry points "
+        f"of the group {DEMO_ENTRY_POINTS!r} (this project's pyproject.toml does; reinstall it with "
+        "`pip install -e .`)"
+    )
+
+
+def _run_transcript(args: argparse.Namespace) -> int:
+    from ._merge import merged_transcript
+
+    try:
+        print(merged_transcript(args.archive))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    if args.gateway:
+        if args.console:
+            raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "
+                             "`aun-runtime run agents.network:team --gateway-url URL --console`")
+        quiet_client_logs(args)
+        return int(asyncio.run(_demo("gateway").load()(args.archive, print_summary)))
+    app = load_app(_demo("app").value)
+    if args.console:
+        return _serve_console(app, args)
+    return failure_line(asyncio.run(run_app(app, archive=args.archive)))
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    if (args.seconds is not None or args.until_idle) and (args.console or network_requested(args)):
+        raise SystemExit("error: --for and --until-idle are for a plain run; with --console or a gateway, "
+                         "run serves until Ctrl-C")
+    app = load_app(args.app)
+    if network_requested(args):
+        return run_on_network(app, args, print_summary)
+    if args.console:
+        return _serve_console(app, args)
+    return asyncio.run(serve_app(app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle))
+
+
+def _serve_console(app: App, args: argparse.Namespace) -> int:
+    from .console._cli import run_app_with_console
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_app_with_console(app, args, print_summary))
+    print("console stopped")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from .console._cli import add_console_command, add_console_options, run_app_with_console, run_console
+    from .console._cli import add_console_command, add_console_options
 
     parser = argparse.ArgumentParser(prog="aun-runtime", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
@@ -134,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the network team on a local AUN gateway, asked by a plain AUN client (exits by itself)",
     )
     add_client_log_option(demo)
+    demo.set_defaults(run=_run_demo)
     run = commands.add_parser(
         "run",
         help="run an application given as module:function; serve until Ctrl-C",
@@ -144,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "had dead letters, loop stops or budget stops, and says so in one line.",
     )
     run.add_argument("app", help="e.g. agents.demo:app")
+    run.set_defaults(run=_run_app)
     ending = run.add_mutually_exclusive_group()
     ending.add_argument(
         "--for", dest="seconds", type=float, default=None, metavar="SECONDS",
@@ -169,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--archive", action="append", required=True, metavar="FILE",
         help="an archive file; give it once per archive to merge",
     )
+    transcript.set_defaults(run=_run_transcript)
     add_console_command(commands)
     add_gateway_parser(commands)
     add_distributed_commands(commands)
@@ -177,48 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    if args.command == "transcript":
-        from ._merge import merged_transcript
-
-        try:
-            print(merged_transcript(args.archive))
-        except (OSError, ValueError) as exc:
-            raise SystemExit(f"error: {exc}") from None
-        return 0
-    if args.command == "console":
-        return run_console(args)
-    if args.command == "gateway":
-        return run_gateway(args)
-    if hasattr(args, "run"):  # a subcommand that brings its own entry point (host, worker, status)
-        return int(args.run(args))
-    if args.command == "demo" and args.gateway:
-        from agents.network_demo import DEMO_TEAM_APP, run_gateway_demo
-
-        if args.console:
-            raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "
-                             "`aun-runtime run agents.network:team --gateway-url URL --console`")
-
-        quiet_client_logs(args)
-        return asyncio.run(run_gateway_demo(load_app(DEMO_TEAM_APP), args.archive, print_summary))
-    spec = DEMO_APP if args.command == "demo" else args.app
-    if args.command == "run" and (args.seconds is not None or args.until_idle) and (
-        args.console or network_requested(args)
-    ):
-        raise SystemExit("error: --for and --until-idle are for a plain run; with --console or a gateway, "
-                         "run serves until Ctrl-C")
-    if args.command == "run" and network_requested(args):
-        return run_on_network(load_app(spec), args, print_summary)
-    if args.console:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_app_with_console(load_app(spec), args, print_summary))
-        print("console stopped")
-        return 0
-    if args.command == "demo":
-        return failure_line(asyncio.run(run_app(load_app(spec), archive=args.archive)))
-    return asyncio.run(
-        serve_app(load_app(spec), archive=args.archive, seconds=args.seconds, until_idle=args.until_idle)
-    )
-
+    # Every subcommand names its own entry point: one way to dispatch.
+    return int(args.run(args))
 
 if __name__ == "__main__":
     raise SystemExit(main())

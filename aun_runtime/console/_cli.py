@@ -61,7 +61,7 @@ def add_console_options(parser: argparse.ArgumentParser) -> None:
     _add_listen_options(parser)
 
 
-def add_console_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_console_command(commands: Any) -> None:
     """The ``console`` subcommand."""
     console = commands.add_parser(
         "console", help="serve the console for an archive file that a running runtime writes (read-only)"
@@ -79,6 +79,7 @@ def add_console_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="refused here: sending needs the runtime in this process (use demo/run --console --allow-send)",
     )
     _add_listen_options(console)
+    console.set_defaults(run=run_console)
 
 
 def run_console(args: argparse.Namespace) -> int:

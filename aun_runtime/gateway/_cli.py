@@ -48,6 +48,7 @@ def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
         "--rate", type=float, default=None, help="requests per second per connection (default: 500)"
     )
     parser.add_argument("--json", action="store_true", help="print the connection details as one JSON line")
+    parser.set_defaults(run=run_gateway)
     return parser
 
 

@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from models import model_shapes
-from models.openai_stand_in import openai_stand_in
+from tests.models import model_shapes
+from tests.models.openai_stand_in import openai_stand_in
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 sys.path.insert(0, str(NOTEBOOKS_DIR))

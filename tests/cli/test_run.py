@@ -21,7 +21,7 @@ def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_scheduled_agent_keeps_speaking_for_the_time_given() -> None:
-    done = _run("tests.run_cli.apps:clock", "--for", "2.5")
+    done = _run("tests.cli.apps:clock", "--for", "2.5")
     assert done.returncode == 0, done.stderr
     ticks = re.findall(r"clock\.local -> app\.local \[proactive\]: 'tick (\d+)'", done.stdout)
     assert len(ticks) >= 3, done.stdout
@@ -30,7 +30,7 @@ def test_a_scheduled_agent_keeps_speaking_for_the_time_given() -> None:
 
 
 def test_until_idle_exits_1_and_says_why_when_there_were_dead_letters() -> None:
-    done = _run("tests.run_cli.apps:dead_letter", "--until-idle")
+    done = _run("tests.cli.apps:dead_letter", "--until-idle")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "!! DEAD LETTER at app.local (#1)" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == (
@@ -39,14 +39,14 @@ def test_until_idle_exits_1_and_says_why_when_there_were_dead_letters() -> None:
 
 
 def test_until_idle_without_failures_exits_0() -> None:
-    done = _run("tests.run_cli.apps:quiet", "--until-idle")
+    done = _run("tests.cli.apps:quiet", "--until-idle")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "run failed" not in done.stdout
 
 
 def test_a_serving_run_stops_on_sigint_and_prints_the_counters() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "aun_runtime", "run", "tests.run_cli.apps:clock"],
+        [sys.executable, "-m", "aun_runtime", "run", "tests.cli.apps:clock"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )
     try:

@@ -23,7 +23,7 @@ from autogen_core.models import (
     RequestUsage,
 )
 from autogen_core.tools import FunctionTool
-from models.openai_stand_in import OpenAIStandIn, openai_stand_in
+from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 from agents.agentchat import AgentChatAgent, from_agentchat
 from aun_runtime import (

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from autogen_core.models import ChatCompletionClient, CreateResult
 from autogen_core.tools import FunctionTool
-from models import model_shapes
-from models.openai_stand_in import OpenAIStandIn, openai_stand_in
+from tests.models import model_shapes
+from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 from agents.autonomous import AutonomousAgent, FunctionCallingRequiredError
 from aun_runtime import (

@@ -1,5 +1,5 @@
 """MCP tools through autogen-ext's ``McpWorkbench``: an autonomous agent whose local tools are a real
-MCP server (tests/patterns/mcp_server.py, run as a subprocess over stdio).
+MCP server (tests/agents/mcp_server.py, run as a subprocess over stdio).
 
 Only the model is scripted, and it computes nothing: what it says on its second round it reads from
 the tool results the agent handed back, so the reply carries what the MCP server really computed.

@@ -1,6 +1,6 @@
 """A tiny, deterministic MCP server over stdio, for the tests that use MCP tools through a workbench.
 
-Run as ``python tests/patterns/mcp_server.py``: it speaks MCP on stdin/stdout until stdin closes.
+Run as ``python tests/agents/mcp_server.py``: it speaks MCP on stdin/stdout until stdin closes.
 """
 
 from __future__ import annotations
