@@ -169,7 +169,8 @@ class AUNRuntime:
         self.ledger = BudgetLedger(budgets)
         # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
         # policy are enforced once, in the core; the facade then only reserves places for direct sends.
-        self._core_drains = self.core.drains_mailboxes
+        #: An attribute, not a property: every delivery reads it.
+        self.core_drains_mailboxes: bool = self.core.drains_mailboxes
         # ... and every core reports what it could not deliver, to become dead letters.
         self.core.attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, Endpoint] = {}
@@ -192,7 +193,7 @@ class AUNRuntime:
             directory=self._directory,
             domain=domain,
             max_hops=max_hops,
-            core_drains=self._core_drains,
+            core_drains=self.core_drains_mailboxes,
         )
         self._serializer_count = 0
         self._register_serializers()
@@ -609,11 +610,6 @@ class AUNRuntime:
 
     # -- what agents and their endpoints use (see AgentHost) ---------------------------------------
 
-    @property
-    def core_drains_mailboxes(self) -> bool:
-        """True if the core runs each agent's messages from its mailbox (else delivery does)."""
-        return self._core_drains
-
     def was_member(self, group_id: str, aid: str, seq: int) -> bool:
         """Whether ``aid`` was in ``group_id`` when its message ``seq`` was posted (True for a group
         of another runtime: whoever holds it decided)."""
@@ -634,7 +630,7 @@ class AUNRuntime:
     def _core_undeliverable(self, agent: AgentId, message: Any, error: BaseException) -> None:
         envelope = message if isinstance(message, AUNMessage) else None
         endpoint = self._endpoints.get(agent.type)
-        if envelope is not None and endpoint is not None and not self._core_drains:
+        if envelope is not None and endpoint is not None and not self.core_drains_mailboxes:
             endpoint.mailbox.cancel_reservation(envelope.message_id)  # it will never arrive
         self.record_dead_letter(agent.type, envelope, error)
 
