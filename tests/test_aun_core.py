@@ -5,11 +5,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from autogen_core import AgentId, DefaultTopicId, MessageContext, RoutedAgent, default_subscription, event
+from autogen_core import (
+    AgentId,
+    DefaultTopicId,
+    MessageContext,
+    RoutedAgent,
+    SingleThreadedAgentRuntime,
+    default_subscription,
+    event,
+)
 
-from aun_runtime import AUNActorRuntime, AUNSingleThreadedRuntime, OverflowPolicy
-from aun_runtime._aun_core import AUNCore
-from aun_runtime._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, MailboxOptions
+from aun_runtime import (
+    AUNActorRuntime,
+    AUNCore,
+    AUNRuntime,
+    AUNSingleThreadedRuntime,
+    MailboxOptions,
+    OverflowPolicy,
+)
+from aun_runtime._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY
+from aun_runtime.testing import Recorder
 
 SINK = AgentId("sink", "default")
 
@@ -113,3 +128,29 @@ async def test_closing_a_single_threaded_core_that_never_ran_closes_what_it_made
     await runtime.close()
     await runtime.close()
     assert sink.closed == 1
+
+
+async def test_the_facade_takes_the_mailbox_options_given_to_its_core() -> None:
+    # Given to the core, they were once silently ignored for the AIDs the facade registers.
+    async with AUNRuntime(core=AUNActorRuntime(mailbox_capacity=5, overflow="dead_letter")) as runtime:
+        await runtime.register_agent("rec.local", Recorder)
+        mailbox = runtime.mailbox("rec.local")
+        assert (mailbox.capacity, mailbox.overflow) == (5, OverflowPolicy.DEAD_LETTER)
+        assert runtime.mailbox_options == MailboxOptions(capacity=5, overflow=OverflowPolicy.DEAD_LETTER)
+
+
+async def test_mailbox_options_given_to_the_facade_apply_and_the_defaults_stay_the_defaults() -> None:
+    async with AUNRuntime(mailbox_capacity=7) as runtime:
+        await runtime.register_agent("rec.local", Recorder)
+        assert runtime.mailbox("rec.local").capacity == 7
+    assert AUNRuntime().mailbox_options == MailboxOptions()
+
+
+def test_mailbox_options_given_to_both_the_facade_and_its_core_are_refused() -> None:
+    with pytest.raises(ValueError, match="both to the core and to the runtime"):
+        AUNRuntime(core=AUNActorRuntime(block_timeout=1.0), mailbox_capacity=8)
+
+
+def test_a_plain_autogen_core_runtime_is_refused_with_the_cores_that_fit() -> None:
+    with pytest.raises(TypeError, match=r"not an AUNCore.*AUNSingleThreadedRuntime"):
+        AUNRuntime(core=SingleThreadedAgentRuntime())  # type: ignore[arg-type]

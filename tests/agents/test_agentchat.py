@@ -23,7 +23,6 @@ from autogen_core.models import (
     RequestUsage,
 )
 from autogen_core.tools import FunctionTool
-from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 from agents.agentchat import AgentChatAgent, from_agentchat
 from aun_runtime import (
@@ -39,6 +38,7 @@ from aun_runtime import (
 )
 from aun_runtime._core import group_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient, model_client_from_env
+from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 AID = "assistant.local"
 #: The stand-in reports 7 prompt and 3 completion tokens for every request it answers.

@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from autogen_core.models import ChatCompletionClient, CreateResult
 from autogen_core.tools import FunctionTool
-from tests.models import model_shapes
-from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 from agents.autonomous import AutonomousAgent, FunctionCallingRequiredError
 from aun_runtime import (
@@ -36,6 +34,8 @@ from aun_runtime.models import (
     function_calls,
     model_client_from_env,
 )
+from tests.models import model_shapes
+from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 MEMBERS = [f"m{n}.local" for n in range(5)]
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from autogen_core.tools import FunctionTool
-from tests.models import model_shapes
-from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 from agents.autonomous import AutonomousAgent
 from agents.observer import ObserverAgent
 from aun_runtime import AUNAgent, AUNRuntime, RecordKind
 from aun_runtime.models import model_client_from_env
+from tests.models import model_shapes
+from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
 
 SHAPES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "always answers": model_shapes.always_answers,

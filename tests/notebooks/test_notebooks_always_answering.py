@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from tests.models import model_shapes
 from tests.models.openai_stand_in import openai_stand_in
 
