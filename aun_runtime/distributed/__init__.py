@@ -43,8 +43,9 @@ Example:
 from pathlib import Path
 from typing import Any
 
+from .._errors import OutboxFullError
 from .._runtime import AUNRuntime
-from ._errors import HostUnavailableError, OutboxFullError, WorkerIdentityError
+from ._errors import HostUnavailableError, WorkerIdentityError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._servicer import HostStats
 from ._tls import HostTLS, TLSConfig

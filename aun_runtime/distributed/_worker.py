@@ -50,12 +50,12 @@ from protocols.aun import AUNMessage
 
 from .._archive import RecordKind
 from .._core import INBOX_PREFIX
-from .._errors import AgentRegistrationError, RPCForbiddenError
+from .._errors import AgentRegistrationError, OutboxFullError, RPCForbiddenError
 from .._no_rpc import RefusesRPC
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
-from ._errors import HostUnavailableError, OutboxFullError, WorkerIdentityError
+from ._errors import HostUnavailableError, WorkerIdentityError
 from ._events import EventBuilder
 from ._identity import MAX_WORKER_NAME_LENGTH, valid_worker_name, worker_secret
 from ._inbound import Inbound
