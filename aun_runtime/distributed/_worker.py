@@ -160,7 +160,19 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._events = EventBuilder(self.name, self._serialization_registry)
         self._acks = Acknowledger(self.name, self._link.send, lambda: self._outbox.connected)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
-        self._deliveries = DeliveryPath(self, tracer, self._changed)
+        # The delivery path is given what it uses (autogen-ext's registry, subscriptions and agent
+        # factory among them) as objects and bound methods: it reads nothing of the worker.
+        self._deliveries = DeliveryPath(
+            self.name,
+            self.archive,
+            self._outbox,
+            self._inbound,
+            deserialize=self._serialization_registry.deserialize,
+            subscribers=self._subscription_manager.get_subscribed_recipients,
+            get_agent=self._get_agent,
+            tracer=tracer,
+            changed=self._changed,
+        )
         self.archive.on_commit = self._on_commit
         self.archive.busy = lambda: self._deliveries.busy > 0
         self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
