@@ -43,6 +43,7 @@ Example:
 from pathlib import Path
 from typing import Any
 
+from .._aun_core import AUNCore
 from .._errors import OutboxFullError
 from .._runtime import AUNRuntime
 from ._errors import HostUnavailableError, WorkerIdentityError
@@ -80,5 +81,5 @@ def worker_runtime(
     ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``, ``mailbox_capacity``, ...).
     Nothing connects until ``await runtime.start()``.
     """
-    core = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
+    core: AUNCore = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
     return AUNRuntime(core=core, **options)
