@@ -72,13 +72,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from protocols.aun import AUNMessage
 
 from ._archive_writer import ArchiveWriter
 
-__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "RecordKind"]
+__all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "MessageRow", "PendingRecord", "RecordKind"]
 
 
 class RecordKind(StrEnum):
@@ -212,11 +212,11 @@ class AgentEntry:
 # A message as the messages table stores it: message_id, from_aid, to, group_id, thread,
 # in_reply_to, created_at, body (JSON).
 _MessageColumns = tuple[str, str, str | None, str | None, str | None, str | None, int, str]
-# A messages row waiting to be written: its row id, then its columns.
-_MessageRow = tuple[int, str, str, str | None, str | None, str | None, str | None, int, str]
-# A record waiting to be written: owner, kind, reason, its message's row, text, created (0: when
-# the record is written).
-_Pending = tuple[str, RecordKind, str | None, int | None, str | None, int]
+#: A messages row waiting to be written: its row id, then its columns.
+MessageRow: TypeAlias = tuple[int, str, str, str | None, str | None, str | None, str | None, int, str]
+#: A record waiting to be written: owner, kind, reason, its message's row, text, created (0: when
+#: the record is written).
+PendingRecord: TypeAlias = tuple[str, RecordKind, str | None, int | None, str | None, int]
 # What the writer thread takes: the JSON of a batch's message rows and of its records.
 _EncodedBatch = tuple[str, str]
 
@@ -234,7 +234,7 @@ def _columns(message: AUNMessage) -> _MessageColumns:
     )
 
 
-def _encode(messages: list[_MessageRow], records: list[_Pending]) -> _EncodedBatch:
+def _encode(messages: list[MessageRow], records: list[PendingRecord]) -> _EncodedBatch:
     """A batch as the JSON its statement reads.
 
     Encoding happens on the event loop, in two calls into C (a few microseconds a record), because
@@ -325,8 +325,8 @@ class Archive:
         self._writer = ArchiveWriter(db, self._write_batches)
         self._batch_size = batch_size
         self._flush_interval = flush_interval
-        self._pending: list[_Pending] = []
-        self._pending_messages: list[_MessageRow] = []
+        self._pending: list[PendingRecord] = []
+        self._pending_messages: list[MessageRow] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -349,7 +349,7 @@ class Archive:
 
     def _message_record(
         self, owner: str, kind: RecordKind, reason: str | None, message: AUNMessage, text: str | None, created: int
-    ) -> _Pending:
+    ) -> PendingRecord:
         # The message's row is numbered, and queued, with its first record: the records that
         # follow (its receipt after its send, the members of a group) carry only the number.
         known = self._message_rows
@@ -363,7 +363,7 @@ class Archive:
             self._add_message((row, *_columns(message)))
         return (owner, kind, reason, row, text, created)
 
-    def _forget_rows(self, rows: Iterable[_MessageRow]) -> None:
+    def _forget_rows(self, rows: Iterable[MessageRow]) -> None:
         """Message rows that will never be written: the next record of each message queues it again."""
         for row in rows:
             self._message_rows.pop((row[2], row[1]), None)
@@ -389,7 +389,7 @@ class Archive:
         if self.read_only:
             raise RuntimeError(f"the archive {self.path} was opened read-only")
 
-    def _add(self, item: _Pending) -> None:
+    def _add(self, item: PendingRecord) -> None:
         self._check_writable()
         self._pending.append(item)
         if len(self._pending) >= self._batch_size:
@@ -401,7 +401,7 @@ class Archive:
                 return  # no loop: the next read or close writes it
             self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
-    def _add_message(self, row: _MessageRow) -> None:
+    def _add_message(self, row: MessageRow) -> None:
         # Always followed by the _add of the record that numbered it, which decides about writing.
         self._pending_messages.append(row)
 
@@ -433,6 +433,21 @@ class Archive:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    def write_batch(self, db: sqlite3.Connection, messages: list[MessageRow], records: list[PendingRecord]) -> None:
+        """Write message rows and the records that number them in one statement, inside the caller's transaction.
+
+        For a subclass that keeps tables of its own in the archive file and must commit its rows
+        together with the records (a distributed worker's journal): it opens a transaction on the
+        archive's connection (in a function it hands to the writer's ``read``), calls this, writes
+        its own rows and commits. The batch is encoded and written as the archive writes its own.
+
+        Args:
+            db: the archive's connection (the statement uses a view that only it has).
+            messages: the message rows the records point to, in row order (not yet written).
+            records: the records, in the order they were made.
+        """
+        db.execute(_INSERT_BATCH, (*_encode(messages, records), _now_ms()))
 
     def flush(self) -> None:
         """Write every waiting record now and wait until it is committed."""

@@ -43,8 +43,10 @@ Example:
 from pathlib import Path
 from typing import Any
 
+from .._aun_core import AUNCore
+from .._errors import OutboxFullError
 from .._runtime import AUNRuntime
-from ._errors import HostUnavailableError, OutboxFullError, WorkerIdentityError
+from ._errors import HostUnavailableError, WorkerIdentityError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._servicer import HostStats
 from ._tls import HostTLS, TLSConfig
@@ -79,5 +81,5 @@ def worker_runtime(
     ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``, ``mailbox_capacity``, ...).
     Nothing connects until ``await runtime.start()``.
     """
-    core = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
+    core: AUNCore = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
     return AUNRuntime(core=core, **options)

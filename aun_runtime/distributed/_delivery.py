@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
-from autogen_core import AgentId, CancellationToken, MessageContext, MessageHandlerContext, TopicId
+from autogen_core import Agent, AgentId, CancellationToken, MessageContext, MessageHandlerContext, TopicId
 from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 from opentelemetry.trace import Tracer
 
@@ -24,28 +24,52 @@ from ._inbound import Inbound
 from ._journal import DELIVERY, Delivery, JournalArchive
 from ._outbox import Outbox
 
-if TYPE_CHECKING:
-    from ._worker import WorkerRuntime
-
-__all__ = ["DeliveryPath"]
+__all__ = ["DeliveryPath", "Deserializer"]
 
 logger = logging.getLogger("aun_runtime.distributed")
+
+
+class Deserializer(Protocol):
+    """Turns an event's payload into the message it carries (autogen-core's serialization registry)."""
+
+    def __call__(self, payload: bytes, *, type_name: str, data_content_type: str) -> Any: ...
 
 
 class DeliveryPath:
     """Hands deliveries to agents, one task each, and seals what they did.
 
     Args:
-        worker: the worker whose agents receive.
+        worker_name: the receiving worker's name (for the log).
+        archive: the worker's journal; a delivery's records wait in it until sealed.
+        outbox: where the messages a handling sent go once it is sealed.
+        inbound: the stream positions a sealed delivery moves.
+        deserialize: decodes a payload that is not an AUN message.
+        subscribers: the agents subscribed to a topic (for a plain autogen-ext publish).
+        get_agent: the agent of an id, made by its factory on first use.
         tracer: makes one span per delivery when given.
-        changed: called whenever a delivery finishes (for :meth:`WorkerRuntime.idle`).
+        changed: called whenever a delivery finishes (for the worker's ``idle``).
     """
 
-    def __init__(self, worker: WorkerRuntime, tracer: Tracer | None, changed: Callable[[], None]) -> None:
-        self._worker = worker
-        self._archive: JournalArchive = worker.archive
-        self._outbox: Outbox = worker._outbox
-        self._inbound: Inbound = worker._inbound
+    def __init__(
+        self,
+        worker_name: str,
+        archive: JournalArchive,
+        outbox: Outbox,
+        inbound: Inbound,
+        *,
+        deserialize: Deserializer,
+        subscribers: Callable[[TopicId], Awaitable[Sequence[AgentId]]],
+        get_agent: Callable[[AgentId], Awaitable[Agent]],
+        tracer: Tracer | None,
+        changed: Callable[[], None],
+    ) -> None:
+        self._worker_name = worker_name
+        self._archive = archive
+        self._outbox = outbox
+        self._inbound = inbound
+        self._deserialize = deserialize
+        self._subscribers = subscribers
+        self._get_agent = get_agent
         self._tracer = tracer
         self._changed = changed
         self.busy = 0
@@ -74,7 +98,7 @@ class DeliveryPath:
         except Exception as exc:  # the runtime's own failure: the handling is recorded, never silent
             owner = scope.aid if scope is not None else event.type
             self._archive.record_event(owner, RecordKind.DEAD_LETTER, f"{type(exc).__name__}: {exc}", None)
-            logger.error("worker %s: could not deliver %s: %s", self._worker.name, event.type, exc, exc_info=exc)
+            logger.error("worker %s: could not deliver %s: %s", self._worker_name, event.type, exc, exc_info=exc)
             finished = True
         finally:
             if scope is not None and finished:
@@ -90,13 +114,12 @@ class DeliveryPath:
             self._changed()
 
     async def _handle(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
-        worker = self._worker
         attributes = event.attributes
         schema = attributes["dataschema"].ce_string
         if schema == AUNMessage.wire_name:
             message: Any = AUNMessage.model_validate_json(event.binary_data)
         else:
-            message = worker._serialization_registry.deserialize(
+            message = self._deserialize(
                 event.binary_data, type_name=schema, data_content_type=attributes["datacontenttype"].ce_string
             )
         sender = AgentId(attributes["agagentsendertype"].ce_string, attributes["agagentsenderkey"].ce_string)
@@ -104,10 +127,10 @@ class DeliveryPath:
         if scope is not None:
             recipients = [AgentId(scope.aid, "default")]
         else:
-            subscribed = await worker._subscription_manager.get_subscribed_recipients(topic_id)
+            subscribed = await self._subscribers(topic_id)
             recipients = [r for r in subscribed if r != sender]
         for recipient in recipients:
-            agent = await worker._get_agent(recipient)
+            agent = await self._get_agent(recipient)
             ctx = MessageContext(
                 sender=sender, topic_id=topic_id, is_rpc=False, cancellation_token=CancellationToken(), message_id=event.id
             )

@@ -7,23 +7,30 @@ So each combination is built once, and every message copies it and adds its id a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from autogen_core import JSON_DATA_CONTENT_TYPE, AgentId, TopicId
-from autogen_core._serialization import SerializationRegistry
 from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 
 from protocols.aun import AUNMessage
 
 from ._wire import ORIGIN_ATTR
 
-__all__ = ["EventBuilder"]
+__all__ = ["EventBuilder", "Serializers"]
 
 _Attr = cloudevent_pb2.CloudEvent.CloudEventAttributeValue
 _UNKNOWN_SENDER = AgentId("unknown", "unknown")
 #: Prepared events kept per (topic, sender, type): about one per recipient AID. Cleared when full,
 #: which only costs building them again.
 TEMPLATE_CACHE = 4096
+
+
+class Serializers(Protocol):
+    """Names and encodes a message that is not an AUN envelope (autogen-core's serialization registry)."""
+
+    def type_name(self, message: Any) -> str: ...
+
+    def serialize(self, message: Any, *, type_name: str, data_content_type: str) -> bytes: ...
 
 
 class EventBuilder:
@@ -34,7 +41,7 @@ class EventBuilder:
         registry: serializers for anything that is not an AUN envelope.
     """
 
-    def __init__(self, origin: str, registry: SerializationRegistry) -> None:
+    def __init__(self, origin: str, registry: Serializers) -> None:
         self._origin = origin
         self._registry = registry
         self._templates: dict[tuple[str, ...], cloudevent_pb2.CloudEvent] = {}

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._archive import Archive, _encode, _MessageRow, _Pending
+from .._archive import Archive, MessageRow, PendingRecord
 
 __all__ = ["DELIVERY", "Commit", "Delivery", "JournalArchive"]
 
@@ -58,8 +58,8 @@ class Delivery:
     origin: str
     aid: str
     seq: int
-    records: list[_Pending] = field(default_factory=list)
-    messages: list[_MessageRow] = field(default_factory=list)  # the rows its records numbered
+    records: list[PendingRecord] = field(default_factory=list)
+    messages: list[MessageRow] = field(default_factory=list)  # the rows its records numbered
     sends: list[tuple[str, Any]] = field(default_factory=list)  # (recipient aid, CloudEvent)
     sealed: bool = False
 
@@ -116,7 +116,7 @@ class JournalArchive(Archive):
 
     # -- delivery scopes ---------------------------------------------------------------------------
 
-    def _add(self, item: _Pending) -> None:
+    def _add(self, item: PendingRecord) -> None:
         scope = DELIVERY.get()
         if scope is not None and not scope.sealed:
             scope.records.append(item)
@@ -129,7 +129,7 @@ class JournalArchive(Archive):
         else:
             self.request_commit()
 
-    def _add_message(self, row: _MessageRow) -> None:
+    def _add_message(self, row: MessageRow) -> None:
         scope = DELIVERY.get()
         if scope is not None and not scope.sealed:
             scope.messages.append(row)
@@ -211,7 +211,7 @@ class JournalArchive(Archive):
             db.execute("BEGIN")
             try:
                 if pending:
-                    self._write_batches(db, [_encode(messages, pending)])
+                    self.write_batch(db, messages, pending)
                 self._write_extra(db)
             except BaseException:
                 db.execute("ROLLBACK")

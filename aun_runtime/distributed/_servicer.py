@@ -32,11 +32,9 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 from autogen_core import Subscription, TopicId, TypePrefixSubscription, TypeSubscription
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHostServicer
 from autogen_ext.runtimes.grpc._utils import subscription_from_proto, subscription_to_proto
-from autogen_ext.runtimes.grpc._worker_runtime_host_servicer import (
-    CallbackChannelConnection,
-    GrpcWorkerAgentRuntimeHostServicer,
-)
+from autogen_ext.runtimes.grpc._worker_runtime_host_servicer import CallbackChannelConnection
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
 from protocols.aun import DispatchMode, validate_aid, validate_group_id

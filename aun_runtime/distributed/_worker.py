@@ -49,13 +49,15 @@ from opentelemetry.trace import TracerProvider
 from protocols.aun import AUNMessage
 
 from .._archive import RecordKind
+from .._aun_core import MailboxProvider, UndeliverableHook
 from .._core import INBOX_PREFIX
-from .._errors import AgentRegistrationError, RPCForbiddenError
+from .._errors import AgentRegistrationError, OutboxFullError, RPCForbiddenError
+from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
-from ._errors import HostUnavailableError, OutboxFullError, WorkerIdentityError
+from ._errors import HostUnavailableError, WorkerIdentityError
 from ._events import EventBuilder
 from ._identity import MAX_WORKER_NAME_LENGTH, valid_worker_name, worker_secret
 from ._inbound import Inbound
@@ -102,6 +104,12 @@ class WorkerStats:
 
 class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     """A worker of a cluster whose host is :class:`~aun_runtime.distributed.AUNHost`.
+
+    It is an :class:`~aun_runtime._aun_core.AUNCore` (structurally: it has every member the
+    protocol declares): it keeps its own :attr:`archive` (the journal is in the same file) and a
+    :attr:`directory` of what the other workers hold; it does not drain mailboxes, takes no mailbox
+    options and has nothing to :meth:`attach` (it records its own dead letters); its :meth:`start`
+    connects to the host and :meth:`close` stops it and releases the connection.
 
     Args:
         host_address: the host's ``host:port``.
@@ -160,7 +168,19 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._events = EventBuilder(self.name, self._serialization_registry)
         self._acks = Acknowledger(self.name, self._link.send, lambda: self._outbox.connected)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
-        self._deliveries = DeliveryPath(self, tracer, self._changed)
+        # The delivery path is given what it uses (autogen-ext's registry, subscriptions and agent
+        # factory among them) as objects and bound methods: it reads nothing of the worker.
+        self._deliveries = DeliveryPath(
+            self.name,
+            self.archive,
+            self._outbox,
+            self._inbound,
+            deserialize=self._serialization_registry.deserialize,
+            subscribers=self._subscription_manager.get_subscribed_recipients,
+            get_agent=self._get_agent,
+            tracer=tracer,
+            changed=self._changed,
+        )
         self.archive.on_commit = self._on_commit
         self.archive.busy = lambda: self._deliveries.busy > 0
         self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
@@ -174,6 +194,27 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._started = False
         self._identity_refused = False
         self._timer: asyncio.Task[None] | None = None
+
+    # -- what the facade needs of its core (AUNCore) ------------------------------------------------
+
+    @property
+    def drains_mailboxes(self) -> bool:
+        """False: the facade applies each AID's mailbox at delivery."""
+        return False
+
+    @property
+    def mailbox_options(self) -> MailboxOptions | None:
+        """None: a worker takes no mailbox options (the facade's own apply)."""
+        return None
+
+    def attach(
+        self,
+        *,
+        mailbox_provider: MailboxProvider | None = None,
+        on_undeliverable: UndeliverableHook | None = None,
+    ) -> None:
+        """Nothing to plug in: the facade applies the mailboxes, and the worker records what it could
+        not deliver as dead letters in its archive itself."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -216,6 +257,16 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     async def stop_when_idle(self) -> None:
         await self.idle()
         await self.stop()
+
+    async def close(self) -> None:
+        """Stop if running and release the connection to the host. Idempotent.
+
+        The archive stays open: whoever runs the worker closes it (an
+        :class:`~aun_runtime.AUNRuntime` over it does, in its own ``close``).
+        """
+        if self._running:
+            await self.stop()
+        await self._link.close()
 
     async def _shutdown(self, *, leave: bool) -> None:
         self._running = False

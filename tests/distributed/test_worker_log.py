@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .processes import Process, start_worker
 
-APPS = "tests.cluster.apps"
+APPS = "tests.distributed.apps"
 
 
 def test_a_worker_logs_the_aids_its_app_registered(host: str, procs: list[Process], tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from aun_runtime import AUNRuntime
 from . import apps
 from .processes import ROOT, Process, query, start_worker, wait_until
 
-APPS = "tests.cluster.apps"
+APPS = "tests.distributed.apps"
 
 
 def _transcript(*archives: Path) -> str:

@@ -12,7 +12,7 @@ from aun_runtime import AUNRuntime
 from . import apps
 from .processes import Process, query, start_host, start_worker, wait_until
 
-APPS = "tests.cluster.apps"
+APPS = "tests.distributed.apps"
 
 
 def _trace(archive: Path, owners: list[str]) -> dict[str, list[tuple[str, str, str]]]:

@@ -1,4 +1,4 @@
-"""Apps that the cluster tests run in worker processes (``--app tests.cluster.apps:<name>``).
+"""Apps that the cluster tests run in worker processes (``--app tests.distributed.apps:<name>``).
 
 They are configured by environment variables, because a worker is started by command line.
 """

@@ -19,7 +19,7 @@ from aun_runtime.distributed._wire import control_event
 from .processes import Process, query, start_host, start_worker, wait_until
 from .raw import RawClient, ack, delivery, hello
 
-APPS = "tests.cluster.apps"
+APPS = "tests.distributed.apps"
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
