@@ -40,7 +40,7 @@ RUNTIME_KINDS: dict[str, Callable[..., AUNRuntime]] = {
 @pytest.fixture(scope="session")
 def grpc_host() -> Iterator[str]:
     """An ``aun-runtime host`` process on a free loopback port, killed after the session."""
-    from distributed.processes import start_host
+    from tests.distributed.processes import start_host
 
     process, address = start_host()
     yield address
