@@ -68,7 +68,7 @@ from ._errors import MailboxFullError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
-from ._routing import SubscriptionIndex
+from ._subscription_index import SubscriptionIndex
 
 __all__ = ["DRAIN_BATCH", "AUNActorRuntime"]
 
