@@ -8,15 +8,15 @@ nothing is ever sent as an RPC. On top of the core the runtime adds what AUN nee
   core that drains mailboxes itself (``drains_mailboxes``) is handed each AID's mailbox and
   enforces it; on any other core the runtime applies it when the message is delivered. Either way
   direct sends reserve their place first, so the rules are the same on every core.
-
 * **Routing.** A direct message to ``x.local`` is published on ``aun.inbox.x.local``; a group message
   on ``aun.group.<gid>``, where each member holds a subscription (membership *is* the subscriptions,
   so it can change while the runtime runs).
 * **Sending** (:mod:`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
   routing, for the agents' send tools and for code outside any agent alike.
-* **Dead letters** (:mod:`aun_runtime._failures`). A message that cannot be delivered (unknown AID, no route, unknown group, a sender
-  outside the group, a full mailbox) or whose handler raises is archived as a dead letter with the
-  reason and logged. The sender of an undeliverable message also gets a specific error.
+* **Dead letters** (:mod:`aun_runtime._failures`). A message that cannot be delivered (unknown AID,
+  no route, unknown group, a sender outside the group, a full mailbox) or whose handler raises is
+  archived as a dead letter with the reason and logged. The sender of an undeliverable message also
+  gets a specific error.
 * **The loop guard.** Every message sent while a handler runs belongs to the handled message's
   thread and counts one hop more. A send that would pass ``max_hops`` is refused, recorded as a
   loop stop and logged, which ends A->B->A and A->B->C->A storms.
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -84,7 +83,6 @@ from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
 __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
 
-logger = logging.getLogger("aun_runtime")
 
 #: Hops a thread may take before the loop guard stops it. Real collaborations (a reflection loop of
 #: a few rounds, a debate of a few rounds among a few agents) stay well under it; storms pass it fast.
