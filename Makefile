@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/gateway_relay.py
 	$(BIN)/python bench/grpc_workers.py
 	$(BIN)/python bench/bridge_roundtrip.py
+	$(BIN)/python bench/exposed_aids.py
 	$(BIN)/python bench/model_cost.py
 
 clean:

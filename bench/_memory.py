@@ -26,12 +26,17 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
 
 
-def run_children(script: str, names: Iterable[str], options: list[str]) -> dict[str, dict[str, Any]]:
-    """Run ``script --child NAME *options`` for each name, each in a fresh process; their results."""
+def run_children(
+    script: str, names: Iterable[str], options: list[str], timeout: float | None = None
+) -> dict[str, dict[str, Any]]:
+    """Run ``script --child NAME *options`` for each name, each in a fresh process; their results.
+
+    A child still running after ``timeout`` seconds is killed (``subprocess.TimeoutExpired``)."""
     results: dict[str, dict[str, Any]] = {}
     for name in names:
         done = subprocess.run(
-            [sys.executable, script, "--child", name, *options], check=True, capture_output=True, text=True
+            [sys.executable, script, "--child", name, *options], check=True, capture_output=True, text=True,
+            timeout=timeout,
         )
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
     return results

@@ -7,12 +7,20 @@ Only two things are set from the configuration, both through the client's public
 URL (the per-AID ``gateway_url`` metadata, read before any discovery) and an extra trusted root
 (``root_ca_path``). Its frame decoder gets a guard (:mod:`._frame_guard`): a message it could not
 parse arrives as unreadable, a dead letter, instead of dropping the connection.
+
+The client's key store derives its master key from the seed (PBKDF2, 100,000 iterations) every time
+it stores or reads a key: five times for each AID's first start, on the event loop, where every
+other AID's connection waits. All AIDs of a gateway agent share one seed, so :func:`share_master_key`
+has the client derive it once per seed and process (a key the process could derive again at any
+time from the seed it holds anyway).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from protocols.errors import AUNError
@@ -20,11 +28,21 @@ from protocols.errors import AUNError
 from ._config import GatewayAgentConfig
 from ._frame_guard import guard_client
 
-__all__ = ["CLIENT_PACKAGE", "IdentityError", "NetworkClientMissingError", "open_client", "quiet_client", "require_client"]
+__all__ = [
+    "CLIENT_PACKAGE",
+    "IdentityError",
+    "NetworkClientMissingError",
+    "open_client",
+    "quiet_client",
+    "require_client",
+    "share_master_key",
+]
 
 #: The AUN client this bridge is written against (its wire moves between minors).
 CLIENT_PACKAGE = "fastaun==0.5.25"
 _LOG_LEVELS = {"debug": 0, "info": 1, "warn": 2, "error": 3}
+#: Distinct seeds whose master key is kept (one per gateway agent configuration in the process).
+_SHARED_KEYS = 16
 
 
 class NetworkClientMissingError(AUNError):
@@ -63,6 +81,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     from aun_core.keystore.local_identity_store import LocalIdentityStore
     from aun_core.logger import NullLogger
 
+    share_master_key()
     path = config.identity_path(aid)
     path.mkdir(parents=True, exist_ok=True)
     if config.gateway_url:
@@ -94,6 +113,31 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     client = quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
     guard_client(client, aid)  # one unreadable message must not keep it off the network
     return client
+
+
+def share_master_key() -> None:
+    """Have the client's key store derive its master key once per seed instead of at every key it
+    stores or reads. Idempotent; without the client's ``derive_master_key``, nothing changes."""
+    from aun_core.keystore import _utils
+
+    derive: Callable[[bytes], bytes] | None = getattr(_utils, "derive_master_key", None)
+    if derive is None or getattr(derive, "shared", False):
+        return
+    keys: dict[bytes, bytes] = {}
+    lock = threading.Lock()  # the client reads keys from its own threads too
+
+    def derive_once(seed_bytes: bytes) -> bytes:
+        key = keys.get(seed_bytes)
+        if key is None:
+            key = derive(seed_bytes)
+            with lock:
+                if len(keys) >= _SHARED_KEYS:
+                    keys.pop(next(iter(keys)))
+                keys[seed_bytes] = key
+        return key
+
+    derive_once.shared = True  # type: ignore[attr-defined]
+    _utils.derive_master_key = derive_once
 
 
 def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
