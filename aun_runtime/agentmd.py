@@ -41,9 +41,7 @@ from protocols.errors import AUNError, InvalidAIDError
 
 __all__ = [
     "AGENT_TYPES",
-    "BEHAVIOR_MODE_FIELD",
     "MAX_AGENT_MD_BYTES",
-    "SIGNATURE_MARKER",
     "AgentCard",
     "AgentMDError",
     "parse_agent_md",
