@@ -53,6 +53,11 @@ MAX_AGENT_MD_BYTES = 4096
 #: The agent types the specification knows.
 AGENT_TYPES = ("human", "assistant", "avatar", "openclaw", "codeagent")
 MAX_DESCRIPTION_CHARS = 100
+#: The front-matter field in which a card declares its AUN behaviour mode (``autonomous``, the only
+#: one AUN knows: doc 13, receiver duties, "declare the mode in the agent's metadata").
+BEHAVIOR_MODE_FIELD = "behavior_mode"
+#: Where the signature block the AUN client appends to a card starts (what follows is not the card).
+SIGNATURE_MARKER = "<!-- AUN-SIGNATURE"
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 _CORE_FIELDS = ("aid", "name", "type", "version", "description", "tags")

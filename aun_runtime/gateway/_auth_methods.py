@@ -232,11 +232,19 @@ async def ping(call: Call) -> dict[str, Any]:
 
 async def status(call: Call) -> dict[str, Any]:
     session = call.session
-    return {
+    answer: dict[str, Any] = {
         "mode": "gateway", "aid": session.aid, "role": "agent", "connected_at": int(session.connected_at * 1000),
         "protocol_version": "1.0", "connection_id": session.id, "device_id": session.device_id,
         "slot_id": session.slot_id, "issuer": call.core.issuer,
     }
+    # Extension fields (clients tolerate them): what the AID's published agent.md declares. "mode"
+    # stays the connection's topology; the behaviour mode is the agent's (AUN doc 13, receiver duties).
+    card = call.core.cards.get(call.aid)
+    if card is not None:
+        answer["agent_md_etag"] = card.etag
+        if card.behavior_mode is not None:
+            answer["behavior_mode"] = card.behavior_mode
+    return answer
 
 
 AUTH_METHODS: dict[str, Method] = {

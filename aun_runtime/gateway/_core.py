@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._strict_json import find_unsafe
+from ._agent_cards import CardStore
 from ._database import Database
 from ._errors import ErrorCode, GatewayStartError, RPCError
 from ._events import GatewayEvents
@@ -110,6 +111,7 @@ class GatewayCore:
         )
         self.inboxes = InboxStore(self.db)
         self.groups = GroupStore(self.db)
+        self.cards = CardStore(self.db)
         self.events = GatewayEvents()
         self.logins = PendingLogins(limits.pending_logins, limits.login_nonce_ttl)
         self.methods: dict[str, Method] = {}

@@ -31,6 +31,7 @@ Schema::
     group_messages  (group_id, seq, sender, message_id, body JSON)
     group_events    (group_id, event_seq, body JSON)
     group_cursors   (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq)
+    agent_cards     (aid PK, body BLOB, etag, updated_at, behavior_mode)  -- one agent.md per AID
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -96,6 +97,9 @@ CREATE TABLE IF NOT EXISTS group_cursors (
     group_id TEXT NOT NULL, aid TEXT NOT NULL, device_id TEXT NOT NULL, slot_id TEXT NOT NULL,
     ack_seq INTEGER NOT NULL, event_ack_seq INTEGER NOT NULL,
     PRIMARY KEY (group_id, aid, device_id, slot_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agent_cards (
+    aid TEXT PRIMARY KEY, body BLOB NOT NULL, etag TEXT NOT NULL, updated_at REAL NOT NULL,
+    behavior_mode TEXT);
 """
 
 

@@ -9,6 +9,8 @@ The AUN client derives these URLs from the gateway URL (``ws`` -> ``http``, same
 - ``GET /pki/ocsp/{serial_hex}``: ``{"status", "ocsp_response"}``, signed by the issuer.
 - ``GET /health``: liveness and a few counters (WebSocket sessions, TCP connections, online AIDs).
 - ``GET /.well-known/aun-gateway``: ``{"gateways": [{"url", "priority"}]}`` for real discovery.
+
+Agent cards (``GET|HEAD|PUT /agent.md`` with ``Host: <aid>``) are in :mod:`._agent_md_http`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why aiohttp: the AUN client needs a real HTTP surface on the *same* port as the WebSocket
 endpoint: ``GET`` and ``HEAD`` on ``/pki/cert/{aid}`` (registration and ``exists`` probe with
-``HEAD``), JSON endpoints, 404s it can tell apart, and it tolerates failures on ``PUT /agent.md``.
+``HEAD``), JSON endpoints, 404s it can tell apart, and ``PUT /agent.md`` with the card in the body.
 ``websockets``' HTTP hook can answer a ``GET`` before the upgrade, but it parses nothing else (a
 ``HEAD`` or ``PUT`` fails as a bad handshake), so it would need a second HTTP stack beside it.
 aiohttp serves both from one router and one event loop, and it is already installed with the
@@ -38,6 +38,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from ._agent_md_http import add_agent_md_routes
 from ._auth_methods import AUTH_METHODS
 from ._core import GatewayCore
 from ._errors import ErrorCode, GatewayStartError, RPCError
@@ -166,6 +167,7 @@ class GatewayServer:
         app = web.Application()
         app.router.add_get("/aun", self._websocket)
         add_http_routes(app, core, lambda: self.open_connections)
+        add_agent_md_routes(app, core)
         # keepalive_timeout runs from the accept as well as between requests: it is the handshake timeout.
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
                                keepalive_timeout=limits.handshake_timeout)

@@ -28,6 +28,7 @@ from protocols.aun import AUNMessage, DispatchMode, aid_domain, parse_dispatch_m
 from protocols.errors import AUNError
 
 from .._errors import UndeliverableError
+from ._card import card_text
 from ._config import GatewayAgentConfig
 from ._identity import require_client
 from ._link import AIDLink, LinkState
@@ -156,7 +157,8 @@ class GatewayAgent:
 
     def _add_link(self, aid: str) -> None:
         assert self._outbox is not None
-        link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote, self.runtime.record_dead_letter)
+        link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote,
+                       self.runtime.record_dead_letter, card=card_text(self.runtime, aid))
         self._links[aid] = link
         for item in self._held.pop(aid, []):  # what it sent before a restart leaves first
             link.enqueue(item)

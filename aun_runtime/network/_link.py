@@ -30,6 +30,7 @@ from typing import Any
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
+from ._card import publish_card
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._identity import IdentityError, open_client
@@ -97,12 +98,15 @@ class AIDLink:
         outbox: where its outgoing messages wait.
         deliver: hands arrivals to the runtime (``AUNRuntime.deliver_remote``).
         dead_letter: records a dead letter (owner, message, error).
+        card: the agent.md it publishes once connected (:mod:`._card`); None publishes nothing.
     """
 
     def __init__(
-        self, aid: str, config: GatewayAgentConfig, seed: str, outbox: Outbox, deliver: Deliver, dead_letter: DeadLetter
+        self, aid: str, config: GatewayAgentConfig, seed: str, outbox: Outbox, deliver: Deliver, dead_letter: DeadLetter,
+        card: str | None = None,
     ) -> None:
         self.aid = aid
+        self.card = card
         self.config = config
         self.state = LinkState.STARTING
         self.error: BaseException | None = None
@@ -168,6 +172,8 @@ class AIDLink:
         client.on("group.message_batch", self._on_group_page)
         client.on("state_change", self._on_state_change)
         await self._connect()
+        if self.card is not None:  # before "connected": who waits for that may look the card up
+            await publish_card(client, self.aid, self.card)
         self._connected.set()
         log.info("%s is on the AUN network", self.aid)
         await self._supervise()
