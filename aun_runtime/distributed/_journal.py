@@ -191,7 +191,8 @@ class JournalArchive(Archive):
 
     def commit_soon(self) -> None:
         """The worker's deliveries are all done: commit what waits at the end of this burst rather
-        than at the busy timer, but no sooner than ``IDLE_COMMIT_GAP`` after the last commit."""
+        than at the busy timer, but no sooner than ``IDLE_COMMIT_GAP`` after the last commit (or at
+        the busy timer, if that comes first)."""
         if not self.pending_commit:
             return
         delay = max(0.0, self._last_commit + IDLE_COMMIT_GAP - time.monotonic())
