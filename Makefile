@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/flood_memory.py
 	$(BIN)/python bench/gateway_relay.py
 	$(BIN)/python bench/grpc_workers.py
+	$(BIN)/python bench/grpc_scale.py
 	$(BIN)/python bench/bridge_roundtrip.py
 	$(BIN)/python bench/exposed_aids.py
 	$(BIN)/python bench/model_cost.py

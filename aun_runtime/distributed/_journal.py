@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import contextvars
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import Any
 
 from .._archive import Archive, MessageRow, PendingRecord
 
-__all__ = ["DELIVERY", "Commit", "Delivery", "JournalArchive"]
+__all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "Commit", "Delivery", "JournalArchive"]
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS aun_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,6 +50,11 @@ CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NU
 #: An idle worker commits at the end of the current burst of work instead, so a lone message
 #: never waits for this.
 DEFAULT_COMMIT_INTERVAL = 0.01
+#: Seconds between two commits that follow the end of the worker's deliveries: a lone delivery is
+#: committed at the end of its burst, but a flood, which leaves the receiver idle between one message
+#: and the next, is committed in batches at most this often rather than once per message or two.
+#: What a worker sends outside any handling (an inbox, a producer) does not wait for it.
+IDLE_COMMIT_GAP = 0.002
 
 
 @dataclass(eq=False)
@@ -98,6 +104,7 @@ class JournalArchive(Archive):
         self.on_commit: Callable[[Commit], None] | None = None
         #: True while deliveries are being handled (then commits are batched by time).
         self.busy: Callable[[], bool] = lambda: False
+        self._last_commit = 0.0  # time.monotonic() of the last commit
 
     # -- identity ----------------------------------------------------------------------------------
 
@@ -179,18 +186,27 @@ class JournalArchive(Archive):
 
     def request_commit(self) -> None:
         """Commit soon: at the end of this burst of work if idle, within ``commit_interval`` if busy."""
-        if self._timer is None and not self._closed:
-            delay = self._flush_interval if self.busy() else 0.0
-            with contextlib.suppress(RuntimeError):  # no loop: the next flush writes it
-                self._timer = asyncio.get_running_loop().call_later(delay, self._hand_over)
+        if self._timer is None:
+            self._commit_in(self._flush_interval if self.busy() else 0.0)
 
     def commit_soon(self) -> None:
-        """The worker went idle: commit what waits at the end of this burst, not at the timer."""
+        """The worker's deliveries are all done: commit what waits at the end of this burst rather
+        than at the busy timer, but no sooner than ``IDLE_COMMIT_GAP`` after the last commit (or at
+        the busy timer, if that comes first)."""
+        if not self.pending_commit:
+            return
+        delay = max(0.0, self._last_commit + IDLE_COMMIT_GAP - time.monotonic())
         if self._timer is not None:
+            if self._timer.when() - asyncio.get_running_loop().time() <= delay:
+                return  # already due no later than that
             self._timer.cancel()
             self._timer = None
-        if self.pending_commit:
-            self.request_commit()
+        self._commit_in(delay)
+
+    def _commit_in(self, delay: float) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):  # no loop: the next flush writes it
+                self._timer = asyncio.get_running_loop().call_later(delay, self._hand_over)
 
     @property
     def pending_commit(self) -> bool:
@@ -204,6 +220,7 @@ class JournalArchive(Archive):
             self._timer = None
         if not (self._pending or self._outbox_rows or self._outbox_done or self._handled):
             return
+        self._last_commit = time.monotonic()
         messages, self._pending_messages = self._pending_messages, []
         pending, self._pending = self._pending, []
 

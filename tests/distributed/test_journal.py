@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from aun_runtime import AUNRuntime, RecordKind
 from aun_runtime.distributed import AUNHost, WorkerRuntime
+from aun_runtime.distributed import _journal as journal_module
 from aun_runtime.distributed._inbound import Inbound
-from aun_runtime.distributed._journal import DELIVERY, Delivery, JournalArchive
+from aun_runtime.distributed._journal import DELIVERY, Commit, Delivery, JournalArchive
 from aun_runtime.testing import Recorder, Silent
 
 
@@ -75,3 +77,38 @@ def test_a_stream_position_never_jumps_a_delivery_that_was_abandoned(tmp_path: P
     assert inbound.sealed("a", "x.local", 1) == 1
     # 2 was cancelled half-way (the worker stopping); 3 finishing must not carry the position past 2
     assert inbound.sealed("a", "x.local", 3) is None
+
+
+async def test_commits_after_deliveries_are_spaced_but_a_lone_one_and_a_send_are_not_held_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "IDLE_COMMIT_GAP", 0.2)  # wide, so that a slow machine cannot blur it
+    journal = JournalArchive(tmp_path / "c.sqlite", commit_interval=1.0)  # the busy timer: later than the gap
+    commits: list[Commit] = []
+    journal.on_commit = commits.append
+    busy = [False]
+    journal.busy = lambda: busy[0]
+
+    def delivered(seq: int) -> None:  # as the delivery path does: sealed while busy, then idle
+        busy[0] = True
+        journal.seal(Delivery("w-origin", "sink.local", seq), seq)
+        busy[0] = False
+        journal.commit_soon()
+
+    delivered(1)
+    await asyncio.sleep(0.05)
+    assert [c.handled for c in commits] == [{("w-origin", "sink.local"): 1}]  # a lone delivery: at once
+    delivered(2)
+    await asyncio.sleep(0.05)
+    delivered(3)
+    await asyncio.sleep(0.05)
+    assert len(commits) == 1  # within the gap: held back, and nothing of it is durable yet
+    assert JournalArchive(tmp_path / "c.sqlite").load_in_streams() == {("w-origin", "sink.local"): 1}
+    await asyncio.sleep(0.2)
+    assert [c.handled for c in commits][1:] == [{("w-origin", "sink.local"): 3}]  # both in one commit
+
+    journal.outbox_add("other.local", 1, b"event")  # a send outside any handling
+    journal.request_commit()
+    await asyncio.sleep(0.05)
+    assert [c.outbox for c in commits][2:] == [[("other.local", 1)]]
+    journal.close()
