@@ -27,6 +27,7 @@ from ._logins import PendingLogins
 from ._pki import DevelopmentPKI
 from ._session import Session
 from ._signature import verify_client_signature
+from ._thoughts import ThoughtStore
 
 __all__ = ["Call", "GatewayCore", "Method"]
 
@@ -112,6 +113,7 @@ class GatewayCore:
         self.inboxes = InboxStore(self.db)
         self.groups = GroupStore(self.db)
         self.cards = CardStore(self.db)
+        self.thoughts = ThoughtStore()  # in memory only: a restart forgets every thought
         self.events = GatewayEvents()
         self.logins = PendingLogins(limits.pending_logins, limits.login_nonce_ttl)
         self.methods: dict[str, Method] = {}

@@ -51,6 +51,7 @@ from ._limits import GatewayLimits
 from ._listener import ConnectionGuard, Listener, bind
 from ._message_methods import MESSAGE_METHODS
 from ._session import RateBudget, Session
+from ._thought_methods import THOUGHT_METHODS
 
 __all__ = ["GatewayServer"]
 
@@ -162,7 +163,7 @@ class GatewayServer:
     async def start(self) -> None:
         self.limits = limits = _within_descriptor_limit(self._configured_limits)
         core = GatewayCore(self.data_dir, self._issuer, limits)
-        for methods in (AUTH_METHODS, MESSAGE_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS):
+        for methods in (AUTH_METHODS, MESSAGE_METHODS, THOUGHT_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS):
             core.register_methods(methods)
         app = web.Application()
         app.router.add_get("/aun", self._websocket)
