@@ -55,6 +55,11 @@ class GatewayAgentConfig:
         retry_max_delay: the longest wait between those tries, in seconds.
         client_log_level: what the AUN client prints to stderr: ``debug``, ``info``, ``warn`` or
             ``error`` (this runtime logs through :mod:`logging` under ``aun_runtime.gateway``).
+        thoughts: put what an exposed agent thinks (``think()``, an observer's silent decisions)
+            about a direct message from the network as an AUN thought for that conversation
+            (``message.thought.put``, end-to-end encrypted for the sender when ``encrypt`` is on),
+            which the sender reads with ``message.thought.get``. Off by default: thoughts then stay
+            in the archive only.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
@@ -70,6 +75,7 @@ class GatewayAgentConfig:
     max_attempts: int = 12
     retry_max_delay: float = 30.0
     client_log_level: str = "error"
+    thoughts: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))

@@ -33,6 +33,7 @@ from ._config import GatewayAgentConfig
 from ._identity import require_client
 from ._link import AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
+from ._thoughts import ThoughtRelay
 
 if TYPE_CHECKING:
     from aun_runtime import AUNRuntime
@@ -64,6 +65,7 @@ class GatewayAgentStats:
     retries: int
     dead_letters: int
     waiting: int  #: messages in the outbox, not yet taken by the network
+    thoughts: int = 0  #: thoughts the network took (with ``GatewayAgentConfig.thoughts``)
 
 
 class GatewayAgent:
@@ -83,6 +85,7 @@ class GatewayAgent:
         self._held: dict[str, list[OutboxItem]] = {}
         self._outbox: Outbox | None = None
         self._seed = ""
+        self._thoughts: ThoughtRelay | None = None  # only with config.thoughts
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -106,6 +109,9 @@ class GatewayAgent:
         self._outbox = Outbox(self.config.outbox_path, self.config.outbox_capacity)
         for item in self._outbox.take_waiting():
             self._held.setdefault(item.sender, []).append(item)
+        if self.config.thoughts:
+            self._thoughts = ThoughtRelay(self.runtime.archive, self._links, encrypt=self.config.encrypt)
+            self._thoughts.install()
         for aid in expose:
             self._add_link(aid)
         self.runtime.set_outbound_route(self)
@@ -116,6 +122,9 @@ class GatewayAgent:
             return
         if self.runtime.outbound_route is self:
             self.runtime.set_outbound_route(None)
+        if self._thoughts is not None:
+            await self._thoughts.uninstall()
+            self._thoughts = None
         await asyncio.gather(*(link.stop() for link in self._links.values()))
         await self._outbox.close()
         self._outbox = None
@@ -157,7 +166,8 @@ class GatewayAgent:
 
     def _add_link(self, aid: str) -> None:
         assert self._outbox is not None
-        link = AIDLink(aid, self.config, self._seed, self._outbox, self.runtime.deliver_remote,
+        deliver = self.runtime.deliver_remote if self._thoughts is None else self._thoughts.deliver(self.runtime.deliver_remote)
+        link = AIDLink(aid, self.config, self._seed, self._outbox, deliver,
                        self.runtime.record_dead_letter, card=card_text(self.runtime, aid))
         self._links[aid] = link
         for item in self._held.pop(aid, []):  # what it sent before a restart leaves first
@@ -271,6 +281,7 @@ class GatewayAgent:
             retries=sum(link.stats.retries for link in links),
             dead_letters=sum(link.stats.dead_letters for link in links),
             waiting=0 if self._outbox is None else len(self._outbox),
+            thoughts=0 if self._thoughts is None else self._thoughts.put,
         )
 
     def _link(self, aid: str) -> AIDLink:
