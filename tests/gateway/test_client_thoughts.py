@@ -82,3 +82,17 @@ def test_the_bounds_drop_the_oldest_per_sender_and_in_all() -> None:
     store.put("c.x", "b.x", "m9", {"n": "c1"})
     assert [t["n"] for t in store.items()] == ["a2", "c0", "c1"]  # the oldest of anyone's went
     assert [t["n"] for t in store.get("c.x", "b.x", "m9")] == ["c0", "c1"]
+
+
+async def test_past_the_bound_the_oldest_thought_is_gone_from_the_wire(gateway: GatewayServer, make_agent: AgentFactory) -> None:
+    gateway.core.thoughts = ThoughtStore(per_aid=2, total=10)
+    alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
+    inbox = Events(bob, "message.received")
+    sent = await alice.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": "hello"}})
+    await inbox.next()
+    context = {"type": "message", "id": sent["message_id"]}
+    for i in range(3):
+        await alice.call("message.thought.put", {"to": bob.aid, "payload": {"type": "text", "text": f"t{i}"},
+                                                 "context": context})
+    got = await bob.call("message.thought.get", {"sender_aid": alice.aid, "context": context})
+    assert [t["payload"]["text"] for t in got["thoughts"]] == ["t1", "t2"]
