@@ -68,7 +68,7 @@ import json
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -329,6 +329,7 @@ class Archive:
         self._pending_messages: list[MessageRow] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._thought_watchers: list[Callable[[str, str, str | None], None]] = []
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -339,6 +340,22 @@ class Archive:
     def record_thought(self, owner: str, text: str, about: str | None = None) -> None:
         """Record an internal thought of ``owner``, optionally about a message (its id). Never sent."""
         self._add((owner, RecordKind.THOUGHT, about, None, text, _now_ms()))
+        for watcher in self._thought_watchers:
+            watcher(owner, text, about)
+
+    def watch_thoughts(self, watcher: Callable[[str, str, str | None], None]) -> Callable[[], None]:
+        """Call ``watcher(owner, text, about)`` after each thought recorded in this process, until the
+        returned function is called (a gateway agent that shows thoughts to the network uses it).
+
+        A watcher runs inside ``record_thought``: it must be quick and must not raise.
+        """
+        self._thought_watchers.append(watcher)
+
+        def stop() -> None:
+            if watcher in self._thought_watchers:
+                self._thought_watchers.remove(watcher)
+
+        return stop
 
     def record_event(self, owner: str, kind: RecordKind, reason: str, message: AUNMessage | None) -> None:
         """Record a dead letter or loop stop, with or without the message it concerns."""

@@ -98,3 +98,16 @@ async def test_a_restarted_runtime_recognises_a_redelivery(tmp_path: Path) -> No
     assert recorder.received == []
     assert second.stats.duplicates == 1
     await second.close()
+
+
+def test_a_thought_watcher_hears_each_thought_until_it_stops() -> None:
+    archive = Archive()
+    heard: list[tuple[str, str, str | None]] = []
+    stop = archive.watch_thoughts(lambda owner, text, about: heard.append((owner, text, about)))
+    archive.record_thought("a.local", "first", about="m-1")
+    stop()
+    stop()  # stopping twice is harmless
+    archive.record_thought("a.local", "second")
+    assert heard == [("a.local", "first", "m-1")]
+    assert [record.text for record in archive.history("a.local")] == ["first", "second"]  # both recorded
+    archive.close()

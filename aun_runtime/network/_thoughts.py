@@ -3,7 +3,7 @@ direct message from the network is put as an AUN thought for that conversation.
 
 Two small hooks, installed only when the option is on (off, nothing is wrapped and arrivals cost
 nothing more): the delivery of arrivals remembers which direct message came from whom, and the
-archive's ``record_thought`` hands each thought about one of those messages to the exposed AID's
+archive's thought watch (:meth:`~aun_runtime.Archive.watch_thoughts`) hands each thought about one of those messages to the exposed AID's
 own client, whose ``message.thought.put`` encrypts it for the sender as it encrypts a message. A
 thought is never sent as a message, and one about anything else (a local message, a group one, no
 message) stays in the archive only.
@@ -41,7 +41,7 @@ class ThoughtRelay:
     """Puts the thoughts of exposed agents about direct network messages as AUN thoughts.
 
     Args:
-        archive: the runtime's archive (its ``record_thought`` is wrapped while installed).
+        archive: the runtime's archive (its thoughts are watched while installed).
         links: the gateway agent's links, by exposed AID (read when a thought comes).
         encrypt: end-to-end encrypt the thoughts (``GatewayAgentConfig.encrypt``).
     """
@@ -53,7 +53,7 @@ class ThoughtRelay:
         self.put = 0  #: thoughts the network took
         self._senders: OrderedDict[tuple[str, str], str] = OrderedDict()  # (recipient, message_id) -> sender
         self._tasks: set[asyncio.Task[None]] = set()
-        self._record_thought = archive.record_thought
+        self._unwatch: Callable[[], None] | None = None
 
     def deliver(self, deliver: Callable[[Arrivals], Awaitable[None]]) -> Callable[[Arrivals], Awaitable[None]]:
         """``deliver``, remembering who sent each direct arrival first."""
@@ -69,17 +69,17 @@ class ThoughtRelay:
         return remembering
 
     def install(self) -> None:
-        self.archive.record_thought = self._on_thought  # type: ignore[method-assign]
+        self._unwatch = self.archive.watch_thoughts(self._on_thought)
 
     async def uninstall(self) -> None:
-        if vars(self.archive).get("record_thought") == self._on_thought:
-            del self.archive.record_thought
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _on_thought(self, owner: str, text: str, about: str | None = None) -> None:
-        self._record_thought(owner, text, about)
         peer = None if about is None else self._senders.get((owner, about))
         link = self.links.get(owner)
         if peer is None or link is None or about is None:

@@ -77,4 +77,4 @@ async def test_with_thoughts_off_nothing_is_put(gateway: GatewayServer, bridged:
     got = await user.client.call("message.thought.get",
                                  {"sender_aid": thinker, "context": {"type": "message", "id": sent["message_id"]}})
     assert got["found"] is False and len(gateway.core.thoughts) == 0 and agent.stats.thoughts == 0
-    assert "record_thought" not in vars(runtime.archive)  # nothing wrapped, nothing added per message
+    assert runtime.archive._thought_watchers == []  # nothing watches, nothing added per thought
