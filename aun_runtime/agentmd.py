@@ -45,6 +45,7 @@ __all__ = [
     "AgentCard",
     "AgentMDError",
     "parse_agent_md",
+    "read_front_matter",
     "render_agent_md",
 ]
 
@@ -88,6 +89,26 @@ class AgentCard:
         _validate(self)
 
 
+def read_front_matter(document: str) -> tuple[dict[str, Any], str]:
+    """Split an agent.md document into its front matter (the YAML mapping) and its Markdown body,
+    checking nothing else (a gateway storing cards of any type reads them this way).
+
+    Raises:
+        AgentMDError: there is no front matter, it is not valid YAML, or it is not a mapping.
+    """
+    match = _FRONT_MATTER.match(document)
+    if match is None:
+        raise AgentMDError("the document must start with YAML front matter between two '---' lines")
+    front, body = match.groups()
+    try:
+        meta = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        raise AgentMDError(f"the front matter is not valid YAML: {exc}") from None
+    if not isinstance(meta, dict):
+        raise AgentMDError("the front matter must be a mapping of fields")
+    return meta, body
+
+
 def parse_agent_md(text: str | bytes) -> AgentCard:
     """Parse and validate an agent.md document.
 
@@ -101,16 +122,7 @@ def parse_agent_md(text: str | bytes) -> AgentCard:
         source = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise AgentMDError(f"the document is not UTF-8 ({exc.reason})") from None
-    match = _FRONT_MATTER.match(source)
-    if match is None:
-        raise AgentMDError("the document must start with YAML front matter between two '---' lines")
-    front, body = match.groups()
-    try:
-        meta = yaml.safe_load(front)
-    except yaml.YAMLError as exc:
-        raise AgentMDError(f"the front matter is not valid YAML: {exc}") from None
-    if not isinstance(meta, dict):
-        raise AgentMDError("the front matter must be a mapping of fields")
+    meta, body = read_front_matter(source)
     for name in _CORE_FIELDS[:5]:
         if name not in meta or meta[name] in (None, ""):
             raise AgentMDError("is required", field=name)

@@ -12,15 +12,17 @@ The bound per AID is one card of at most :data:`MAX_CARD_BYTES`: a new card repl
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Any
 
-import yaml
-
-from ..agentmd import BEHAVIOR_MODE_FIELD, MAX_AGENT_MD_BYTES, SIGNATURE_MARKER
+from ..agentmd import (
+    BEHAVIOR_MODE_FIELD,
+    MAX_AGENT_MD_BYTES,
+    SIGNATURE_MARKER,
+    AgentMDError,
+    read_front_matter,
+)
 from ._database import Database
 
 __all__ = ["MAX_CARD_BYTES", "MAX_SIGNATURE_BYTES", "CardError", "CardStore", "StoredCard", "check_card"]
@@ -30,7 +32,6 @@ __all__ = ["MAX_CARD_BYTES", "MAX_SIGNATURE_BYTES", "CardError", "CardStore", "S
 MAX_SIGNATURE_BYTES = 2048
 #: The largest card body the gateway takes: a full-size document plus a full-size signature block.
 MAX_CARD_BYTES = MAX_AGENT_MD_BYTES + MAX_SIGNATURE_BYTES
-_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 #: Fields every card has (the agent.md schema's required ones, as the AUN client checks them).
 _REQUIRED = ("aid", "name", "type", "version")
 
@@ -76,7 +77,10 @@ def check_card(aid: str, body: bytes) -> str | None:
     document = text.split(SIGNATURE_MARKER, 1)[0]
     if len(document.encode()) > MAX_AGENT_MD_BYTES:
         raise CardError(413, "too_large", f"the document is over {MAX_AGENT_MD_BYTES} bytes before its signature")
-    front = _front_matter(document)
+    try:  # a leading byte-order mark is tolerated, as the client tolerates it
+        front, _ = read_front_matter(document.removeprefix("\ufeff"))
+    except AgentMDError as exc:
+        raise CardError(400, "invalid", str(exc)) from None
     for name in _REQUIRED:
         value = front.get(name)
         if not isinstance(value, str) or not value.strip():
@@ -87,19 +91,6 @@ def check_card(aid: str, body: bytes) -> str | None:
     if mode is not None and not isinstance(mode, str):
         raise CardError(400, "invalid", f"'{BEHAVIOR_MODE_FIELD}' must be a string")
     return mode
-
-
-def _front_matter(document: str) -> dict[str, Any]:
-    match = _FRONT_MATTER.match(document)
-    if match is None:
-        raise CardError(400, "invalid", "the card must start with YAML front matter between two '---' lines")
-    try:
-        front = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        raise CardError(400, "invalid", f"the front matter is not valid YAML: {exc}") from None
-    if not isinstance(front, dict):
-        raise CardError(400, "invalid", "the front matter must be a mapping of fields")
-    return front
 
 
 class CardStore:
