@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .._app import App
 from .._runtime import AUNRuntime
 from .._signals import stop_on_signal
 from ._console import DEFAULT_HOST, Console
@@ -30,8 +31,6 @@ __all__ = [
 
 #: The console's port when none is given (0 picks any free port).
 DEFAULT_PORT = 8780
-
-App = Callable[[AUNRuntime], Awaitable[None]]
 
 
 def _add_listen_options(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,13 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from aun_runtime import AUNRuntime
 
+from .._app import App
 from .._signals import stop_on_signal
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
@@ -27,7 +28,6 @@ from ._gateway_agent import GatewayAgent, GatewayAgentError
 
 __all__ = ["add_client_log_option", "add_network_options", "network_requested", "quiet_client_logs", "run_on_network"]
 
-App = Callable[[AUNRuntime], Awaitable[None]]
 Summary = Callable[[AUNRuntime, str], None]
 DISCOVER = "discover"
 
