@@ -27,6 +27,7 @@ from protocols.aun import validate_aid
 from protocols.errors import InvalidAIDError
 
 from ._core import Call, Method
+from ._delivery_mode import DeliveryMode
 from ._errors import ErrorCode, RPCError
 from ._frames import notification_frame
 from ._session import Session
@@ -187,16 +188,22 @@ async def connect(call: Call) -> dict[str, Any]:
     if not isinstance(slot_id, str) or len(slot_id) > 128:
         raise RPCError.bad_param("client.slot_id", "'client.slot_id' must be a string of at most 128 characters")
     options = params.mapping("options", default={})
+    mode = DeliveryMode.from_params(params.raw.get("delivery_mode"))
+    kind = "short" if options.get("kind") == "short" else "long"
     aid, family_or_reason = core.identities.access_token_owner(token)
     if aid is None:
         raise RPCError(ErrorCode.CONNECT_TOKEN_INVALID, family_or_reason)
+    # Refused if another delivery_mode is in force for the AID, or its queue slot is taken.
+    core.queue.check(aid, mode, device_id.strip(), slot_id, long=kind == "long")
     core.admit(session, aid)  # refused past max_connections_per_aid
     session.aid, session.device_id, session.slot_id = aid, device_id.strip(), slot_id
     core.authenticated(session, family_or_reason)  # closed if that family is revoked later
-    session.kind = "short" if options.get("kind") == "short" else "long"
+    session.kind, session.delivery_mode = kind, mode
     session.connected_at = time.time()
     if session.kind == "long":
         core.attach(session)
+    if core.queue.connected(session):  # a queue member took over messages of members not online
+        await core.db.commit()
     core.events.emit("connected", aid=aid, device_id=session.device_id, connection_id=session.id)
     # The unread hints go out after the connection's next request, not with this answer: fastaun
     # 0.5.25 sets up its end-to-end session after auth.connect returns, and a hint that arrives before
@@ -205,7 +212,8 @@ async def connect(call: Call) -> dict[str, Any]:
     return {
         "status": "ok", "protocol": "1.0", "server_time": int(time.time() * 1000), "authenticated": True,
         "identity": {"aid": aid, "role": "agent", "module_id": "aun-runtime-gateway"},
-        "connection": {"id": session.id, "device_id": session.device_id, "slot_id": slot_id, "kind": session.kind},
+        "connection": {"id": session.id, "device_id": session.device_id, "slot_id": slot_id, "kind": session.kind,
+                       "delivery_mode": mode.to_wire()},
         "capabilities": {"p2p_peer_pull_v1": True, "inline_realtime_payload_v1": True},
     }
 

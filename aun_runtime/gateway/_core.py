@@ -25,6 +25,7 @@ from ._inboxes import InboxStore
 from ._limits import GatewayLimits
 from ._logins import PendingLogins
 from ._pki import DevelopmentPKI
+from ._queue import QueueRouter
 from ._session import Session
 from ._signature import verify_client_signature
 from ._thoughts import ThoughtStore
@@ -115,6 +116,7 @@ class GatewayCore:
         self.cards = CardStore(self.db)
         self.thoughts = ThoughtStore()  # in memory only: a restart forgets every thought
         self.events = GatewayEvents()
+        self.queue = QueueRouter(self.db, self.inboxes, self.events, limits.queue_affinity_senders)
         self.logins = PendingLogins(limits.pending_logins, limits.login_nonce_ttl)
         self.methods: dict[str, Method] = {}
         self.all_sessions: set[Session] = set()
@@ -171,6 +173,7 @@ class GatewayCore:
 
     def detach(self, session: Session) -> None:
         self.all_sessions.discard(session)
+        self.queue.detached(session)  # a queue member's unacknowledged messages go to the others
         family = self._family_of.pop(session, None)
         if family is not None:
             _discard(self._families, family, session)

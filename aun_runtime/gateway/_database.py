@@ -32,6 +32,8 @@ Schema::
     group_events    (group_id, event_seq, body JSON)
     group_cursors   (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq)
     agent_cards     (aid PK, body BLOB, etag, updated_at, behavior_mode)  -- one agent.md per AID
+    queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open)  -- queue mode: which
+                    member each inbox message went to, whether it is still unacknowledged, its copy
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -100,6 +102,11 @@ CREATE TABLE IF NOT EXISTS group_cursors (
 CREATE TABLE IF NOT EXISTS agent_cards (
     aid TEXT PRIMARY KEY, body BLOB NOT NULL, etag TEXT NOT NULL, updated_at REAL NOT NULL,
     behavior_mode TEXT);
+CREATE TABLE IF NOT EXISTS queue_assignments (
+    receiver TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, device_id TEXT NOT NULL,
+    slot_id TEXT NOT NULL, moved_to INTEGER, open INTEGER NOT NULL, PRIMARY KEY (receiver, seq)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS queue_by_member ON queue_assignments (receiver, device_id, slot_id, sender, seq);
+CREATE INDEX IF NOT EXISTS queue_open ON queue_assignments (receiver, seq) WHERE open = 1;
 """
 
 

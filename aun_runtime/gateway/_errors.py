@@ -32,6 +32,7 @@ class ErrorCode(IntEnum):
     TOKEN_EXPIRED = -32005
     NOT_CONNECTED = -32013  #: a method other than ``auth.*`` before ``auth.connect``
     CONNECT_TOKEN_INVALID = 4001  #: ``auth.connect`` with an unknown, revoked or expired access token
+    CONNECT_CONFLICT = 4009  #: ``auth.connect`` whose ``delivery_mode`` or queue slot clashes with the AID's online connections
     CONNECT_NONCE_INVALID = 4010  #: ``auth.connect`` with another socket's or an expired challenge nonce
     CONNECTION_LIMIT = 4012  #: ``auth.connect`` past ``max_connections_per_aid`` (retryable)
     RATE_LIMITED = -32429  #: the connection's request budget is spent; retry after ``data.retry_after_ms``

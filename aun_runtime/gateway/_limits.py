@@ -69,6 +69,9 @@ class GatewayLimits:
         max_page: the most messages, events or peers one pull or directory page returns.
         max_page_bytes: a pull page stops growing past this many bytes of messages (it always holds
             at least one), so an answer stays under the 2 MiB the AUN client accepts per frame.
+        queue_affinity_senders: senders whose member one AID in ``queue`` mode with
+            ``sender_affinity`` remembers; past it the least recently routed is forgotten (its next
+            message gets a member by turn, and it sticks to that one).
     """
 
     max_frame_bytes: int = 1_000_000
@@ -93,13 +96,14 @@ class GatewayLimits:
     signature_window: float = 300.0
     max_page: int = 200
     max_page_bytes: int = 1_500_000
+    queue_affinity_senders: int = 10_000
 
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:
             raise ValueError("hard_frame_bytes must be at least max_frame_bytes")
         for name in ("rate_per_second", "rate_burst", "requests_in_flight", "outbound_frames", "outbound_bytes",
                      "send_timeout", "max_connections", "handshake_timeout", "heartbeat", "max_connections_per_aid",
-                     "max_page"):
+                     "max_page", "queue_affinity_senders"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.descriptor_reserve < 0:

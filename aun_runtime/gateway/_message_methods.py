@@ -22,6 +22,7 @@ from ._auth_methods import check_aid
 from ._core import Call, Method
 from ._errors import RPCError
 from ._inboxes import StoredMessage
+from ._queue import received_params
 
 __all__ = ["MESSAGE_METHODS"]
 
@@ -37,16 +38,6 @@ def _peer_scope(call: Call) -> None:
 
 def _sender_param(call: Call) -> str:
     return check_aid(call.params.text("sender_aid", max_length=253), "sender_aid")
-
-
-def _push_params(stored: StoredMessage, session_device: str, session_slot: str) -> dict[str, Any]:
-    row = stored.row
-    return {
-        "from_aid": row["from_aid"], "sender_aid": row["sender_aid"], "to": row["to"], "seq": stored.seq,
-        "message_id": row["message_id"], "prev_peer_seq": row["prev_peer_seq"],
-        "sender_device_id": row["sender_device_id"], "target_device_id": session_device,
-        "target_slot_id": session_slot, "inline_message": row,
-    }
 
 
 def _send_result(stored: StoredMessage, status: str) -> dict[str, Any]:
@@ -77,8 +68,12 @@ async def send(call: Call) -> dict[str, Any]:
         "need_render": need_render, "sender_device_id": call.session.device_id,
     }
     stored = core.inboxes.append(to, sender, message_id, row)
+    member = core.queue.route(stored)  # in queue mode: the one connection it goes to, recorded with it
     await core.db.commit()  # durable before anyone hears of it
-    pushed = core.push(to, "message.received", lambda s: _push_params(stored, s.device_id, s.slot_id))
+    if member is not None:
+        pushed = int(core.queue.push(stored, member))
+    else:
+        pushed = core.push(to, "message.received", lambda s: received_params(stored, s.device_id, s.slot_id))
     core.events.emit("message.stored", sender=sender, to=to, seq=stored.seq, message_id=message_id, pushed=pushed)
     return _send_result(stored, "delivered" if pushed else "stored")
 
@@ -90,8 +85,10 @@ async def peers(call: Call) -> dict[str, Any]:
     if kind not in ("pending", "all"):
         raise RPCError.bad_param("filter", "'filter' must be 'pending' or 'all'")
     result: dict[str, Any] = {"cursor_scope": "peer", "catalog_ready": True, "bootstrap_floor_seq": 0}
+    queue = call.session.delivery_mode.queue  # a queue member sees only its own share (see _queue)
     if kind == "pending":
-        entries = core.inboxes.peers(call.aid, device_id, slot_id, pending_only=True)
+        entries = (core.queue.peers(call.session, pending_only=True) if queue
+                   else core.inboxes.peers(call.aid, device_id, slot_id, pending_only=True))
         return {**result, "peers": [e.to_wire() for e in entries], "has_more": False}
     limit = params.integer("limit", default=core.limits.max_page, minimum=1, maximum=core.limits.max_page)
     token = params.text("page_token", default="", max_length=400)
@@ -99,7 +96,11 @@ async def peers(call: Call) -> dict[str, Any]:
         after = base64.urlsafe_b64decode(token.encode()).decode() if token else ""
     except (binascii.Error, UnicodeDecodeError):
         raise RPCError.bad_param("page_token", "'page_token' is not one this gateway returned") from None
-    entries = core.inboxes.peers(call.aid, device_id, slot_id, pending_only=False, after_sender=after, limit=limit + 1)
+    if queue:
+        entries = core.queue.peers(call.session, pending_only=False, after_sender=after, limit=limit + 1)
+    else:
+        entries = core.inboxes.peers(call.aid, device_id, slot_id, pending_only=False, after_sender=after,
+                                     limit=limit + 1)
     has_more = len(entries) > limit
     entries = entries[:limit]
     if has_more:
@@ -119,9 +120,14 @@ async def pull(call: Call) -> dict[str, Any]:
     limit = params.integer("limit", default=_DEFAULT_PAGE, minimum=1, maximum=core.limits.max_page)
     if "ack_up_to_seq" in params.raw:
         acked = core.inboxes.acknowledge(receiver, device_id, slot_id, sender, params.integer("ack_up_to_seq"))
+        core.queue.acknowledged(call.session, sender, acked)
         await core.db.commit()
         core.events.emit("message.acked", receiver=receiver, sender=sender, device_id=device_id, ack_seq=acked)
-    rows, more = core.inboxes.pull(receiver, sender, after, limit, core.limits.max_page_bytes)
+    if call.session.delivery_mode.queue:  # the member's share; unassigned messages become its own
+        rows, more = core.queue.pull(call.session, sender, after, limit, core.limits.max_page_bytes)
+        await core.db.commit()
+    else:
+        rows, more = core.inboxes.pull(receiver, sender, after, limit, core.limits.max_page_bytes)
     covered = rows[-1]["seq"] if more else head
     return {
         "cursor_scope": "peer", "sender_aid": sender, "messages": rows, "has_more": more,
@@ -137,6 +143,7 @@ async def ack(call: Call) -> dict[str, Any]:
     device_id, slot_id = call.own_device()
     sender = _sender_param(call)
     effective = core.inboxes.acknowledge(receiver, device_id, slot_id, sender, params.integer("up_to_seq"))
+    core.queue.acknowledged(call.session, sender, effective)
     await core.db.commit()
     core.events.emit("message.acked", receiver=receiver, sender=sender, device_id=device_id, ack_seq=effective)
     return {"cursor_scope": "peer", "sender_aid": sender, "effective_ack_seq": effective, "peer_ack_seq": effective}

@@ -22,6 +22,8 @@ from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from ._delivery_mode import FANOUT, DeliveryMode
+
 __all__ = ["RateBudget", "Session"]
 
 log = logging.getLogger("aun_runtime.gateway")
@@ -71,6 +73,8 @@ class Session:
     device_id: str = ""
     slot_id: str = "default"
     kind: str = "long"
+    #: What ``auth.connect`` declared: fanout (every connection gets every message) or queue.
+    delivery_mode: DeliveryMode = FANOUT
     connected_at: float = 0.0
     #: Run once, after the answer to the first request that follows ``auth.connect``.
     on_next_request: Callable[[], None] | None = None

@@ -1,0 +1,386 @@
+"""Queue delivery: each direct message of an AID in ``queue`` mode goes to one of its connections.
+
+The connections of one AID that declared ``delivery_mode.mode = "queue"`` (:mod:`._delivery_mode`)
+and are long connections are its *members*. A member is known by its ``(device_id, slot_id)``,
+the scope of its cursors, so two members of one AID must differ there (``auth.connect`` answers
+``slot_conflict`` otherwise); a runtime that restarts with the same identity directory comes back
+as the same member.
+
+**Assignment.** Every message is stored in the receiver's inbox exactly as in fanout mode (durable
+before the sender is answered; the real AUN keeps queue messages in memory only, this gateway
+loses none). When it is stored while members are online, the router picks one (round robin, or the
+sender's member under ``sender_affinity``) and records the *assignment* ``(receiver, seq) -> member``
+in the same transaction, then pushes the message to that member only. A message stored while no
+member is online is unassigned; the first member that pulls it claims it.
+
+**One chain per member.** The AUN client checks each pushed message against the sender's stream it
+has seen: it takes the push as it is only when ``prev_peer_seq`` is at most what it has consumed
+from that sender, else it pulls. A member's *view* of a sender is the messages assigned to it plus
+the unassigned ones; everything a member is told is computed in its view: the ``prev_peer_seq`` of
+a push is the previous message of that sender in the member's view, a pull returns only messages of
+its view (its coverage proof covers its view up to the inbox head), and ``message.peers`` reports
+the heads and next pending messages of its view. A member's cursor per sender, cumulative as
+always, may therefore pass messages of the other members: they are not its own. A view only loses
+messages (claimed by another member, or moved away) and only gains them at the head, so a chain
+told to a member never misses a message it will later be asked to have.
+
+**Members that leave.** An assignment is *open* until its member acknowledges it. When a member
+goes (its socket ends: a clean close, a crash, a kill, a slow consumer closed), its open messages
+go to the other members. They cannot keep their seq: the taker's cursor for that sender may
+already be past it, and the client would take them for consumed. So each is *re-issued*: a copy
+(same ``message_id``, same payload, still end-to-end encrypted for every device of the AID) is
+appended to the inbox under a new seq, at the head, assigned to the taker and open; the original
+is marked moved and leaves every view, so the member that left does not get it again if it comes
+back. The newest copy of each sender is pushed to the taker, whose chain then shows the rest and
+makes its client pull them. A member that leaves while no other is online keeps its messages
+(it gets them when it returns); a member that connects takes over the open messages of every
+member that is not online. Delivery stays at least once: a message its member handled but had not
+yet acknowledged when it went is delivered again, to the taker, with the same ``message_id``.
+
+**Bounds.** Members per AID are bounded by ``max_connections_per_aid``. Sender affinities are kept
+for at most ``queue_affinity_senders`` senders per AID (the least recently used is forgotten and
+gets a member by turn again). A take-over moves at most :data:`TAKEOVER_BATCH` messages per event
+loop turn and pushes one copy per sender and batch, so a member that left with a large backlog
+neither stalls the gateway nor floods the taker's outbound queue.
+
+Group messages are not affected: AUN group messages are always fanout, so each member of a group
+that is an AID in queue mode gets every group message on every connection, as in fanout mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from collections import OrderedDict
+from typing import Any
+
+from ._database import Database
+from ._delivery_mode import DeliveryMode
+from ._errors import ErrorCode, RPCError
+from ._events import GatewayEvents
+from ._frames import notification_frame
+from ._inboxes import InboxStore, PeerEntry, StoredMessage
+from ._session import Session
+
+__all__ = ["TAKEOVER_BATCH", "QueueRouter", "received_params"]
+
+log = logging.getLogger("aun_runtime.gateway")
+
+#: Messages one take-over step moves before it lets the event loop run other work.
+TAKEOVER_BATCH = 200
+
+Member = tuple[str, str]  # (device_id, slot_id)
+
+# A message is in a member's view when it is unassigned, or assigned to that member and not moved.
+_JOIN = "FROM inbox i LEFT JOIN queue_assignments a ON a.receiver = i.receiver AND a.seq = i.seq"
+_VIEW = "(a.seq IS NULL OR (a.device_id = ? AND a.slot_id = ? AND a.moved_to IS NULL))"
+
+
+def received_params(stored: StoredMessage, device_id: str, slot_id: str, prev_peer_seq: int | None = None) -> dict[str, Any]:
+    """The params of an ``event/message.received`` push of ``stored`` to one connection, with the
+    ``prev_peer_seq`` of that connection's chain (the inbox's own when None)."""
+    row = stored.row
+    if prev_peer_seq is not None and prev_peer_seq != row["prev_peer_seq"]:
+        row = {**row, "prev_peer_seq": prev_peer_seq}  # the client checks the two copies agree
+    return {
+        "from_aid": row["from_aid"], "sender_aid": row["sender_aid"], "to": row["to"], "seq": stored.seq,
+        "message_id": row["message_id"], "prev_peer_seq": row["prev_peer_seq"],
+        "sender_device_id": row["sender_device_id"], "target_device_id": device_id,
+        "target_slot_id": slot_id, "inline_message": row,
+    }
+
+
+def _member(session: Session) -> Member:
+    return session.device_id, session.slot_id
+
+
+class QueueRouter:
+    """The delivery modes of the connected AIDs and the queue of those in ``queue`` mode."""
+
+    def __init__(self, db: Database, inboxes: InboxStore, events: GatewayEvents, affinity_senders: int) -> None:
+        self.db = db
+        self.inboxes = inboxes
+        self.events = events
+        self.affinity_senders = affinity_senders
+        # Every authenticated connection by AID, in the order they connected (what the mode check reads).
+        self._connections: dict[str, dict[Session, None]] = {}
+        self._turns: dict[str, int] = {}
+        # sender -> (member, last time it was routed there), per AID, least recently used first.
+        self._affinity: dict[str, OrderedDict[str, tuple[Member, float]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def mode_of(self, aid: str) -> DeliveryMode | None:
+        """The delivery mode ``aid``'s online connections declared (None while none is online)."""
+        sessions = self._connections.get(aid)
+        return next(iter(sessions)).delivery_mode if sessions else None
+
+    def members(self, aid: str) -> list[Session]:
+        """``aid``'s queue members that take pushes, in the order they connected."""
+        return [s for s in self._connections.get(aid, ()) if s.delivery_mode.queue and s.kind == "long" and s.accepting]
+
+    def check(self, aid: str, mode: DeliveryMode, device_id: str, slot_id: str, *, long: bool) -> None:
+        """Refuse an ``auth.connect`` whose mode differs from the AID's online connections', or a
+        second queue member on the same device and slot (they would share one set of cursors).
+
+        Raises:
+            RPCError: :attr:`ErrorCode.CONNECT_CONFLICT` with ``data.reason`` ``delivery_mode_conflict``
+                or ``slot_conflict`` (retryable: it ends when the other connections go).
+        """
+        online = self.mode_of(aid)
+        if online is not None and online != mode:
+            raise RPCError(
+                ErrorCode.CONNECT_CONFLICT,
+                f"delivery_mode_conflict: {aid}'s online connections use delivery_mode {online.to_wire()}, "
+                f"not {mode.to_wire()}; every connection of one AID must declare the same",
+                reason="delivery_mode_conflict", field="delivery_mode", online=online.to_wire(),
+                declared=mode.to_wire(), retryable=True,
+            )
+        if mode.queue and long and any(_member(s) == (device_id, slot_id) for s in self.members(aid)):
+            raise RPCError(
+                ErrorCode.CONNECT_CONFLICT,
+                f"slot_conflict: a queue member of {aid} is already online on device {device_id!r}, slot "
+                f"{slot_id!r}; give each member its own device or slot",
+                reason="slot_conflict", field="client.slot_id", retryable=True,
+            )
+
+    def connected(self, session: Session) -> bool:
+        """Count an authenticated connection; a queue member takes over the open messages of the
+        members that are not online. Returns True if that wrote something (to commit)."""
+        assert session.aid is not None
+        self._connections.setdefault(session.aid, {})[session] = None
+        if not (session.delivery_mode.queue and session.kind == "long"):
+            return False
+        # The first batch is moved before auth.connect is answered, so the member's first
+        # message.peers already lists it; a longer backlog follows in the background, pushed.
+        moved, more = self._take_over(session.aid, None)
+        if more:
+            self._spawn(self._take_over_rest(session.aid, None))
+        return bool(moved)
+
+    def detached(self, session: Session) -> None:
+        """Forget a connection whose socket has ended; a queue member's open messages go to the others."""
+        aid = session.aid
+        if aid is None or session not in self._connections.get(aid, {}):
+            return
+        sessions = self._connections[aid]
+        del sessions[session]
+        if not sessions:
+            del self._connections[aid]
+            self._turns.pop(aid, None)
+            self._affinity.pop(aid, None)
+        if session.delivery_mode.queue and session.kind == "long" and self.members(aid):
+            self._spawn(self._take_over_rest(aid, _member(session)))
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def route(self, stored: StoredMessage) -> Session | None:
+        """Assign a message just stored (in the open transaction) to one member of its receiver, if
+        the receiver is served in queue mode and a member is online. Push it once committed."""
+        mode = self.mode_of(stored.receiver)
+        if mode is None or not mode.queue:
+            return None
+        member = self._pick(stored.receiver, stored.row["sender_aid"], mode)
+        if member is not None:
+            self._assign(stored.receiver, stored.seq, stored.row["sender_aid"], _member(member))
+            self._assigned(stored, member, "push")
+        return member
+
+    def _pick(self, aid: str, sender: str, mode: DeliveryMode) -> Session | None:
+        members = self.members(aid)
+        if not members:
+            return None
+        if mode.affinity:
+            affinities = self._affinity.setdefault(aid, OrderedDict())
+            now = time.monotonic()
+            kept = affinities.get(sender)
+            if kept is not None and (mode.affinity_ttl_ms == 0 or (now - kept[1]) * 1000 < mode.affinity_ttl_ms):
+                chosen = next((m for m in members if _member(m) == kept[0]), None)
+                if chosen is not None:
+                    affinities[sender] = (kept[0], now)
+                    affinities.move_to_end(sender)
+                    return chosen
+        turn = self._turns.get(aid, 0)
+        chosen = members[turn % len(members)]
+        self._turns[aid] = turn + 1
+        if mode.affinity:
+            affinities[sender] = (_member(chosen), now)
+            affinities.move_to_end(sender)
+            while len(affinities) > self.affinity_senders:
+                affinities.popitem(last=False)
+        return chosen
+
+    def push(self, stored: StoredMessage, member: Session) -> bool:
+        """Push ``stored`` to the member it is assigned to, in that member's chain."""
+        prev = self._prev_in_view(stored.receiver, stored.row["sender_aid"], _member(member), stored.seq)
+        params = received_params(stored, member.device_id, member.slot_id, prev)
+        return member.push(notification_frame("event/message.received", params))
+
+    def _assign(self, receiver: str, seq: int, sender: str, member: Member) -> None:
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open) "
+                "VALUES (?, ?, ?, ?, ?, NULL, 1)", (receiver, seq, sender, *member),
+            )
+
+    def _assigned(self, stored: StoredMessage, member: Session, how: str) -> None:
+        self.events.emit(
+            "message.assigned", receiver=stored.receiver, sender=stored.row["sender_aid"], seq=stored.seq,
+            message_id=stored.row["message_id"], connection_id=member.id, device_id=member.device_id, how=how,
+        )
+
+    def acknowledged(self, session: Session, sender: str, up_to_seq: int) -> None:
+        """Close the assignments a member's cursor now covers (in the open transaction)."""
+        if not session.delivery_mode.queue or session.aid is None:
+            return
+        with self.db.atomic() as conn:
+            conn.execute(
+                "UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND device_id = ? AND slot_id = ? "
+                "AND sender = ? AND seq <= ? AND open = 1",
+                (session.aid, session.device_id, session.slot_id, sender, up_to_seq),
+            )
+
+    # -- what a member sees --------------------------------------------------------------------
+
+    def _prev_in_view(self, receiver: str, sender: str, member: Member, seq: int) -> int:
+        row = self.db.conn.execute(
+            f"SELECT i.seq {_JOIN} WHERE i.receiver = ? AND i.sender = ? AND i.seq < ? AND {_VIEW} "
+            "ORDER BY i.seq DESC LIMIT 1", (receiver, sender, seq, *member),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def pull(
+        self, session: Session, sender: str, after_seq: int, limit: int, max_bytes: int | None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """A member's page of ``sender``'s messages after ``after_seq`` in its view: at most ``limit``,
+        and no more once they reach ``max_bytes`` (at least one). Unassigned messages in the page
+        become the member's (in the open transaction). Returns the rows and whether more remain."""
+        assert session.aid is not None
+        receiver, member = session.aid, _member(session)
+        found = self.db.conn.execute(
+            f"SELECT i.seq, i.body, a.seq IS NULL {_JOIN} WHERE i.receiver = ? AND i.sender = ? AND i.seq > ? "
+            f"AND {_VIEW} ORDER BY i.seq LIMIT ?", (receiver, sender, after_seq, *member, limit + 1),
+        ).fetchall()
+        rows: list[dict[str, Any]] = []
+        size = 0
+        more = len(found) > limit
+        prev: int | None = None
+        for seq, body, unassigned in found[:limit]:
+            size += len(body)
+            if rows and max_bytes is not None and size > max_bytes:
+                more = True
+                break
+            row = json.loads(body)
+            if prev is None:
+                prev = self._prev_in_view(receiver, sender, member, seq)
+            row["prev_peer_seq"] = prev
+            prev = seq
+            if unassigned:
+                self._assign(receiver, seq, sender, member)
+                self._assigned(StoredMessage(receiver, seq, row), session, "pull")
+            rows.append(row)
+        return rows, more
+
+    def peers(
+        self, session: Session, *, pending_only: bool, after_sender: str = "", limit: int | None = None
+    ) -> list[PeerEntry]:
+        """The senders with messages in a member's view, in sender order, with its cursor for each."""
+        assert session.aid is not None
+        receiver, member = session.aid, _member(session)
+        heads = self.db.conn.execute(
+            f"SELECT i.sender, MAX(i.seq) {_JOIN} WHERE i.receiver = ? AND i.sender > ? AND {_VIEW} "
+            "GROUP BY i.sender ORDER BY i.sender", (receiver, after_sender, *member),
+        ).fetchall()
+        entries = []
+        for sender, head in heads:
+            ack = self.inboxes.ack_seq(receiver, *member, sender)
+            if pending_only and head <= ack:
+                continue
+            next_row = self.db.conn.execute(
+                f"SELECT MIN(i.seq) {_JOIN} WHERE i.receiver = ? AND i.sender = ? AND i.seq > ? AND {_VIEW}",
+                (receiver, sender, ack, *member),
+            ).fetchone()
+            entries.append(PeerEntry(sender, int(head), ack, None if next_row[0] is None else int(next_row[0])))
+            if limit is not None and len(entries) >= limit:
+                break
+        return entries
+
+    # -- take-over -----------------------------------------------------------------------------
+
+    def _take_over(self, aid: str, owner: Member | None) -> tuple[list[tuple[Session, StoredMessage]], bool]:
+        """Re-issue up to :data:`TAKEOVER_BATCH` open messages of ``owner`` (None: of every member
+        not online) to the online members. Returns the newest copy per (taker, sender) and whether
+        open messages remain."""
+        mode = self.mode_of(aid)
+        if mode is None or not mode.queue or not self.members(aid):
+            return [], False
+        online = {_member(s) for s in self.members(aid)}
+        query = "SELECT seq, sender, device_id, slot_id FROM queue_assignments WHERE receiver = ? AND open = 1"
+        args: tuple[Any, ...] = (aid,)
+        if owner is not None:
+            query += " AND device_id = ? AND slot_id = ?"
+            args += owner
+        rows: list[tuple[Any, ...]] = []
+        last, more = 0, False
+        while len(rows) < TAKEOVER_BATCH:
+            found = self.db.conn.execute(f"{query} AND seq > ? ORDER BY seq LIMIT ?",
+                                         (*args, last, TAKEOVER_BATCH)).fetchall()
+            if not found:
+                break
+            last = int(found[-1][0])
+            rows.extend(r for r in found if (r[2], r[3]) not in online)
+            if len(rows) >= TAKEOVER_BATCH:
+                more = True
+        rows = rows[:TAKEOVER_BATCH]
+        newest: dict[tuple[Session, str], StoredMessage] = {}
+        for seq, sender, device_id, slot_id in rows:
+            if seq <= self.inboxes.ack_seq(aid, device_id, slot_id, sender):  # acknowledged after all
+                self.db.conn.execute("UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND seq = ?", (aid, seq))
+                continue
+            taker = self._pick(aid, sender, mode)
+            if taker is None:
+                break
+            copy = self._reissue(aid, int(seq), sender, taker)
+            newest[(taker, sender)] = copy
+        return [(taker, copy) for (taker, _), copy in newest.items()], more
+
+    def _reissue(self, aid: str, seq: int, sender: str, taker: Session) -> StoredMessage:
+        (body,) = self.db.conn.execute("SELECT body FROM inbox WHERE receiver = ? AND seq = ?", (aid, seq)).fetchone()
+        original = json.loads(body)
+        row = {key: value for key, value in original.items() if key not in ("seq", "prev_peer_seq")}
+        # The idempotency key of a copy starts with a space, which no message_id a sender gives has
+        # (they are stripped): a retried send still finds the original.
+        copy = self.inboxes.append(aid, sender, f" moved {seq} {original['message_id']}", row)
+        with self.db.atomic() as conn:
+            conn.execute("UPDATE queue_assignments SET moved_to = ?, open = 0 WHERE receiver = ? AND seq = ?",
+                         (copy.seq, aid, seq))
+        self._assign(aid, copy.seq, sender, _member(taker))
+        self.events.emit("message.reissued", receiver=aid, sender=sender, message_id=original["message_id"],
+                         from_seq=seq, seq=copy.seq, connection_id=taker.id, device_id=taker.device_id)
+        self._assigned(copy, taker, "reissue")
+        return copy
+
+    async def _take_over_rest(self, aid: str, owner: Member | None) -> None:
+        """Move ``owner``'s open messages batch by batch, committing and pushing after each."""
+        try:
+            while True:
+                newest, more = self._take_over(aid, owner)
+                await self.db.commit()
+                for taker, copy in newest:
+                    self.push(copy, taker)
+                if not more:
+                    return
+                await asyncio.sleep(0)
+        except sqlite3.ProgrammingError:  # the database closed under us: the gateway is stopping
+            log.debug("take-over of %s's messages stopped: the gateway is closing", aid)
+        except Exception:  # a failed commit rolled back: the messages stay open, taken over next time
+            log.exception("take-over of %s's open queue messages failed", aid)
