@@ -25,6 +25,9 @@ ENV_ROOT_CA = "AUN_GATEWAY_ROOT_CA"
 ENV_SEED = "AUN_GATEWAY_SEED"
 ENV_PLAINTEXT = "AUN_GATEWAY_PLAINTEXT"
 ENV_RECONNECT = "AUN_GATEWAY_RECONNECT_MAX_DELAY"
+ENV_QUEUE = "AUN_GATEWAY_QUEUE"
+#: The values of :attr:`GatewayAgentConfig.queue_routing` (AUN's ``delivery_mode.routing``).
+QUEUE_ROUTINGS = ("round_robin", "sender_affinity")
 DEFAULT_DATA_DIR = "aun-agent-data"
 _SEED_FILE = "seed"
 
@@ -60,6 +63,13 @@ class GatewayAgentConfig:
             (``message.thought.put``, end-to-end encrypted for the sender when ``encrypt`` is on),
             which the sender reads with ``message.thought.get``. Off by default: thoughts then stay
             in the archive only.
+        queue_routing: None (the default) connects each exposed AID in AUN's ``fanout`` delivery
+            mode: every connection of the AID gets every direct message. ``"round_robin"`` or
+            ``"sender_affinity"`` connects it as a ``queue`` member instead: several runtimes that
+            expose the same AID (with the same identity: its key and certificate, and the same
+            seed) share its direct messages, each message going to one of them, in turn or by
+            sender. Every runtime serving one AID must say the same (the gateway refuses the
+            others with ``delivery_mode_conflict``); group messages reach every runtime either way.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
@@ -76,6 +86,7 @@ class GatewayAgentConfig:
     retry_max_delay: float = 30.0
     client_log_level: str = "error"
     thoughts: bool = False
+    queue_routing: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -85,12 +96,22 @@ class GatewayAgentConfig:
             raise ValueError("client_log_level is one of debug, info, warn, error")
         if self.max_attempts < 1 or self.reconnect_max_delay <= 0 or self.retry_max_delay <= 0:
             raise ValueError("max_attempts, reconnect_max_delay and retry_max_delay must be positive")
+        if self.queue_routing is not None and self.queue_routing not in QUEUE_ROUTINGS:
+            raise ValueError("queue_routing is None (fanout), 'round_robin' or 'sender_affinity'")
+
+    @property
+    def delivery_mode(self) -> dict[str, str]:
+        """The AUN client's ``delivery_mode`` connect option for this configuration."""
+        if self.queue_routing is None:
+            return {"mode": "fanout"}
+        return {"mode": "queue", "routing": self.queue_routing}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> GatewayAgentConfig:
         """A config from ``AUN_GATEWAY_URL``, ``AUN_GATEWAY_DATA``, ``AUN_GATEWAY_EXPOSE`` (comma
-        separated), ``AUN_GATEWAY_ROOT_CA``, ``AUN_GATEWAY_SEED``, ``AUN_GATEWAY_PLAINTEXT=1`` and
-        ``AUN_GATEWAY_RECONNECT_MAX_DELAY`` (seconds); keyword arguments win over the environment."""
+        separated), ``AUN_GATEWAY_ROOT_CA``, ``AUN_GATEWAY_SEED``, ``AUN_GATEWAY_PLAINTEXT=1``,
+        ``AUN_GATEWAY_RECONNECT_MAX_DELAY`` (seconds) and ``AUN_GATEWAY_QUEUE`` (a
+        ``queue_routing``); keyword arguments win over the environment."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         if env.get(ENV_URL):
@@ -107,6 +128,8 @@ class GatewayAgentConfig:
             values["encrypt"] = False
         if env.get(ENV_RECONNECT):
             values["reconnect_max_delay"] = float(env[ENV_RECONNECT])
+        if env.get(ENV_QUEUE):
+            values["queue_routing"] = env[ENV_QUEUE].strip()
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)  # type: ignore[arg-type]
 

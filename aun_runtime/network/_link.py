@@ -185,6 +185,7 @@ class AIDLink:
             "auto_reconnect": True,
             "retry_initial_delay": min(0.5, self.config.reconnect_max_delay),
             "retry_max_delay": self.config.reconnect_max_delay,
+            "delivery_mode": self.config.delivery_mode,  # fanout, or a queue member (see queue_routing)
         }
         delay = FIRST_RETRY_DELAY
         while True:
