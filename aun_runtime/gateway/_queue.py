@@ -65,7 +65,7 @@ from ._frames import notification_frame
 from ._inboxes import InboxStore, PeerEntry, StoredMessage
 from ._session import Session
 
-__all__ = ["TAKEOVER_BATCH", "QueueRouter", "received_params"]
+__all__ = ["TAKEOVER_BATCH", "QueueRouter", "readers", "received_params"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -91,6 +91,16 @@ def received_params(stored: StoredMessage, device_id: str, slot_id: str, prev_pe
         "sender_device_id": row["sender_device_id"], "target_device_id": device_id,
         "target_slot_id": slot_id, "inline_message": row,
     }
+
+
+def readers(row: dict[str, Any]) -> set[str] | None:
+    """The receiver's devices an end-to-end encrypted message is wrapped for (the envelope's
+    ``recipients`` routing field: ``[aid, device_id, ...]`` rows), or None for a plaintext one."""
+    payload = (row.get("legacy_v1") or {}).get("payload")
+    recipients = payload.get("recipients") if isinstance(payload, dict) else None
+    if not isinstance(recipients, list):
+        return None
+    return {r[1] for r in recipients if isinstance(r, list) and len(r) > 1 and r[0] == row.get("to") and isinstance(r[1], str)}
 
 
 def _member(session: Session) -> Member:
@@ -189,14 +199,16 @@ class QueueRouter:
         mode = self.mode_of(stored.receiver)
         if mode is None or not mode.queue:
             return None
-        member = self._pick(stored.receiver, stored.row["sender_aid"], mode)
+        member = self._pick(stored.receiver, stored.row["sender_aid"], mode, readers(stored.row))
         if member is not None:
             self._assign(stored.receiver, stored.seq, stored.row["sender_aid"], _member(member))
             self._assigned(stored, member, "push")
         return member
 
-    def _pick(self, aid: str, sender: str, mode: DeliveryMode) -> Session | None:
+    def _pick(self, aid: str, sender: str, mode: DeliveryMode, devices: set[str] | None) -> Session | None:
         members = self.members(aid)
+        if devices is not None:  # only members that can decrypt it, while there is one
+            members = [m for m in members if m.device_id in devices] or members
         if not members:
             return None
         if mode.affinity:
@@ -344,18 +356,21 @@ class QueueRouter:
         newest: dict[tuple[Session, str], StoredMessage] = {}
         for seq, sender, device_id, slot_id in rows:
             if seq <= self.inboxes.ack_seq(aid, device_id, slot_id, sender):  # acknowledged after all
-                self.db.conn.execute("UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND seq = ?", (aid, seq))
+                with self.db.atomic() as conn:
+                    conn.execute("UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND seq = ?", (aid, seq))
                 continue
-            taker = self._pick(aid, sender, mode)
-            if taker is None:
+            moved = self._reissue(aid, int(seq), sender, mode)
+            if moved is None:
                 break
-            copy = self._reissue(aid, int(seq), sender, taker)
-            newest[(taker, sender)] = copy
+            newest[(moved[0], sender)] = moved[1]
         return [(taker, copy) for (taker, _), copy in newest.items()], more
 
-    def _reissue(self, aid: str, seq: int, sender: str, taker: Session) -> StoredMessage:
+    def _reissue(self, aid: str, seq: int, sender: str, mode: DeliveryMode) -> tuple[Session, StoredMessage] | None:
         (body,) = self.db.conn.execute("SELECT body FROM inbox WHERE receiver = ? AND seq = ?", (aid, seq)).fetchone()
         original = json.loads(body)
+        taker = self._pick(aid, sender, mode, readers(original))
+        if taker is None:
+            return None
         row = {key: value for key, value in original.items() if key not in ("seq", "prev_peer_seq")}
         # The idempotency key of a copy starts with a space, which no message_id a sender gives has
         # (they are stripped): a retried send still finds the original.
@@ -367,7 +382,7 @@ class QueueRouter:
         self.events.emit("message.reissued", receiver=aid, sender=sender, message_id=original["message_id"],
                          from_seq=seq, seq=copy.seq, connection_id=taker.id, device_id=taker.device_id)
         self._assigned(copy, taker, "reissue")
-        return copy
+        return taker, copy
 
     async def _take_over_rest(self, aid: str, owner: Member | None) -> None:
         """Move ``owner``'s open messages batch by batch, committing and pushing after each."""

@@ -16,7 +16,7 @@ from aun_core import AIDStore, AUNClient
 from aun_core.errors import AUNError
 from aun_core.keystore.local_identity_store import LocalIdentityStore
 
-from aun_runtime.gateway import ErrorCode, GatewayServer
+from aun_runtime.gateway import ErrorCode, GatewayLimits, GatewayServer, _queue
 
 from .conftest import SEED, AgentFactory, Events, RawConnection, RawIdentity, raw_register, unique_name
 
@@ -130,6 +130,23 @@ async def test_round_robin_pushes_carry_each_members_own_chain(gateway: GatewayS
     assert peers == [{"sender_aid": alice.aid, "head_seq": seqs[-1], "server_ack_seq": 0, "next_pending_seq": seqs[1]}]
 
 
+async def test_an_encrypted_message_goes_only_to_a_member_it_is_wrapped_for(gateway: GatewayServer) -> None:
+    alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
+    sender = await alice.connect(gateway, device_id="alice-device")
+    await queue_connect(gateway, bob, "bob-1", ROUND_ROBIN)
+    await queue_connect(gateway, bob, "bob-2", ROUND_ROBIN)
+    # A sender that learnt bob's devices before bob-2 was there wraps its messages for bob-1 only:
+    # bob-2 could not decrypt them, so they are not its turn.
+    sealed = {"type": "e2ee.p2p_encrypted", "ciphertext": "...", "recipients": [[bob.aid, "bob-1", "peer"]]}
+    for _ in range(4):
+        answer = await sender.call("message.send", {"to": bob.aid, "payload": sealed})
+        (assigned,) = gateway.events.find("message.assigned", message_id=answer["result"]["message_id"])
+        assert assigned.fields["device_id"] == "bob-1"
+    plain = [(await sender.call("message.send", {"to": bob.aid, "payload": {"text": str(i)}}))["result"] for i in range(2)]
+    turns = {gateway.events.find("message.assigned", message_id=p["message_id"])[0].fields["device_id"] for p in plain}
+    assert turns == {"bob-1", "bob-2"}  # plaintext still goes in turn
+
+
 async def test_sender_affinity_keeps_each_senders_messages_on_one_member_in_order(
     gateway: GatewayServer, make_agent: AgentFactory, make_member: MemberFactory
 ) -> None:
@@ -167,6 +184,26 @@ async def test_sender_affinity_moves_a_sender_when_its_member_goes(gateway: Gate
     push = await next_push(two)
     assert push["seq"] == later["seq"] and push["prev_peer_seq"] == 0  # new to this member: its chain starts
     assert gateway.events.find("message.reissued", receiver=bob.aid) == []  # the first was acknowledged
+
+
+async def test_sender_affinities_are_bounded_the_least_recent_is_forgotten(tmp_path: Path) -> None:
+    limits = GatewayLimits(queue_affinity_senders=1)
+    async with GatewayServer("127.0.0.1", port=0, data_dir=tmp_path / "bounded", limits=limits) as gateway:
+        bob = await raw_register(gateway, unique_name("bob"))
+        senders = [await (await raw_register(gateway, unique_name(n))).connect(gateway, device_id=f"{n}-device")
+                   for n in ("alice", "carol")]
+        for i in (1, 2, 3):
+            await queue_connect(gateway, bob, f"bob-{i}", AFFINITY)
+
+        async def member_of(sender: RawConnection) -> str:
+            answer = await sender.call("message.send", {"to": bob.aid, "payload": {"text": "x"}})
+            (assigned,) = gateway.events.find("message.assigned", message_id=answer["result"]["message_id"])
+            return str(assigned.fields["device_id"])
+
+        alice, carol = senders
+        assert [await member_of(alice), await member_of(alice)] == ["bob-1", "bob-1"]  # kept
+        assert await member_of(carol) == "bob-2"  # the one affinity kept is now carol's
+        assert await member_of(alice) == "bob-3"  # alice was forgotten: the next member in turn
 
 
 # -- conflicts and bad values ------------------------------------------------------------------
@@ -308,6 +345,38 @@ async def test_messages_stored_while_no_member_is_online_go_to_the_member_that_p
     other = (await two.call("message.v2.pull", {"sender_aid": alice.aid, "after_seq": 0}))["result"]
     assert other["messages"] == [] and other["covered_through_seq"] == other["head_seq"]  # claimed by the first
     assert (await two.call("message.peers", {"filter": "pending"}))["result"]["peers"] == []
+
+
+async def test_a_large_backlog_moves_in_batches_with_one_push_per_batch(
+    gateway: GatewayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_queue, "TAKEOVER_BATCH", 10)
+    alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
+    sender = await alice.connect(gateway, device_id="alice-device")
+    leaving = await queue_connect(gateway, bob, "bob-1", AFFINITY)
+    sent = [(await sender.call("message.send", {"to": bob.aid, "payload": {"text": str(i)}}))["result"] for i in range(25)]
+    staying = await queue_connect(gateway, bob, "bob-2", AFFINITY)  # alice stays with bob-1 meanwhile
+    await leaving.close()  # none of the 25 acknowledged
+    for original in sent:
+        await gateway.events.wait("message.reissued", receiver=bob.aid, from_seq=original["seq"])
+    pushes = []
+    while len(pushes) < 3:
+        pushes.append(await next_push(staying))
+    copies = [e.fields["seq"] for e in gateway.events.find("message.reissued", receiver=bob.aid)]
+    # Three batches (10, 10, 5), the newest copy of each pushed, its chain pointing at the one before.
+    assert [p["seq"] for p in pushes] == [copies[9], copies[19], copies[24]]
+    assert [p["prev_peer_seq"] for p in pushes] == [copies[8], copies[18], copies[23]]
+    page = (await staying.call("message.v2.pull", {"sender_aid": alice.aid, "after_seq": 0, "limit": 200}))["result"]
+    assert [m["seq"] for m in page["messages"]] == copies
+    assert [m["legacy_v1"]["payload"]["text"] for m in page["messages"]] == [str(i) for i in range(25)]
+    assert [m["message_id"] for m in page["messages"]] == [s["message_id"] for s in sent]
+    # The copies are the taker's; the originals left every view, so bob-1 gets nothing back.
+    back = await queue_connect(gateway, bob, "bob-1", AFFINITY)
+    again = (await back.call("message.v2.pull", {"sender_aid": alice.aid, "after_seq": 0}))["result"]
+    assert again["messages"] == []
+    # And a retried send still finds its first copy.
+    retry = await sender.call("message.send", {"to": bob.aid, "message_id": sent[0]["message_id"], "payload": {"text": "0"}})
+    assert retry["result"]["status"] == "duplicate" and retry["result"]["seq"] == sent[0]["seq"]
 
 
 # -- helpers -----------------------------------------------------------------------------------
