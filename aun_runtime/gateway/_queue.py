@@ -10,7 +10,10 @@ as the same member.
 before the sender is answered; the real AUN keeps queue messages in memory only, this gateway
 loses none). When it is stored while members are online, the router picks one (round robin, or the
 sender's member under ``sender_affinity``) and records the *assignment* ``(receiver, seq) -> member``
-in the same transaction, then pushes the message to that member only. A message stored while no
+in the same transaction, then pushes the message to that member only. An end-to-end encrypted
+message is given only to a member whose device it is wrapped for (the envelope's ``recipients``
+routing field, see :func:`readers`), while one is online: a member that joined after the sender
+learnt the AID's devices would only turn it into an unreadable arrival. A message stored while no
 member is online is unassigned; the first member that pulls it claims it.
 
 **One chain per member.** The AUN client checks each pushed message against the sender's stream it
