@@ -105,8 +105,7 @@ CREATE TABLE IF NOT EXISTS agent_cards (
 CREATE TABLE IF NOT EXISTS queue_assignments (
     receiver TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, device_id TEXT NOT NULL,
     slot_id TEXT NOT NULL, moved_to INTEGER, open INTEGER NOT NULL, PRIMARY KEY (receiver, seq)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS queue_by_member ON queue_assignments (receiver, device_id, slot_id, sender, seq);
-CREATE INDEX IF NOT EXISTS queue_open ON queue_assignments (receiver, seq) WHERE open = 1;
+CREATE INDEX IF NOT EXISTS queue_open ON queue_assignments (receiver, device_id, slot_id, sender, seq) WHERE open = 1;
 """
 
 

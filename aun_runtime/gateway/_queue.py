@@ -78,7 +78,9 @@ TAKEOVER_BATCH = 200
 Member = tuple[str, str]  # (device_id, slot_id)
 
 # A message is in a member's view when it is unassigned, or assigned to that member and not moved.
-_JOIN = "FROM inbox i LEFT JOIN queue_assignments a ON a.receiver = i.receiver AND a.seq = i.seq"
+_JOIN = "FROM inbox i INDEXED BY inbox_by_peer LEFT JOIN queue_assignments a ON a.receiver = i.receiver AND a.seq = i.seq"
+_INSERT = ("INSERT INTO queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open) "
+           "VALUES (?, ?, ?, ?, ?, NULL, 1)")
 _VIEW = "(a.seq IS NULL OR (a.device_id = ? AND a.slot_id = ? AND a.moved_to IS NULL))"
 
 
@@ -204,7 +206,9 @@ class QueueRouter:
             return None
         member = self._pick(stored.receiver, stored.row["sender_aid"], mode, readers(stored.row))
         if member is not None:
-            self._assign(stored.receiver, stored.seq, stored.row["sender_aid"], _member(member))
+            # One statement, in the transaction the append just opened (no savepoint of its own:
+            # this is on every queue send's path, and a failed INSERT changes nothing anyway).
+            self.db.conn.execute(_INSERT, (stored.receiver, stored.seq, stored.row["sender_aid"], *_member(member)))
             self._assigned(stored, member, "push")
         return member
 
@@ -242,10 +246,7 @@ class QueueRouter:
 
     def _assign(self, receiver: str, seq: int, sender: str, member: Member) -> None:
         with self.db.atomic() as conn:
-            conn.execute(
-                "INSERT INTO queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open) "
-                "VALUES (?, ?, ?, ?, ?, NULL, 1)", (receiver, seq, sender, *member),
-            )
+            conn.execute(_INSERT, (receiver, seq, sender, *member))
 
     def _assigned(self, stored: StoredMessage, member: Session, how: str) -> None:
         self.events.emit(
@@ -259,8 +260,8 @@ class QueueRouter:
             return
         with self.db.atomic() as conn:
             conn.execute(
-                "UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND device_id = ? AND slot_id = ? "
-                "AND sender = ? AND seq <= ? AND open = 1",
+                "UPDATE queue_assignments INDEXED BY queue_open SET open = 0 WHERE receiver = ? AND device_id = ? "
+                "AND slot_id = ? AND sender = ? AND seq <= ? AND open = 1",
                 (session.aid, session.device_id, session.slot_id, sender, up_to_seq),
             )
 
@@ -339,7 +340,9 @@ class QueueRouter:
         if mode is None or not mode.queue or not self.members(aid):
             return [], False
         online = {_member(s) for s in self.members(aid)}
-        query = "SELECT seq, sender, device_id, slot_id FROM queue_assignments WHERE receiver = ? AND open = 1"
+        # Through the index of open assignments only: acknowledged ones may be many, open ones are few.
+        query = ("SELECT seq, sender, device_id, slot_id FROM queue_assignments INDEXED BY queue_open "
+                 "WHERE receiver = ? AND open = 1")
         args: tuple[Any, ...] = (aid,)
         if owner is not None:
             query += " AND device_id = ? AND slot_id = ?"
