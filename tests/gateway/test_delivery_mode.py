@@ -379,6 +379,41 @@ async def test_a_large_backlog_moves_in_batches_with_one_push_per_batch(
     assert retry["result"]["status"] == "duplicate" and retry["result"]["seq"] == sent[0]["seq"]
 
 
+async def test_open_messages_survive_a_gateway_restart_and_go_to_the_member_that_connects(tmp_path: Path) -> None:
+    data = tmp_path / "restarted"
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as gateway:
+        alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
+        sender = await alice.connect(gateway, device_id="alice-device")
+        await queue_connect(gateway, bob, "bob-1", ROUND_ROBIN)
+        sent = [(await sender.call("message.send", {"to": bob.aid, "payload": {"text": str(i)}}))["result"]
+                for i in range(3)]
+        assert {s["status"] for s in sent} == {"delivered"}  # pushed to bob-1, never acknowledged
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as gateway:
+        other = await queue_connect(gateway, bob, "bob-2", ROUND_ROBIN)  # before bob-1 is back
+        peers = (await other.call("message.peers", {"filter": "pending"}))["result"]["peers"]
+        page = (await other.call("message.v2.pull", {"sender_aid": alice.aid, "after_seq": 0}))["result"]
+        assert [m["legacy_v1"]["payload"]["text"] for m in page["messages"]] == ["0", "1", "2"]
+        assert [m["seq"] for m in page["messages"]] == [sent[-1]["seq"] + i for i in (1, 2, 3)]  # copies
+        assert peers[0]["next_pending_seq"] == sent[-1]["seq"] + 1
+
+
+async def test_group_messages_reach_every_queue_member(gateway: GatewayServer) -> None:
+    alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
+    owner = await alice.connect(gateway, device_id="alice-device")
+    members = [await queue_connect(gateway, bob, f"bob-{i}", ROUND_ROBIN) for i in (1, 2)]
+    group = (await owner.call("group.create", {"group_id": unique_name("crew")}))["result"]["group"]["group_id"]
+    await owner.call("group.add_member", {"group_id": group, "aid": bob.aid})
+    posted = (await owner.call("group.send", {"group_id": group, "payload": {"type": "text", "text": "all hands"}}))
+    assert "result" in posted, posted
+    for conn in members:  # AUN group messages are always fanout, whatever the AID's delivery mode
+        while True:
+            frame = conn.pushes.pop(0) if conn.pushes else json.loads(await asyncio.wait_for(conn.ws.recv(), 10))
+            if frame.get("method") == "event/group.message_created":
+                params = frame["params"]
+                assert (params["group_id"], params["message_id"]) == (group, posted["result"]["message"]["message_id"])
+                break
+
+
 # -- helpers -----------------------------------------------------------------------------------
 
 
