@@ -40,6 +40,7 @@ Example:
         await runtime.start()
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,23 @@ def worker_runtime(
     name: str | None = None,
     tls: TLSConfig | None = None,
     connect_timeout: float | None = 30.0,
+    services: Mapping[str, str] | None = None,
+    service_dir: str | Path | None = None,
     **options: Any,
 ) -> AUNRuntime:
     """An :class:`~aun_runtime.AUNRuntime` whose core is a :class:`WorkerRuntime` of the host.
 
-    ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``, ``mailbox_capacity``, ...).
-    Nothing connects until ``await runtime.start()``.
+    ``services`` and ``service_dir`` make some of its AIDs instances of service AIDs (see
+    :class:`WorkerRuntime`). ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``,
+    ``mailbox_capacity``, ...). Nothing connects until ``await runtime.start()``.
     """
-    core: AUNCore = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
+    core: AUNCore = WorkerRuntime(
+        host_address,
+        archive=archive,
+        name=name,
+        tls=tls,
+        connect_timeout=connect_timeout,
+        services=services,
+        service_dir=service_dir,
+    )
     return AUNRuntime(core=core, **options)
