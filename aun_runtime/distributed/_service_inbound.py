@@ -124,7 +124,9 @@ class ServiceInbound:
         stream = self._streams[origin]
         done = False
         for (seq, _, event), verdict in zip(items, verdicts, strict=True):
-            if verdict is Claim.WON:
+            if verdict is Claim.WON and seq in stream.taken:
+                self.duplicates += 1  # the same delivery twice in one burst (a resend beside it)
+            elif verdict is Claim.WON:
                 stream.taken.add(seq)
                 self._spawn(origin, self.aid, seq, event)
             elif verdict is Claim.DONE:

@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from .._errors import AgentRegistrationError
+
 __all__ = ["LEDGER_KEEP", "POLICIES", "ROUND_ROBIN", "SENDER_AFFINITY", "Claim", "ServiceLedger", "ledger_path"]
 
 logger = logging.getLogger("aun_runtime.distributed")
@@ -53,6 +55,9 @@ POLICIES = (ROUND_ROBIN, SENDER_AFFINITY)
 LEDGER_KEEP = 10_000
 #: Seconds a ledger transaction waits for another instance's.
 BUSY_TIMEOUT = 30.0
+#: Seconds an instance waits for its own lock at start (another instance may hold it for a moment
+#: while it checks whether this one is dead); past it, another process runs this instance.
+LOCK_WAIT = 10.0
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS svc_claims (origin TEXT NOT NULL, seq INTEGER NOT NULL, instance TEXT NOT NULL,
@@ -86,6 +91,9 @@ class ServiceLedger:
     is dead), records where this instance's journal is, and settles what a previous run of this
     instance left: its claims that its journal shows handled are done, the others are released.
 
+    Raises:
+        AgentRegistrationError: another process runs this instance (its lock stays taken).
+
     Args:
         path: the ledger file.
         instance: this worker's name.
@@ -101,8 +109,7 @@ class ServiceLedger:
         self.aid = aid
         self.instance = instance
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock: IO[str] | None = open(self._lock_path(instance), "a+")  # noqa: SIM115 - held until close
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._lock: IO[str] | None = self._take_lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -110,6 +117,23 @@ class ServiceLedger:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO svc_instances (instance, journal) VALUES (?, ?)", (instance, str(Path(journal).resolve())))
         self.settle(handled)
+
+    def _take_lock(self) -> IO[str]:
+        """This instance's lock; another instance checking whether this one is dead holds it for a moment."""
+        lock = open(self._lock_path(self.instance), "a+")  # noqa: SIM115 - held until close
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return lock
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    lock.close()
+                    raise AgentRegistrationError(
+                        f"service {self.aid}: instance {self.instance} already runs in another process"
+                        f" (it holds {self._lock_path(self.instance)})"
+                    ) from None
+                time.sleep(0.05)
 
     def _lock_path(self, instance: str) -> str:
         return f"{self.path}.{instance}.lock"

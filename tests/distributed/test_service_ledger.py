@@ -5,6 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from aun_runtime import AgentRegistrationError
+from aun_runtime.distributed import _service_store
 from aun_runtime.distributed._journal import JournalArchive
 from aun_runtime.distributed._service_store import LEDGER_KEEP, Claim, ServiceLedger, ledger_path
 
@@ -98,3 +102,11 @@ def test_done_claims_are_pruned_far_below_the_position(tmp_path: Path) -> None:
     assert a.done([("src", n) for n in range(1, count + 1)]) == {"src": count}
     kept = sqlite3.connect(ledger_path(tmp_path, AID)).execute("SELECT COUNT(*) FROM svc_claims").fetchone()[0]
     assert kept == LEDGER_KEEP
+
+
+def test_an_instance_that_already_runs_elsewhere_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_service_store, "LOCK_WAIT", 0.2)
+    running, _ = _ledger(tmp_path, "a")
+    with pytest.raises(AgentRegistrationError, match="instance a already runs in another process"):
+        _ledger(tmp_path, "a")
+    running.close()
