@@ -10,8 +10,9 @@ and the host's share of that CPU. The roles are those of ``grpc_workers.py`` (``
 Then a service AID: ``svc.local`` held by 1, 2 and 4 instance processes (round robin, one shared
 ledger), each message costing ``--work`` rounds of SHA-256 in the handler (CPU-bound work), fed by
 ``--senders`` source processes of ``--service-messages`` messages each. Per configuration:
-messages/s from the first send until the ledger counts every message done, and CPU seconds per
-message over all processes; both as ratios to 1 instance in the same run. Instances beyond the
+messages/s from the first send until the instances' archives hold every message received, and CPU
+seconds per message over all processes; both as ratios to 1 instance in the same run. The same
+work on one worker holding the AID plainly (no ledger) is the cost of the ledger (``plain``). Instances beyond the
 machine's cores cannot add throughput, so the JSON also gives the core count. Prints one JSON line;
 on a shared machine, trust the ratios.
 """
@@ -96,8 +97,9 @@ class Busy(AUNAgent):
 
 async def _service_role(role: str, host: str, archive: str, ledgers: str, count: int, work: int, name: str) -> None:
     loop = asyncio.get_running_loop()
-    if role == "instance":
-        runtime = worker_runtime(host, archive=archive, services={SERVICE: "round_robin"}, service_dir=ledgers)
+    if role in ("instance", "plain"):
+        services = {SERVICE: "round_robin"} if role == "instance" else None
+        runtime = worker_runtime(host, archive=archive, services=services, service_dir=ledgers)
         await runtime.register_agent(SERVICE, lambda: Busy(work))
         await runtime.start()
         print("READY", flush=True)
@@ -123,13 +125,15 @@ def _service_child(tmp: str, address: str, role: str, name: str, count: int, wor
     return child
 
 
-def _done(ledger: Path) -> int:
+def _received(archive: str) -> int:
+    """Messages the service's agent received, as this instance's archive has them committed."""
     try:
-        db = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=5)
+        db = sqlite3.connect(f"file:{archive}?mode=ro", uri=True, timeout=5)
     except sqlite3.OperationalError:
         return 0
     try:
-        return int(db.execute("SELECT COUNT(*) FROM svc_claims WHERE done = 1").fetchone()[0])
+        sql = "SELECT COUNT(*) FROM records WHERE owner = ? AND kind = 'received'"
+        return int(db.execute(sql, (SERVICE,)).fetchone()[0])
     except sqlite3.OperationalError:
         return 0
     finally:
@@ -137,21 +141,23 @@ def _done(ledger: Path) -> int:
 
 
 def _run_service(instances: int, senders: int, messages: int, work: int) -> dict[str, Any]:
+    """``instances`` 0: one worker that holds the AID plainly."""
     total = senders * messages
     children: list[Child] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             host, address = start_host("aun", messages)
             children.append(host)
-            children += [_service_child(tmp, address, "instance", f"instance{i}", 0, work) for i in range(instances)]
+            role = "instance" if instances else "plain"
+            children += [_service_child(tmp, address, role, f"instance{i}", 0, work) for i in range(max(instances, 1))]
             sources = [_service_child(tmp, address, "sender", f"sender{s}", messages, work) for s in range(senders)]
             children += sources
             before = [c.cpu_seconds() for c in children]
             start = time.monotonic()
             for source in sources:
                 source.tell("go")
-            ledger = Path(tmp) / f"{SERVICE}.service.sqlite"
-            while _done(ledger) < total:
+            archives = [f"{tmp}/instance{i}.sqlite" for i in range(max(instances, 1))]
+            while sum(_received(a) for a in archives) < total:
                 time.sleep(0.01)
             span = time.monotonic() - start
             cpu = [c.cpu_seconds() - b for c, b in zip(children, before, strict=True)]
@@ -169,10 +175,11 @@ def _run_service(instances: int, senders: int, messages: int, work: int) -> dict
 
 def _service_curve(configs: list[int], senders: int, messages: int, work: int, repeat: int) -> dict[str, Any]:
     best: list[dict[str, Any]] = []
-    for instances in configs:
+    for instances in [0, *configs]:
         runs = [_run_service(instances, senders, messages, work) for _ in range(repeat)]
         top = max(runs, key=lambda r: r["msgs_per_s"])
         best.append({**top, "cpu_ms_per_msg": min(r["cpu_ms_per_msg"] for r in runs)})
+    plain, best = best[0], best[1:]
     base = best[0]
     return {
         "policy": "round_robin",
@@ -180,7 +187,10 @@ def _service_curve(configs: list[int], senders: int, messages: int, work: int, r
         "messages_per_sender": messages,
         "sha256_rounds_per_msg": work,
         "cores": os.cpu_count(),
+        "plain": plain,
         "runs": best,
+        "ledger_cpu_ratio": round(base["cpu_ms_per_msg"] / plain["cpu_ms_per_msg"], 3),
+        "ledger_throughput_ratio": round(base["msgs_per_s"] / plain["msgs_per_s"], 3),
         "throughput_ratio": {str(r["instances"]): round(r["msgs_per_s"] / base["msgs_per_s"], 3) for r in best},
         "cpu_per_msg_ratio": {str(r["instances"]): round(r["cpu_ms_per_msg"] / base["cpu_ms_per_msg"], 3) for r in best},
     }
