@@ -24,6 +24,10 @@ How nothing gets lost (the mechanism, in short; the modules say more):
   if a worker registers that AID later.
 * **Reconnect.** Workers reconnect after any loss of the host and register again; the host keeps a
   directory of AIDs and groups (rebuilt from the workers after a host restart) and sends it to all.
+* **Service AIDs.** An AID several workers register as instances (``services=`` on the worker)
+  gets its messages spread over the live instances, ``round_robin`` or by ``sender_affinity``; a
+  ledger the instances share keeps each message handled once when an instance dies (see
+  :mod:`._service_store`).
 * **Proven names.** A worker's secret, kept beside its archive (``<archive>.secret``, mode 0600),
   proves its name to the host on every connection; the host binds a name to the first secret it
   sees and refuses another. An AID belongs to the worker that registered it until that worker
