@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .processes import Process, query, start_worker, wait_until
+from .processes import Process, query, start_host, start_worker, wait_until
 
 APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -49,6 +49,11 @@ def _replies(archive: Path, aid: str) -> list[str]:
 def _done(tmp_path: Path) -> int:
     rows = query(tmp_path / f"{AID}.service.sqlite", "SELECT COUNT(*) FROM svc_claims WHERE done = 1")
     return int(rows[0][0]) if rows else 0
+
+
+def _name(worker: Process) -> str:
+    line = worker.wait_for_line(lambda s: s.startswith("aun-runtime worker ") and " ready on " in s)
+    return line.split()[2]
 
 
 def _status(host: str) -> dict[str, object]:
@@ -124,6 +129,8 @@ async def test_an_instance_killed_mid_stream_loses_nothing_and_nothing_is_handle
     assert _done(tmp_path) < count, "the kill must land in the middle of the stream"
 
     wait_until(lambda: _done(tmp_path) >= count, timeout=90, what="every message handled by the others")
+    instances_seen = _status(host)["services"][AID]["instances"]  # type: ignore[index]
+    assert instances_seen == {_name(p): "away" if p is instances[victim] else "live" for p in instances}
     handled = Counter(text for archive in archives for _, text in _handled(archive))
     assert handled == Counter(str(n) for n in range(count))  # each exactly once, across all instances
     assert _handled(archives[victim]) == before  # the dead one did nothing more
@@ -187,3 +194,30 @@ async def test_mixing_plain_and_service_registrations_or_policies_is_refused(
     worker = Process(["worker", "--host", host, "--app", f"{APPS}:instance", "--service", AID])  # no archive
     assert worker.finish() == 1
     assert "a service instance needs a durable archive" in worker.output
+
+
+async def test_after_a_host_restart_the_instances_register_again_and_nothing_is_lost(
+    procs: list[Process], tmp_path: Path
+) -> None:
+    host_process, address = start_host()
+    procs.append(host_process)
+    instances = [_instance(address, tmp_path, n, "round_robin") for n in range(2)]
+    procs.extend(instances)
+    count = 300
+    source = tmp_path / "source.local.sqlite"
+    procs.append(_sender(address, tmp_path, "source.local", count, burst=10, pause=0.02))
+    wait_until(lambda: len(_replies(source, "source.local")) >= 30, what="traffic before the restart")
+    host_process.kill()
+    host_process.proc.wait()
+    assert len(_replies(source, "source.local")) < count
+    for instance in instances:
+        instance.wait_for_line(lambda s: "reconnecting" in s)
+    restarted, again = start_host(address)
+    procs.append(restarted)
+    assert again == address
+
+    wait_until(lambda: len(_replies(source, "source.local")) >= count, timeout=90, what="every reply after the restart")
+    assert Counter(_replies(source, "source.local")) == Counter(f"done {n}" for n in range(count))
+    shares = [_handled(tmp_path / f"instance{n}.sqlite") for n in range(2)]
+    assert Counter(text for share in shares for _, text in share) == Counter(str(n) for n in range(count))
+    assert sorted(_status(address)["services"][AID]["instances"].values()) == ["live", "live"]  # type: ignore[index]
