@@ -6,9 +6,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import grpc
 import pytest
 
 from .processes import Process, query, start_host, start_worker, wait_until
+from .raw import RawClient, hello
 
 APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -221,3 +223,26 @@ async def test_after_a_host_restart_the_instances_register_again_and_nothing_is_
     shares = [_handled(tmp_path / f"instance{n}.sqlite") for n in range(2)]
     assert Counter(text for share in shares for _, text in share) == Counter(str(n) for n in range(count))
     assert sorted(_status(address)["services"][AID]["instances"].values()) == ["live", "live"]  # type: ignore[index]
+
+
+async def test_on_the_wire_a_bad_policy_or_a_service_instance_without_a_worker_name_is_refused(host: str) -> None:
+    worker = RawClient(host, "tester", "the tester's secret")
+    anonymous = RawClient(host)
+    try:
+        worker.open()
+        worker.send(hello("tester"))
+        await worker.read()  # the directory snapshot: the stream is open
+        worker.metadata.append(("aun-service", "nearest"))
+        code, details = await worker.register(AID)
+        assert (code, details) == (grpc.StatusCode.INVALID_ARGUMENT, "unknown service policy 'nearest'; one of round_robin, sender_affinity")
+        anonymous.metadata.append(("aun-service", "round_robin"))
+        code, details = await anonymous.register(AID)
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "only workers register its instances" in details
+        worker.metadata[-1] = ("aun-service", "round_robin")
+        assert (await worker.register(AID))[0] == grpc.StatusCode.OK
+        anonymous.metadata.pop()
+        code, details = await anonymous.register(AID)  # a plain registration of a service AID
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "only workers register its instances" in details
+    finally:
+        await worker.close()
+        await anonymous.close()
