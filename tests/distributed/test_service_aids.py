@@ -246,3 +246,17 @@ async def test_on_the_wire_a_bad_policy_or_a_service_instance_without_a_worker_n
     finally:
         await worker.close()
         await anonymous.close()
+
+
+async def test_with_sender_affinity_a_new_instance_takes_the_next_new_sender(
+    host: str, procs: list[Process], tmp_path: Path
+) -> None:
+    procs.extend(_instance(host, tmp_path, n, "sender_affinity") for n in range(2))
+    count = 50
+    for aid in ("a.local", "b.local"):
+        procs.append(_sender(host, tmp_path, aid, count))
+    wait_until(lambda: _done(tmp_path) >= 2 * count, what="the first two senders handled")
+    procs.append(_instance(host, tmp_path, 2, "sender_affinity"))
+    procs.append(_sender(host, tmp_path, "c.local", count))
+    wait_until(lambda: _done(tmp_path) >= 3 * count, what="the third sender handled")
+    assert [sender for sender, _ in _handled(tmp_path / "instance2.sqlite")] == ["c.local"] * count
