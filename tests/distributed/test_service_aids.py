@@ -153,16 +153,18 @@ async def test_an_instance_killed_mid_stream_loses_nothing_and_nothing_is_handle
 
 async def test_a_new_instance_joining_takes_work(host: str, procs: list[Process], tmp_path: Path) -> None:
     procs.extend(_instance(host, tmp_path, n, "round_robin") for n in range(2))
-    count = 400
+    first, more = 100, 150
     source = tmp_path / "source.local.sqlite"
-    procs.append(_sender(host, tmp_path, "source.local", count, burst=20, pause=0.05))
-    wait_until(lambda: _done(tmp_path) >= 60, what="the first two instances at work")
-    assert _done(tmp_path) < count - 100, "the new instance must join before the end"
+    env = {"SOURCE_COUNT": str(first), "SOURCE_MORE": str(more)}
+    procs.append(start_worker(host, f"{APPS}:gated_sender", source, env=env))
+    wait_until(lambda: len(_replies(source, "source.local")) >= first, what="the first round handled by two instances")
     procs.append(_instance(host, tmp_path, 2, "round_robin"))
-    wait_until(lambda: len(_replies(source, "source.local")) >= count, what="every reply")
+    procs.append(start_worker(host, f"{APPS}:opener", tmp_path / "opener.sqlite"))  # the second round, now
+    wait_until(lambda: len(_replies(source, "source.local")) >= first + more + 1, what="every reply")
     shares = [_handled(tmp_path / f"instance{n}.sqlite") for n in range(3)]
-    assert len(shares[2]) > 0
-    assert Counter(text for share in shares for _, text in share) == Counter(str(n) for n in range(count))
+    assert len(shares[2]) >= more // 6, [len(s) for s in shares]  # about a third of the second round
+    assert {int(text) for _, text in shares[2]} <= set(range(first, first + more))
+    assert Counter(text for share in shares for _, text in share) == Counter(str(n) for n in range(first + more))
 
 
 def _refused(host: str, tmp_path: Path, name: str, extra: list[str]) -> str:
