@@ -110,9 +110,9 @@ async def test_with_sender_affinity_each_senders_messages_are_handled_in_order_b
     assert sorted(len(share) for share in shares) == [count] * 3  # one sender per instance: the least loaded
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "sender_affinity"])
+@pytest.mark.parametrize(("policy", "stop"), [("round_robin", "SIGKILL"), ("sender_affinity", "SIGKILL"), ("round_robin", "SIGTERM")])
 async def test_an_instance_killed_mid_stream_loses_nothing_and_nothing_is_handled_twice(
-    host: str, procs: list[Process], tmp_path: Path, policy: str
+    host: str, procs: list[Process], tmp_path: Path, policy: str, stop: str
 ) -> None:
     slow = {"TALLY_DELAY": "0.002"}
     instances = [_instance(host, tmp_path, n, policy, slow) for n in range(3)]
@@ -125,8 +125,11 @@ async def test_an_instance_killed_mid_stream_loses_nothing_and_nothing_is_handle
     wait_until(lambda: _done(tmp_path) >= 120, what="the service to be well into the stream")
     # The instance that is handling (with sender affinity, the only one that gets the stream).
     victim = max(range(3), key=lambda n: len(_handled(archives[n])))
-    instances[victim].proc.kill()  # no flush, no goodbye
-    instances[victim].proc.wait()
+    if stop == "SIGKILL":
+        instances[victim].proc.kill()  # no flush, no goodbye
+        instances[victim].proc.wait()
+    else:
+        assert instances[victim].terminate() == 0  # a clean stop while handlers are running
     before = _handled(archives[victim])
     assert _done(tmp_path) < count, "the kill must land in the middle of the stream"
 
