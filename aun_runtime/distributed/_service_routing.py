@@ -15,31 +15,46 @@ from being handled twice, see :mod:`._service_store`).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._service_store import ROUND_ROBIN
 
-__all__ = ["MAX_AFFINITIES", "SERVICE_METADATA", "ServiceRoute"]
+__all__ = ["MAX_AFFINITIES", "SERVICE_METADATA", "SERVICE_SECRET_METADATA", "ServiceRoute", "secret_digest"]
 
 #: gRPC metadata key on ``RegisterAgent``: registers the agent type as an instance of a service AID
 #: with the routing policy it names.
 SERVICE_METADATA = "aun-service"
+#: gRPC metadata key on ``RegisterAgent`` next to ``aun-service``: the service's secret, which the
+#: instances share (kept beside their ledger). The host binds a service AID to the first one it
+#: sees, so that only a process that can read it becomes an instance and receives the AID's messages.
+SERVICE_SECRET_METADATA = "aun-service-secret"
 
 #: Sending workers whose instance a service remembers; past it the oldest are forgotten (and are
 #: given an instance again when they next send).
 MAX_AFFINITIES = 100_000
 
 
+def secret_digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
 @dataclass
 class ServiceRoute:
-    """One service AID at the host."""
+    """One service AID at the host: ``secret`` is the digest of its instances' shared secret."""
 
     policy: str
+    secret: bytes
     instances: dict[str, str | None] = field(default_factory=dict)  # worker -> client id (None: away)
     epoch: int = 0
     _turn: int = 0
     _affinity: dict[str, str] = field(default_factory=dict)  # sending worker -> instance worker
+
+    def admits(self, secret: str) -> bool:
+        """Whether ``secret`` is the one this service's first instance presented."""
+        return hmac.compare_digest(secret_digest(secret), self.secret)
 
     def live(self) -> list[str]:
         return [w for w, c in self.instances.items() if c is not None]

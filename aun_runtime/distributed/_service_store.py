@@ -19,6 +19,10 @@ beside the ledger for as long as it runs, and the kernel lets go of it when the 
 SIGKILL included). An instance whose lock can be taken is dead, and cannot come back while the
 taker holds it. A host that merely lost sight of an instance is not enough to take its work.
 
+Beside the ledger is the service's secret (``<ledger>.secret``, mode 0600, made by the first
+instance): every instance presents it when it registers the AID, and the host admits as instances
+only the processes that present the same one, that is, those that can read the ledger's directory.
+
 Tables::
 
     svc_claims(origin TEXT, seq INTEGER, instance TEXT, done INTEGER, at INTEGER)  -- per delivery
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import IO
 
 from .._errors import AgentRegistrationError
+from ._identity import worker_secret
 
 __all__ = ["LEDGER_KEEP", "POLICIES", "ROUND_ROBIN", "SENDER_AFFINITY", "Claim", "ServiceLedger", "ledger_path"]
 
@@ -109,6 +114,8 @@ class ServiceLedger:
         self.aid = aid
         self.instance = instance
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        #: What proves to the host that an instance shares this ledger (``<ledger>.secret``, 0600).
+        self.secret = worker_secret(self.path)
         self._lock: IO[str] | None = self._take_lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -47,7 +47,7 @@ from protocols.errors import AUNError
 from .._core import GROUP_PREFIX, INBOX_PREFIX
 from .._errors import RPCForbiddenError
 from ._identity import Identities, IdentityRefused
-from ._service_routing import SERVICE_METADATA, ServiceRoute
+from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA, ServiceRoute, secret_digest
 from ._service_store import POLICIES
 from ._wire import (
     ACK_PREFIX,
@@ -472,9 +472,10 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                 _Status.PERMISSION_DENIED,
                 f"{agent_type} is one of the runtime's own types: a worker registers only {WORKER_AGENT_PREFIX}<its own name>",
             )
-        policy = _metadata(context).get(SERVICE_METADATA)
+        metadata = _metadata(context)
+        policy = metadata.get(SERVICE_METADATA)
         if policy is not None or agent_type in self._services:
-            return await self._register_instance(client_id, client, agent_type, policy)
+            return await self._register_instance(client_id, client, agent_type, policy, metadata.get(SERVICE_SECRET_METADATA))
         claim = self._aids.get(agent_type)
         if claim is not None and claim[0] != worker:
             owner, _, status = claim
@@ -516,10 +517,11 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         return response
 
     async def _register_instance(
-        self, client_id: str, client: _Client | None, aid: str, policy: str | None
+        self, client_id: str, client: _Client | None, aid: str, policy: str | None, secret: str | None
     ) -> agent_worker_pb2.RegisterAgentTypeResponse:
         """A worker registers an instance of the service AID ``aid`` (``policy`` None: it asked for a
-        plain registration of an AID that is a service)."""
+        plain registration of an AID that is a service), proving with ``secret`` that it shares the
+        instances' ledger."""
         if client is None or client.worker is None:
             raise Refusal(_Status.PERMISSION_DENIED, f"{aid} is a service AID: only workers register its instances")
         worker = client.worker
@@ -542,13 +544,21 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                 f"{aid} is held as a plain AID by {'worker ' if claim is not None else ''}{owner}: it cannot be a service "
                 "AID until that holder leaves",
             )
+        if not secret:
+            raise Refusal(_Status.PERMISSION_DENIED, f"a service instance of {aid} presents the service's secret ({SERVICE_SECRET_METADATA})")
+        if service is not None and not service.admits(secret):
+            raise Refusal(
+                _Status.PERMISSION_DENIED,
+                f"{aid}: this is not the secret of the service's instances (the file beside their ledger,"
+                " <aid>.service.sqlite.secret): an instance must share their ledger",
+            )
         if service is not None and service.policy != policy:
             raise Refusal(
                 _Status.ALREADY_EXISTS,
                 f"{aid} is a service AID with policy {service.policy}, not {policy}: every instance uses the same policy",
             )
         if service is None:
-            service = self._services[aid] = ServiceRoute(policy)
+            service = self._services[aid] = ServiceRoute(policy, secret_digest(secret))
         service.join(worker, client_id)
         client.types.add(aid)
         self.stats.registrations += 1

@@ -69,7 +69,7 @@ from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, Journ
 from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._service_inbound import ServiceInbound
-from ._service_routing import SERVICE_METADATA
+from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA
 from ._service_store import POLICIES, ServiceLedger, ledger_path
 from ._tls import TLSConfig
 from ._wire import (
@@ -460,7 +460,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         deadline = asyncio.get_running_loop().time() + REGISTRATION_WAIT
         while True:
             policy = self._policies.get(agent_type)
-            metadata = self._link.metadata + ([(SERVICE_METADATA, policy)] if policy is not None else [])
+            metadata = self._link.metadata
+            if policy is not None:
+                secret = self._services[agent_type].ledger.secret
+                metadata = [*metadata, (SERVICE_METADATA, policy), (SERVICE_SECRET_METADATA, secret)]
             try:
                 await self._link.stub.RegisterAgent(
                     agent_worker_pb2.RegisterAgentTypeRequest(type=agent_type), metadata=metadata

@@ -198,6 +198,9 @@ async def test_mixing_plain_and_service_registrations_or_policies_is_refused(
     assert "sink.local is held as a plain AID by worker" in worker.output
 
     assert "unknown policy 'nearest'" in _refused(host, tmp_path, "bad", ["--service", f"{AID}=nearest", *service])
+    # A worker that does not share the instances' ledger (so not its secret) is no instance.
+    output = _refused(host, tmp_path, "elsewhere", ["--service", AID, "--service-dir", str(tmp_path / "elsewhere")])
+    assert "not the secret of the service's instances" in output
     worker = Process(["worker", "--host", host, "--app", f"{APPS}:instance", "--service", AID])  # no archive
     assert worker.finish() == 1
     assert "a service instance needs a durable archive" in worker.output
@@ -230,27 +233,38 @@ async def test_after_a_host_restart_the_instances_register_again_and_nothing_is_
     assert sorted(_status(address)["services"][AID]["instances"].values()) == ["live", "live"]  # type: ignore[index]
 
 
-async def test_on_the_wire_a_bad_policy_or_a_service_instance_without_a_worker_name_is_refused(host: str) -> None:
+async def test_on_the_wire_a_bad_policy_a_missing_worker_name_or_another_secret_is_refused(host: str) -> None:
     worker = RawClient(host, "tester", "the tester's secret")
     anonymous = RawClient(host)
+    intruder = RawClient(host, "intruder", "the intruder's own secret")
     try:
         worker.open()
         worker.send(hello("tester"))
         await worker.read()  # the directory snapshot: the stream is open
-        worker.metadata.append(("aun-service", "nearest"))
+        worker.metadata += [("aun-service", "nearest"), ("aun-service-secret", "the service's secret")]
         code, details = await worker.register(AID)
         assert (code, details) == (grpc.StatusCode.INVALID_ARGUMENT, "unknown service policy 'nearest'; one of round_robin, sender_affinity")
         anonymous.metadata.append(("aun-service", "round_robin"))
         code, details = await anonymous.register(AID)
         assert code == grpc.StatusCode.PERMISSION_DENIED and "only workers register its instances" in details
-        worker.metadata[-1] = ("aun-service", "round_robin")
+        worker.metadata[-2] = ("aun-service", "round_robin")
         assert (await worker.register(AID))[0] == grpc.StatusCode.OK
         anonymous.metadata.pop()
         code, details = await anonymous.register(AID)  # a plain registration of a service AID
         assert code == grpc.StatusCode.PERMISSION_DENIED and "only workers register its instances" in details
+
+        intruder.open()
+        intruder.send(hello("intruder"))
+        await intruder.read()
+        intruder.metadata.append(("aun-service", "round_robin"))
+        code, details = await intruder.register(AID)
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "presents the service's secret" in details
+        intruder.metadata.append(("aun-service-secret", "a guess"))
+        code, details = await intruder.register(AID)
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "not the secret of the service's instances" in details
     finally:
-        await worker.close()
-        await anonymous.close()
+        for client in (worker, anonymous, intruder):
+            await client.close()
 
 
 async def test_with_sender_affinity_a_new_instance_takes_the_next_new_sender(
