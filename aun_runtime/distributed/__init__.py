@@ -24,6 +24,10 @@ How nothing gets lost (the mechanism, in short; the modules say more):
   if a worker registers that AID later.
 * **Reconnect.** Workers reconnect after any loss of the host and register again; the host keeps a
   directory of AIDs and groups (rebuilt from the workers after a host restart) and sends it to all.
+* **Service AIDs.** An AID several workers register as instances (``services=`` on the worker)
+  gets its messages spread over the live instances, ``round_robin`` or by ``sender_affinity``; a
+  ledger the instances share keeps each message handled once when an instance dies (see
+  :mod:`._service_store`).
 * **Proven names.** A worker's secret, kept beside its archive (``<archive>.secret``, mode 0600),
   proves its name to the host on every connection; the host binds a name to the first secret it
   sees and refuses another. An AID belongs to the worker that registered it until that worker
@@ -40,6 +44,7 @@ Example:
         await runtime.start()
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +79,23 @@ def worker_runtime(
     name: str | None = None,
     tls: TLSConfig | None = None,
     connect_timeout: float | None = 30.0,
+    services: Mapping[str, str] | None = None,
+    service_dir: str | Path | None = None,
     **options: Any,
 ) -> AUNRuntime:
     """An :class:`~aun_runtime.AUNRuntime` whose core is a :class:`WorkerRuntime` of the host.
 
-    ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``, ``mailbox_capacity``, ...).
-    Nothing connects until ``await runtime.start()``.
+    ``services`` and ``service_dir`` make some of its AIDs instances of service AIDs (see
+    :class:`WorkerRuntime`). ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``,
+    ``mailbox_capacity``, ...). Nothing connects until ``await runtime.start()``.
     """
-    core: AUNCore = WorkerRuntime(host_address, archive=archive, name=name, tls=tls, connect_timeout=connect_timeout)
+    core: AUNCore = WorkerRuntime(
+        host_address,
+        archive=archive,
+        name=name,
+        tls=tls,
+        connect_timeout=connect_timeout,
+        services=services,
+        service_dir=service_dir,
+    )
     return AUNRuntime(core=core, **options)

@@ -3,9 +3,10 @@
 ``aun-runtime host --address 127.0.0.1:50051`` serves until SIGINT/SIGTERM. ``aun-runtime worker
 --host 127.0.0.1:50051 --app module:function`` connects, runs the app (an ``async def app(runtime)``
 that registers agents and groups, exactly as for ``aun-runtime run``), then serves until SIGINT or
-SIGTERM. Both print one ``ready`` line on stdout once they serve (scripts wait for it) and log one
-line per lifecycle event on stderr. ``aun-runtime status --host ...`` prints the host's counters and
-directory as JSON.
+SIGTERM; ``--service AID[=POLICY]`` makes it one instance of the service AID ``AID``. Both print one
+``ready`` line on stdout once they serve (scripts wait for it) and log one line per lifecycle event
+on stderr. ``aun-runtime status --host ...`` prints the host's counters and directory as JSON,
+with each service AID's policy and instances (``live`` or ``away``) under ``services``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ def add_commands(commands: Any) -> None:
     worker.add_argument(
         "--connect-timeout", type=float, default=30.0, help="seconds to wait for the host at start"
     )
+    worker.add_argument(
+        "--service",
+        action="append",
+        default=[],
+        metavar="AID[=POLICY]",
+        help="hold AID as one instance of a service AID (POLICY: round_robin, the default, or sender_affinity)",
+    )
+    worker.add_argument("--service-dir", help="directory of the ledgers service instances share (default: the archive's)")
     worker.set_defaults(run=_run_worker)
 
     status = commands.add_parser("status", help="print a host's counters and directory as JSON")
@@ -121,6 +130,11 @@ def _run_status(args: argparse.Namespace) -> int:
     return asyncio.run(ask())
 
 
+def _service(spec: str) -> tuple[str, str]:
+    aid, _, policy = spec.partition("=")
+    return aid, policy or "round_robin"
+
+
 def _run_worker(args: argparse.Namespace) -> int:
     from .._app import load_app
     from . import worker_runtime
@@ -130,13 +144,20 @@ def _run_worker(args: argparse.Namespace) -> int:
     if args.tls_ca:
         tls = TLSConfig(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
     app = load_app(args.app)
+    services = dict(_service(spec) for spec in args.service)
 
     async def serve() -> int:
-        runtime = worker_runtime(
-            args.host, archive=args.archive, name=args.name, tls=tls, connect_timeout=args.connect_timeout
-        )
         stop = stop_on_signal()
         try:
+            runtime = worker_runtime(
+                args.host,
+                archive=args.archive,
+                name=args.name,
+                tls=tls,
+                connect_timeout=args.connect_timeout,
+                services=services,
+                service_dir=args.service_dir,
+            )
             await runtime.start()
         except Exception as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -48,6 +48,7 @@ class DeliveryPath:
         get_agent: the agent of an id, made by its factory on first use.
         tracer: makes one span per delivery when given.
         changed: called whenever a delivery finishes (for the worker's ``idle``).
+        abandoned: called with a delivery cancelled half-way (a service AID's claim waits for it).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class DeliveryPath:
         get_agent: Callable[[AgentId], Awaitable[Agent]],
         tracer: Tracer | None,
         changed: Callable[[], None],
+        abandoned: Callable[[Delivery], None] = lambda scope: None,
     ) -> None:
         self._worker_name = worker_name
         self._archive = archive
@@ -72,6 +74,7 @@ class DeliveryPath:
         self._get_agent = get_agent
         self._tracer = tracer
         self._changed = changed
+        self._abandoned = abandoned
         self.busy = 0
         self.handled = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -108,6 +111,7 @@ class DeliveryPath:
                 # acknowledged, and its sender sends it again to the next run of this worker.
                 self._archive.abandon(scope)
                 scope.sends.clear()
+                self._abandoned(scope)
             self.busy -= 1
             if not self.busy:
                 self._archive.commit_soon()
@@ -148,6 +152,8 @@ class DeliveryPath:
         for aid, event in scope.sends:
             self._outbox.append(aid, event)
         scope.sends.clear()
-        position = self._inbound.sealed(scope.origin, scope.aid, scope.seq)
+        # A service AID's delivery is journaled as handled on its own: this worker may hold only
+        # part of its stream (see _service_inbound).
+        position = None if scope.service else self._inbound.sealed(scope.origin, scope.aid, scope.seq)
         self._archive.seal(scope, position)
         self.handled += 1

@@ -6,6 +6,11 @@ worker sees one membership) and applied here as soon as the host has accepted th
 always sees its own changes. When the host restarts it knows nothing; AIDs missing from its new
 snapshot are taken to be *away* (their workers will register them again), not unknown, so that
 messages to them are kept quietly rather than refused.
+
+A service AID (several workers hold it, see :mod:`._service_routing`) has the holder ``service``
+and a third element: its policy, instances and *epoch*. A new epoch means an instance was lost, so
+what was sent to the AID and not acknowledged is sent again (``on_held`` is called, as when a
+plain AID is held again).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class DirectoryView:
         self._on_held = on_held
         self._aids: dict[str, tuple[str, AIDStatus]] = {}
         self._groups: dict[str, GroupInfo] = {}
+        self._services: dict[str, dict[str, Any]] = {}  # service aid -> policy, epoch, instances
         self.held_groups: set[str] = set()  # groups this worker created: announced again after a host restart
         self._unannounced: set[str] = set()  # created before the first connection: the host checks them
         self.online = False
@@ -55,6 +61,10 @@ class DirectoryView:
     def holder(self, aid: str) -> str | None:
         entry = self._aids.get(aid)
         return entry[0] if entry is not None else None
+
+    def service(self, aid: str) -> dict[str, Any] | None:
+        """A service AID's policy, epoch and instances (``{worker: "live" | "away"}``); None for a plain AID."""
+        return self._services.get(aid)
 
     def group(self, group_id: str) -> GroupInfo | None:
         return self._groups.get(group_id)
@@ -131,11 +141,18 @@ class DirectoryView:
         for aid, entry in aids.items():
             if entry is None:
                 self._aids.pop(aid, None)
+                self._services.pop(aid, None)
                 continue
             worker, status = entry[0], AIDStatus(entry[1])
             before = self._aids.get(aid)
             self._aids[aid] = (worker, status)
-            if status is AIDStatus.HELD and before != (worker, status):
+            epoch_before = self._services[aid]["epoch"] if aid in self._services else None
+            if len(entry) > 2 and isinstance(entry[2], dict):
+                self._services[aid] = entry[2]
+            else:
+                self._services.pop(aid, None)
+            epoch = self._services[aid]["epoch"] if aid in self._services else None
+            if status is AIDStatus.HELD and (before != (worker, status) or epoch != epoch_before):
                 self._on_held(aid)
         for group_id, group in body.get("groups", {}).items():
             if group is None:

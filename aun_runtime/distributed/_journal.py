@@ -17,6 +17,12 @@ Tables added to the archive file::
     aun_outbox(aid TEXT, seq INTEGER, event BLOB)             -- sent, not yet acknowledged
     aun_out_streams(aid TEXT PRIMARY KEY, last_seq INTEGER)   -- last number given per recipient
     aun_in_streams(origin TEXT, aid TEXT, through INTEGER)    -- handled through, per sender worker
+    aun_in_handled(origin TEXT, aid TEXT, seq INTEGER)        -- service AIDs: each delivery handled
+
+A delivery to a service AID (one that several workers hold, see :mod:`._service_store`) is
+journaled as the single row ``(origin, aid, seq)`` instead of a stream position, since this worker
+may see only part of the stream: another instance that finds the delivery claimed by this worker
+after it died reads that row to know whether the handling was committed.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ CREATE TABLE IF NOT EXISTS aun_outbox (aid TEXT NOT NULL, seq INTEGER NOT NULL, 
 CREATE TABLE IF NOT EXISTS aun_out_streams (aid TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NULL,
     through INTEGER NOT NULL, PRIMARY KEY (origin, aid));
+CREATE TABLE IF NOT EXISTS aun_in_handled (origin TEXT NOT NULL, aid TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (origin, aid, seq));
 """
 
 #: While deliveries are being handled, seconds between a change and its commit: a busy worker
@@ -68,6 +76,7 @@ class Delivery:
     messages: list[MessageRow] = field(default_factory=list)  # the rows its records numbered
     sends: list[tuple[str, Any]] = field(default_factory=list)  # (recipient aid, CloudEvent)
     sealed: bool = False
+    service: bool = False  # to a service AID: journaled as one handled row, not a stream position
 
 
 #: The delivery whose handler runs in this task, if any.
@@ -80,6 +89,7 @@ class Commit:
 
     outbox: list[tuple[str, int]] = field(default_factory=list)  # (aid, seq) now durable
     handled: dict[tuple[str, str], int] = field(default_factory=dict)  # (origin, aid) -> through
+    service: list[tuple[str, str, int]] = field(default_factory=list)  # (origin, aid, seq) of service AIDs
 
 
 class JournalArchive(Archive):
@@ -101,6 +111,8 @@ class JournalArchive(Archive):
         self._outbox_done: dict[str, int] = {}
         self._out_streams: dict[str, int] = {}
         self._handled: dict[tuple[str, str], int] = {}
+        self._service_handled: list[tuple[str, str, int]] = []
+        self._service_forget: dict[tuple[str, str], int] = {}
         self.on_commit: Callable[[Commit], None] | None = None
         #: True while deliveries are being handled (then commits are batched by time).
         self.busy: Callable[[], bool] = lambda: False
@@ -165,7 +177,9 @@ class JournalArchive(Archive):
         self._pending_messages.extend(scope.messages)
         scope.records.clear()
         scope.messages.clear()
-        if position is not None:
+        if scope.service:
+            self._service_handled.append((scope.origin, scope.aid, scope.seq))
+        elif position is not None:
             self._handled[(scope.origin, scope.aid)] = position
         if len(self._pending) >= self._batch_size:
             self._hand_over()
@@ -183,6 +197,22 @@ class JournalArchive(Archive):
         after a crash, and skipped by its receiver)."""
         if through > self._outbox_done.get(aid, 0):
             self._outbox_done[aid] = through
+
+    def forget_service_handled(self, origin: str, aid: str, through: int) -> None:
+        """The shared ledger holds ``aid``'s stream from ``origin`` as handled through ``through``:
+        this worker's own rows for it are no longer needed (they go with the next commit)."""
+        key = (origin, aid)
+        if through > self._service_forget.get(key, 0):
+            self._service_forget[key] = through
+
+    def service_handled(self, origin: str, aid: str, seq: int) -> bool:
+        """Whether this worker's journal committed the handling of service delivery ``seq``."""
+        row = self._writer.read(
+            lambda db: db.execute(
+                "SELECT 1 FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq = ?", (origin, aid, seq)
+            ).fetchone()
+        )
+        return row is not None
 
     def request_commit(self) -> None:
         """Commit soon: at the end of this burst of work if idle, within ``commit_interval`` if busy."""
@@ -211,14 +241,14 @@ class JournalArchive(Archive):
     @property
     def pending_commit(self) -> bool:
         """Something waits whose commit others wait for (acknowledged rows do not count)."""
-        return bool(self._pending or self._outbox_rows or self._handled)
+        return bool(self._pending or self._outbox_rows or self._handled or self._service_handled)
 
     def _hand_over(self) -> None:
         """Commit now, on this thread: records, outbox rows and positions in one transaction."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not (self._pending or self._outbox_rows or self._outbox_done or self._handled):
+        if not (self._pending or self._outbox_rows or self._outbox_done or self._handled or self._service_handled):
             return
         self._last_commit = time.monotonic()
         messages, self._pending_messages = self._pending_messages, []
@@ -257,9 +287,18 @@ class JournalArchive(Archive):
                 "INSERT OR REPLACE INTO aun_in_streams (origin, aid, through) VALUES (?, ?, ?)",
                 [(origin, aid, through) for (origin, aid), through in self._handled.items()],
             )
+        if self._service_handled:
+            db.executemany("INSERT OR REPLACE INTO aun_in_handled (origin, aid, seq) VALUES (?, ?, ?)", self._service_handled)
+        if self._service_forget:
+            db.executemany(
+                "DELETE FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq <= ?",
+                [(origin, aid, through) for (origin, aid), through in self._service_forget.items()],
+            )
 
     def _committed(self) -> None:
-        commit = Commit([(aid, seq) for aid, seq, _ in self._outbox_rows], self._handled)
+        commit = Commit([(aid, seq) for aid, seq, _ in self._outbox_rows], self._handled, self._service_handled)
+        self._service_handled = []
+        self._service_forget = {}
         self._outbox_rows = []
         self._outbox_done = {}
         self._out_streams = {}

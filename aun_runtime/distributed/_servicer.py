@@ -16,6 +16,10 @@ On top of autogen-ext's routing it:
   worker (``aunorigin``), acknowledge only deliveries to AIDs registered on it, register only its
   own ``aun.worker.<name>`` type, and subscribe ``aun.*`` topics only for the AIDs it holds;
   subscriptions are kept per connection, so one client cannot remove or shadow another's;
+* **routes service AIDs**: an AID that several workers register as *instances* (with the
+  ``aun-service`` metadata naming its routing policy) gets each delivery on one live instance as
+  the policy says (see :mod:`._service_routing`); a plain AID keeps its one holder, and a
+  registration that mixes the two, or two policies, is refused with ``ALREADY_EXISTS``;
 * **answers a malformed call or message with** ``INVALID_ARGUMENT`` (and one log line);
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
   letter) and counts them (:class:`HostStats`).
@@ -43,6 +47,8 @@ from protocols.errors import AUNError
 from .._core import GROUP_PREFIX, INBOX_PREFIX
 from .._errors import RPCForbiddenError
 from ._identity import Identities, IdentityRefused
+from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA, ServiceRoute, secret_digest
+from ._service_store import POLICIES
 from ._wire import (
     ACK_PREFIX,
     AUN_PREFIX,
@@ -181,6 +187,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         self._clients: dict[str, _Client] = {}  # client id -> its data stream
         self._aids: dict[str, tuple[str, str, str]] = {}  # aid -> (worker, client id, held|away)
         self._groups: dict[str, _Group] = {}
+        self._services: dict[str, ServiceRoute] = {}  # service aid -> its instances and routing
         self._control_warned: set[str] = set()
 
     # -- refusing ----------------------------------------------------------------------------------
@@ -382,7 +389,8 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             logger.info("host: worker %s connected (client %s)", client.worker, client.client_id[:8])
         snapshot = {
             "snapshot": True,
-            "aids": {aid: [w, status] for aid, (w, _, status) in self._aids.items()},
+            "aids": {aid: [w, status] for aid, (w, _, status) in self._aids.items()}
+            | {aid: self._service_entry(aid) for aid in self._services},
             "groups": {gid: g.view() for gid, g in self._groups.items()},
         }
         connection = self._data_connections.get(client.client_id)
@@ -390,6 +398,11 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             await connection.send(control_event(DIRECTORY_TYPE, snapshot))
 
     async def _process_event(self, event: cloudevent_pb2.CloudEvent) -> None:
+        if self._services and event.type.startswith(INBOX_PREFIX):
+            service = self._services.get(event.type[len(INBOX_PREFIX) :])
+            if service is not None:
+                await self._route_to_instance(service, event)
+                return
         topic = TopicId(event.type, event.source)
         recipients = await self._subscription_manager.get_subscribed_recipients(topic)
         clients = {self._agent_type_to_client_id.get(r.type) for r in recipients} - {None}
@@ -419,6 +432,9 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         for aid in away:
             w, c, _ = self._aids[aid]
             self._aids[aid] = (w, c, AWAY)
+        for aid, service in self._services.items():
+            if service.lost(client_id) is not None:
+                away[aid] = self._service_entry(aid)
         logger.info("host: worker %s disconnected; %d AIDs away", client.worker, len(away))
         await self._push({"aids": away})
 
@@ -456,6 +472,10 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                 _Status.PERMISSION_DENIED,
                 f"{agent_type} is one of the runtime's own types: a worker registers only {WORKER_AGENT_PREFIX}<its own name>",
             )
+        metadata = _metadata(context)
+        policy = metadata.get(SERVICE_METADATA)
+        if policy is not None or agent_type in self._services:
+            return await self._register_instance(client_id, client, agent_type, policy, metadata.get(SERVICE_SECRET_METADATA))
         claim = self._aids.get(agent_type)
         if claim is not None and claim[0] != worker:
             owner, _, status = claim
@@ -496,6 +516,72 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         await self._push({"aids": {agent_type: [worker, HELD]}})
         return response
 
+    async def _register_instance(
+        self, client_id: str, client: _Client | None, aid: str, policy: str | None, secret: str | None
+    ) -> agent_worker_pb2.RegisterAgentTypeResponse:
+        """A worker registers an instance of the service AID ``aid`` (``policy`` None: it asked for a
+        plain registration of an AID that is a service), proving with ``secret`` that it shares the
+        instances' ledger."""
+        if client is None or client.worker is None:
+            raise Refusal(_Status.PERMISSION_DENIED, f"{aid} is a service AID: only workers register its instances")
+        worker = client.worker
+        service = self._services.get(aid)
+        if policy is None:
+            assert service is not None
+            raise Refusal(
+                _Status.ALREADY_EXISTS,
+                f"{aid} is a service AID ({service.policy}) of workers {', '.join(sorted(service.instances))}: "
+                f"register it as a service instance with policy {service.policy}, or use another AID",
+            )
+        if policy not in POLICIES:
+            raise Refusal(_Status.INVALID_ARGUMENT, f"unknown service policy {policy[:40]!r}; one of {', '.join(POLICIES)}")
+        claim = self._aids.get(aid)
+        holder = self._agent_type_to_client_id.get(aid)
+        if claim is not None or holder is not None:
+            owner = claim[0] if claim is not None else "a plain client"
+            raise Refusal(
+                _Status.ALREADY_EXISTS,
+                f"{aid} is held as a plain AID by {'worker ' if claim is not None else ''}{owner}: it cannot be a service "
+                "AID until that holder leaves",
+            )
+        if not secret:
+            raise Refusal(_Status.PERMISSION_DENIED, f"a service instance of {aid} presents the service's secret ({SERVICE_SECRET_METADATA})")
+        if service is not None and not service.admits(secret):
+            raise Refusal(
+                _Status.PERMISSION_DENIED,
+                f"{aid}: this is not the secret of the service's instances (the file beside their ledger,"
+                " <aid>.service.sqlite.secret): an instance must share their ledger",
+            )
+        if service is not None and service.policy != policy:
+            raise Refusal(
+                _Status.ALREADY_EXISTS,
+                f"{aid} is a service AID with policy {service.policy}, not {policy}: every instance uses the same policy",
+            )
+        if service is None:
+            service = self._services[aid] = ServiceRoute(policy, secret_digest(secret))
+        service.join(worker, client_id)
+        client.types.add(aid)
+        self.stats.registrations += 1
+        logger.info("host: worker %s registered %s as an instance (%s, %d live)", worker, aid, policy, len(service.live()))
+        await self._push({"aids": {aid: self._service_entry(aid)}})
+        return agent_worker_pb2.RegisterAgentTypeResponse()
+
+    def _service_entry(self, aid: str) -> list[Any]:
+        """A service AID in the directory: held while any instance is live, with its instances."""
+        service = self._services[aid]
+        return ["service", HELD if service.live() else AWAY, service.view()]
+
+    async def _route_to_instance(self, service: ServiceRoute, event: cloudevent_pb2.CloudEvent) -> None:
+        origin = event.attributes.get(ORIGIN_ATTR)
+        client_id = service.pick(origin.ce_string if origin is not None else None)
+        connection = self._data_connections.get(client_id) if client_id is not None else None
+        if connection is None:
+            self.stats.not_delivered += 1
+            logger.info("host: no live instance of %s now; its sender keeps the message and sends it again", event.type)
+            return
+        self.stats.events_routed += 1
+        await connection.send(agent_worker_pb2.Message(cloudEvent=event))
+
     async def AddSubscription(
         self, request: agent_worker_pb2.AddSubscriptionRequest | None, context: Any
     ) -> agent_worker_pb2.AddSubscriptionResponse:
@@ -510,6 +596,10 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         except ValueError:
             raise Refusal(_Status.INVALID_ARGUMENT, "a subscription is a typeSubscription or a typePrefixSubscription") from None
         self._check_subscription(client, subscription)
+        if subscription.agent_type in self._services:  # type: ignore[attr-defined]
+            # A service AID's deliveries are routed to its instances by the host, not by
+            # subscription (and autogen-core keeps one subscription per topic and agent type).
+            return agent_worker_pb2.AddSubscriptionResponse()
         scoped: Subscription
         if isinstance(subscription, TypeSubscription):
             scoped = TypeSubscription(subscription.topic_type, subscription.agent_type, id=_scoped(client_id, subscription.id))
@@ -548,7 +638,8 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                 _Status.PERMISSION_DENIED,
                 f"topic {topic[:100]!r} is the runtime's own: a stream subscribes to it only for the AIDs registered on it",
             )
-        if (agent_type in self._aids or agent_type.startswith(AUN_PREFIX)) and agent_type not in types:
+        owned = agent_type in self._aids or agent_type in self._services
+        if (owned or agent_type.startswith(AUN_PREFIX)) and agent_type not in types:
             raise Refusal(_Status.PERMISSION_DENIED, f"{agent_type[:100]!r} is not registered on this stream")
 
     async def RemoveSubscription(
@@ -636,12 +727,20 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         released = [aid for aid, (w, _, _) in self._aids.items() if w == worker]
         for aid in released:
             del self._aids[aid]
+        changed: dict[str, Any] = dict.fromkeys(released)
+        for aid, service in list(self._services.items()):
+            if worker in service.instances:
+                if service.leave(worker):
+                    del self._services[aid]
+                    changed[aid] = None
+                else:
+                    changed[aid] = self._service_entry(aid)
         left = [g for g in groups if g in self._groups and self._groups[g].holder == worker]
         for group_id in left:
             del self._groups[group_id]
         self.identities.forget(worker)
         logger.info("host: worker %s left; released %d AIDs and %d groups", worker, len(released), len(left))
-        await self._push({"aids": dict.fromkeys(released), "groups": dict.fromkeys(left)})
+        await self._push({"aids": changed, "groups": dict.fromkeys(left)})
         return {"released": released}
 
     async def stats_call(self, request: Any, context: Any) -> dict[str, Any]:
@@ -657,6 +756,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             "workers": sorted({c.worker for c in self._clients.values() if c.greeted and c.worker is not None}),
             "aids": {aid: [w, s] for aid, (w, _, s) in sorted(self._aids.items())},
             "groups": {gid: g.view() for gid, g in sorted(self._groups.items())},
+            "services": {aid: s.view() for aid, s in sorted(self._services.items())},
         }
 
     def _holder_live(self, worker: str) -> bool:

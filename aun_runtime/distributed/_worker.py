@@ -18,6 +18,10 @@ the worker adds under them:
   (see :mod:`._outbox`, :mod:`._inbound`, :mod:`._journal`).
 * **Kept, not lost.** A message to an AID whose worker is away is kept until it is back; one to an
   AID nobody holds is refused as a dead letter *and* kept, and delivered if a worker registers it.
+* **Service AIDs.** An AID named in ``services`` is registered as one instance of a service AID
+  that other workers hold too; the host spreads its deliveries over the live instances as the
+  policy says, and a ledger the instances share (one SQLite file per AID in ``service_dir``) keeps
+  each delivery handled once, also when an instance dies (see :mod:`._service_store`).
 * **A real idle.** :meth:`idle` returns once every message this worker sent to a held AID has been
   handled by its receiver and nothing is being handled here.
 """
@@ -64,6 +68,9 @@ from ._inbound import Inbound
 from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
 from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
+from ._service_inbound import ServiceInbound
+from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA
+from ._service_store import POLICIES, ServiceLedger, ledger_path
 from ._tls import TLSConfig
 from ._wire import (
     ACK_PREFIX,
@@ -126,6 +133,13 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         window: unacknowledged messages on the wire per recipient.
         outbox_capacity: unacknowledged messages kept in all; past it a send is refused with
             :class:`OutboxFullError` and a dead letter.
+        services: AIDs this worker holds as instances of service AIDs, each with its routing policy
+            (``"round_robin"`` or ``"sender_affinity"``). Needs a durable ``archive``.
+        service_dir: where the ledgers of ``services`` are (``<aid>.service.sqlite``), shared by
+            the instances on this machine; default: the archive's directory.
+
+    Raises:
+        ValueError: a bad worker name, an unknown policy, or ``services`` with an in-memory archive.
     """
 
     def __init__(
@@ -140,14 +154,23 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         window: int = DEFAULT_WINDOW,
         outbox_capacity: int = DEFAULT_OUTBOX_CAPACITY,
+        services: Mapping[str, str] | None = None,
+        service_dir: str | Path | None = None,
     ) -> None:
         super().__init__(host_address, tracer_provider=tracer_provider)
+        policies = dict(services or {})
+        for aid, policy in policies.items():
+            if policy not in POLICIES:
+                raise ValueError(f"service {aid}: unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+        if policies and str(archive) == ":memory:":
+            raise ValueError("a service instance needs a durable archive: its journal proves what it handled")
         self.archive = JournalArchive(archive, commit_interval=commit_interval)
         self.name = name or self.archive.worker_name()
         if not valid_worker_name(self.name):
             raise ValueError(
                 f"worker name {self.name!r}: 1-{MAX_WORKER_NAME_LENGTH} letters, digits, '_', '-' or '.'"
             )
+        self._policies = policies
         self.connect_timeout = connect_timeout
         self._link = HostLink(
             host_address,
@@ -180,7 +203,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             get_agent=self._get_agent,
             tracer=tracer,
             changed=self._changed,
+            abandoned=self._abandoned,
         )
+        directory = Path(service_dir) if service_dir is not None else Path(self.archive.path).parent
+        self._services = {aid: self._open_service(directory, aid, policy) for aid, policy in policies.items()}
         self.archive.on_commit = self._on_commit
         self.archive.busy = lambda: self._deliveries.busy > 0
         self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
@@ -194,6 +220,37 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._started = False
         self._identity_refused = False
         self._timer: asyncio.Task[None] | None = None
+
+    def _open_service(self, directory: Path, aid: str, policy: str) -> ServiceInbound:
+        ledger = ServiceLedger(
+            ledger_path(directory, aid),
+            instance=self.name,
+            journal=self.archive.path,
+            handled=lambda origin, seq: self.archive.service_handled(origin, aid, seq),
+            aid=aid,
+        )
+        return ServiceInbound(aid, ledger, policy, spawn=self._spawn_service, ack=self._ack_service)
+
+    def _spawn_service(self, origin: str, aid: str, seq: int, event: Any) -> None:
+        if self._closing:  # claimed as the worker began to stop: its claim is settled on the way out
+            self._services[aid].abandoned(origin, seq)
+            return
+        self._deliveries.spawn(Delivery(origin, aid, seq, service=True), event)
+
+    def _ack_service(self, origin: str, aid: str, through: int) -> None:
+        self._acks.due({origin: {aid: through}})
+        self.archive.forget_service_handled(origin, aid, through)
+
+    def _abandoned(self, scope: Delivery) -> None:
+        service = self._services.get(scope.aid) if scope.service else None
+        if service is not None:
+            service.abandoned(scope.origin, scope.seq)
+
+    def _settle_services(self) -> None:
+        """Nothing is in flight: settle this instance's open claims in each service ledger."""
+        for aid, service in self._services.items():
+            service.mark()
+            service.ledger.settle(lambda origin, seq, aid=aid: self.archive.service_handled(origin, aid, seq))  # type: ignore[misc]
 
     # -- what the facade needs of its core (AUNCore) ------------------------------------------------
 
@@ -267,6 +324,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         if self._running:
             await self.stop()
         await self._link.close()
+        for service in self._services.values():
+            service.ledger.close()
 
     async def _shutdown(self, *, leave: bool) -> None:
         self._running = False
@@ -275,6 +334,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             self._timer.cancel()
         await self._deliveries.cancel()
         self.archive.flush()
+        self._settle_services()
         if self._acks.pending:  # what was handled is acknowledged before the link goes
             self._acks.flush()
         if leave and self._link.connected:
@@ -317,7 +377,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             resent=outbox.resent,
             acknowledged=outbox.acked,
             handled=self._deliveries.handled,
-            duplicates_skipped=inbound.duplicates,
+            duplicates_skipped=inbound.duplicates + sum(s.duplicates for s in self._services.values()),
             reordered=inbound.reordered,
             unacknowledged=outbox.size,
             kept=sum(outbox.kept().values()),
@@ -330,6 +390,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         while True:
             await asyncio.sleep(1.0)
             self._outbox.check_timeouts()
+            for service in self._services.values():
+                service.mark()  # what a busy ledger refused last time
 
     # -- connection events -------------------------------------------------------------------------
 
@@ -397,12 +459,17 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     async def _register_with_host(self, agent_type: str) -> None:
         deadline = asyncio.get_running_loop().time() + REGISTRATION_WAIT
         while True:
+            policy = self._policies.get(agent_type)
+            metadata = self._link.metadata
+            if policy is not None:
+                secret = self._services[agent_type].ledger.secret
+                metadata = [*metadata, (SERVICE_METADATA, policy), (SERVICE_SECRET_METADATA, secret)]
             try:
                 await self._link.stub.RegisterAgent(
-                    agent_worker_pb2.RegisterAgentTypeRequest(type=agent_type), metadata=self._link.metadata
+                    agent_worker_pb2.RegisterAgentTypeRequest(type=agent_type), metadata=metadata
                 )
                 if not agent_type.startswith(WORKER_AGENT_PREFIX):
-                    self.directory.mark_held(agent_type, self.name)
+                    self.directory.mark_held(agent_type, "service" if policy is not None else self.name)
                 return
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.PERMISSION_DENIED):
@@ -520,6 +587,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             if aid not in self._agent_factories:
                 logger.warning("worker %s: got a delivery for %s, which it does not hold; the sender will retry", self.name, aid)
                 return
+            service = self._services.get(aid)
+            if service is not None:
+                service.accept(origin, attributes[SEQ_ATTR].ce_integer, attributes[BASE_ATTR].ce_integer, event)
+                return
             ready, reack = self._inbound.accept(
                 origin, aid, attributes[SEQ_ATTR].ce_integer, attributes[BASE_ATTR].ce_integer, event
             )
@@ -535,6 +606,12 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             self._outbox.committed(commit.outbox)
         if commit.handled:
             self._acks.due(self._inbound.committed(commit.handled))
+        if commit.service:
+            by_aid: dict[str, list[tuple[str, int]]] = {}
+            for origin, aid, seq in commit.service:
+                by_aid.setdefault(aid, []).append((origin, seq))
+            for aid, handled in by_aid.items():
+                self._services[aid].committed(handled)
         self._changed()
 
     def _refuse_rpc(self, request: agent_worker_pb2.RpcRequest) -> None:
