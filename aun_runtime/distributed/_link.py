@@ -22,6 +22,7 @@ import grpc
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_grpc
 
 from ._errors import HostUnavailableError
+from ._frames import BATCH_TYPE, drain, pack, unpack
 from ._tls import TLSConfig
 from ._wire import (
     DIRECTORY_SERVICE,
@@ -153,7 +154,8 @@ class HostLink:
         self._snapshot.clear()
         stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
         call = stub.OpenChannel(_drain(queue), metadata=self.metadata)
-        queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker}, sender=self.worker))
+        # "frames": this worker reads batch frames (see :mod:`._frames`), so the host may send them.
+        queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker, "frames": True}, sender=self.worker))
         reader = asyncio.get_running_loop().create_task(self._read(call))
         snapshot = asyncio.ensure_future(self._snapshot.wait())
         try:
@@ -179,11 +181,20 @@ class HostLink:
             message = await call.read()
             if message is grpc.aio.EOF:
                 return
-            if message.WhichOneof("message") == "cloudEvent" and message.cloudEvent.type == DIRECTORY_TYPE:
+            if message.WhichOneof("message") != "cloudEvent":
                 self._on_message(message)
-                self._snapshot.set()
                 continue
-            self._on_message(message)
+            event = message.cloudEvent
+            if event.type == BATCH_TYPE:  # the events of a frame, one by one, as if each came alone
+                for inner in unpack(event):
+                    self._on_event(agent_worker_pb2.Message(cloudEvent=inner))
+            else:
+                self._on_event(message)
+
+    def _on_event(self, message: agent_worker_pb2.Message) -> None:
+        self._on_message(message)
+        if message.cloudEvent.type == DIRECTORY_TYPE:
+            self._snapshot.set()
 
     async def _end_session(self) -> None:
         self._connected.clear()
@@ -229,11 +240,23 @@ class HostLink:
 
 
 async def _drain(queue: asyncio.Queue[agent_worker_pb2.Message | None]) -> AsyncIterator[agent_worker_pb2.Message]:
-    while True:
-        message = await queue.get()
-        if message is None:
+    """The stream's writes: each turn takes what is queued by then and packs it into frames."""
+    ended = False
+
+    def more() -> agent_worker_pb2.Message | None:
+        nonlocal ended
+        if ended or queue.empty():
+            return None
+        item = queue.get_nowait()
+        ended = item is None
+        return item
+
+    while not ended:
+        first = await queue.get()
+        if first is None:
             return
-        yield message
+        for message in pack(drain(first, more)):
+            yield message
 
 
 def _describe(error: BaseException) -> str:
