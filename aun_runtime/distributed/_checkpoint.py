@@ -51,6 +51,10 @@ class Checkpointer:
             self._commits = 0
             self._wake.set()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def close(self) -> None:
         """Stop the thread once a checkpoint under way is done. Idempotent."""
         self._stopping = True
