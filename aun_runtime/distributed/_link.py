@@ -6,7 +6,9 @@ snapshot, let the worker register everything it holds, then read until the strea
 (exponential backoff with jitter, 0.05 s doubling to 2 s) and start over. Each session is a new
 autogen-ext client (a new ``client-id``), so the host sees a fresh worker that registers again.
 Every call carries the worker's name and its secret (see :mod:`._identity`); a host that refuses
-them (``UNAUTHENTICATED``, ``PERMISSION_DENIED``) is reported to ``on_refused``.
+them (``UNAUTHENTICATED``, ``PERMISSION_DENIED``) is reported to ``on_refused``. What is queued for
+the stream when it is free to write goes out as one batch frame, and frames from the host are read
+event by event (see :mod:`._frames`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ On top of autogen-ext's routing it:
   own ``aun.worker.<name>`` type, and subscribe ``aun.*`` topics only for the AIDs it holds;
   subscriptions are kept per connection, so one client cannot remove or shadow another's;
 * **answers a malformed call or message with** ``INVALID_ARGUMENT`` (and one log line);
+* **reads and writes batch frames** (see :mod:`._frames`): each event of a frame is checked as if it
+  had come alone, and the host packs what it sends only for workers that read frames;
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
   letter) and counts them (:class:`HostStats`).
 """
