@@ -10,8 +10,9 @@ what was already queued, so a lone message leaves alone and at once, and a flood
 * A worker packs what it sends; the host unpacks a frame and takes each event exactly as if it had
   come alone (the same checks: a delivery must carry the stream's own worker as its origin, and so
   on), refusing the whole frame if any event is refused.
-* The host packs what it sends only to a worker that said in its hello that it reads frames
-  (``"frames": true``); plain autogen-ext clients keep getting one event per write.
+* Each end packs only for a peer that said it reads frames: a worker in its hello, the host in its
+  directory snapshot (``"frames": true``), so either end may be of an older version; plain
+  autogen-ext clients keep getting one event per write.
 * Frames do not nest, carry no ``aun.hello`` (a session's first message travels alone) and hold at
   most ``MAX_FRAME_EVENTS`` events and ``MAX_FRAME_BYTES`` bytes.
 """

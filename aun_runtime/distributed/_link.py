@@ -35,6 +35,7 @@ from ._wire import (
     control_event,
     decode_json,
     encode_json,
+    event_json,
 )
 
 __all__ = ["HostLink"]
@@ -97,6 +98,7 @@ class HostLink:
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._snapshot = asyncio.Event()
+        self._host_frames = False  # the host of this session reads batch frames (its snapshot says so)
         self.last_error: BaseException | None = None
         self.sessions = 0
         self.reconnects = 0
@@ -154,8 +156,9 @@ class HostLink:
         queue: asyncio.Queue[agent_worker_pb2.Message | None] = asyncio.Queue()
         self._queue = queue
         self._snapshot.clear()
+        self._host_frames = False
         stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
-        call = stub.OpenChannel(_drain(queue), metadata=self.metadata)
+        call = stub.OpenChannel(_drain(queue, lambda: self._host_frames), metadata=self.metadata)
         # "frames": this worker reads batch frames (see :mod:`._frames`), so the host may send them.
         queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker, "frames": True}, sender=self.worker))
         reader = asyncio.get_running_loop().create_task(self._read(call))
@@ -195,7 +198,11 @@ class HostLink:
 
     def _on_event(self, message: agent_worker_pb2.Message) -> None:
         self._on_message(message)
-        if message.cloudEvent.type == DIRECTORY_TYPE:
+        if message.cloudEvent.type == DIRECTORY_TYPE and not self._snapshot.is_set():
+            # The session's first directory message is the snapshot; a host that reads frames says so
+            # in it (an older host does not, and gets one event per write).
+            body = event_json(message.cloudEvent)
+            self._host_frames = isinstance(body, dict) and body.get("frames") is True
             self._snapshot.set()
 
     async def _end_session(self) -> None:
@@ -241,8 +248,11 @@ class HostLink:
             raise HostUnavailableError(f"the host at {self.address} did not answer: {_describe(exc)}") from None
 
 
-async def _drain(queue: asyncio.Queue[agent_worker_pb2.Message | None]) -> AsyncIterator[agent_worker_pb2.Message]:
-    """The stream's writes: each turn takes what is queued by then and packs it into frames."""
+async def _drain(
+    queue: asyncio.Queue[agent_worker_pb2.Message | None], frames: Callable[[], bool]
+) -> AsyncIterator[agent_worker_pb2.Message]:
+    """The stream's writes: each turn takes what is queued by then and, if the host reads frames
+    (``frames()``), packs it into frames."""
     ended = False
 
     def more() -> agent_worker_pb2.Message | None:
@@ -257,7 +267,8 @@ async def _drain(queue: asyncio.Queue[agent_worker_pb2.Message | None]) -> Async
         first = await queue.get()
         if first is None:
             return
-        for message in pack(drain(first, more)):
+        items = drain(first, more)
+        for message in pack(items) if frames() else items:
             yield message
 
 

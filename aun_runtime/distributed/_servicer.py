@@ -420,6 +420,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             logger.info("host: worker %s connected (client %s)", client.worker, client.client_id[:8])
         snapshot = {
             "snapshot": True,
+            "frames": True,  # this host reads batch frames: the worker may send them (see ._frames)
             "aids": {aid: [w, status] for aid, (w, _, status) in self._aids.items()},
             "groups": {gid: g.view() for gid, g in self._groups.items()},
         }

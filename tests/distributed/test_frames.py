@@ -30,6 +30,7 @@ from aun_runtime.distributed._frames import (
     pack,
     unpack,
 )
+from aun_runtime.distributed._link import _drain
 from aun_runtime.distributed._wire import control_event
 
 from .processes import Process, start_host, wait_until
@@ -239,7 +240,8 @@ async def test_the_host_sends_frames_only_to_a_worker_that_reads_them(procs: lis
         for client, body in ((reader, {"worker": "reader", "frames": True}), (plain, {"worker": "plainreader"})):
             client.open()
             client.send(control_event("aun.hello", body).SerializeToString())
-            await client.read()
+            snapshot = agent_worker_pb2.Message.FromString(await client.read()).cloudEvent
+            assert json.loads(snapshot.binary_data)["frames"] is True  # so a worker may send it frames
         for client, agent_type in ((reader, "reader_agent"), (plain, "plain_agent")):
             code, _ = await client.register(agent_type)
             assert code == grpc.StatusCode.OK
@@ -279,3 +281,14 @@ async def test_plain_autogen_workers_still_publish_and_receive_through_the_host(
         await publisher.stop()
         await subscriber.stop()
 
+
+
+async def test_a_worker_packs_only_for_a_host_that_reads_frames() -> None:
+    for host_reads_frames, expected in ((False, ["pings"] * 3), (True, [BATCH_TYPE])):
+        queue: asyncio.Queue[agent_worker_pb2.Message | None] = asyncio.Queue()
+        for n in range(3):
+            queue.put_nowait(_ping("pings", n))
+        queue.put_nowait(None)  # the session ends
+        reads = host_reads_frames
+        written = [m async for m in _drain(queue, lambda: reads)]  # noqa: B023 (used before the next turn)
+        assert [m.cloudEvent.type for m in written] == expected
