@@ -352,8 +352,14 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         task.add_done_callback(_log_failure)
 
     async def _process_events(self, events: Sequence[cloudevent_pb2.CloudEvent]) -> None:
+        if len(events) == 1:
+            await self._process_event(events[0])  # a failure is logged by the task's callback
+            return
         for event in events:
-            await self._process_event(event)
+            try:
+                await self._process_event(event)
+            except Exception:  # as with one task per event: one failure does not stop the others
+                logger.exception("host: routing an event of a batch frame failed")
 
     def _aun_event(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> cloudevent_pb2.CloudEvent | None:
         """An event on another of the runtime's topics: what may pass, as what; None to drop it."""
