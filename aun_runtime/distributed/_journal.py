@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .._archive import Archive, MessageRow, PendingRecord
+from ._checkpoint import SAFETY_PAGES, Checkpointer
 
 __all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "Commit", "Delivery", "JournalArchive"]
 
@@ -117,6 +118,15 @@ class JournalArchive(Archive):
         #: True while deliveries are being handled (then commits are batched by time).
         self.busy: Callable[[], bool] = lambda: False
         self._last_commit = 0.0  # time.monotonic() of the last commit
+        # Checkpoints run beside the loop, not inside one of its commits (see :mod:`._checkpoint`).
+        self._checkpointer = Checkpointer(self.path) if self.durable else None
+        if self._checkpointer is not None:
+            self._writer.read(lambda db: db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}"))
+
+    def close(self) -> None:
+        super().close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
 
     # -- identity ----------------------------------------------------------------------------------
 
@@ -303,6 +313,8 @@ class JournalArchive(Archive):
         self._outbox_done = {}
         self._out_streams = {}
         self._handled = {}
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
         if self.on_commit is not None:
             self.on_commit(commit)
 

@@ -6,7 +6,9 @@ snapshot, let the worker register everything it holds, then read until the strea
 (exponential backoff with jitter, 0.05 s doubling to 2 s) and start over. Each session is a new
 autogen-ext client (a new ``client-id``), so the host sees a fresh worker that registers again.
 Every call carries the worker's name and its secret (see :mod:`._identity`); a host that refuses
-them (``UNAUTHENTICATED``, ``PERMISSION_DENIED``) is reported to ``on_refused``.
+them (``UNAUTHENTICATED``, ``PERMISSION_DENIED``) is reported to ``on_refused``. What is queued for
+the stream when it is free to write goes out as one batch frame, and frames from the host are read
+event by event (see :mod:`._frames`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import grpc
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_grpc
 
 from ._errors import HostUnavailableError
+from ._frames import BATCH_TYPE, drain, pack, unpack
 from ._tls import TLSConfig
 from ._wire import (
     DIRECTORY_SERVICE,
@@ -32,6 +35,7 @@ from ._wire import (
     control_event,
     decode_json,
     encode_json,
+    event_json,
 )
 
 __all__ = ["HostLink"]
@@ -94,6 +98,7 @@ class HostLink:
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._snapshot = asyncio.Event()
+        self._host_frames = False  # the host of this session reads batch frames (its snapshot says so)
         self.last_error: BaseException | None = None
         self.sessions = 0
         self.reconnects = 0
@@ -151,9 +156,11 @@ class HostLink:
         queue: asyncio.Queue[agent_worker_pb2.Message | None] = asyncio.Queue()
         self._queue = queue
         self._snapshot.clear()
+        self._host_frames = False
         stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
-        call = stub.OpenChannel(_drain(queue), metadata=self.metadata)
-        queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker}, sender=self.worker))
+        call = stub.OpenChannel(_drain(queue, lambda: self._host_frames), metadata=self.metadata)
+        # "frames": this worker reads batch frames (see :mod:`._frames`), so the host may send them.
+        queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker, "frames": True}, sender=self.worker))
         reader = asyncio.get_running_loop().create_task(self._read(call))
         snapshot = asyncio.ensure_future(self._snapshot.wait())
         try:
@@ -179,11 +186,24 @@ class HostLink:
             message = await call.read()
             if message is grpc.aio.EOF:
                 return
-            if message.WhichOneof("message") == "cloudEvent" and message.cloudEvent.type == DIRECTORY_TYPE:
+            if message.WhichOneof("message") != "cloudEvent":
                 self._on_message(message)
-                self._snapshot.set()
                 continue
-            self._on_message(message)
+            event = message.cloudEvent
+            if event.type == BATCH_TYPE:  # the events of a frame, one by one, as if each came alone
+                for inner in unpack(event):
+                    self._on_event(agent_worker_pb2.Message(cloudEvent=inner))
+            else:
+                self._on_event(message)
+
+    def _on_event(self, message: agent_worker_pb2.Message) -> None:
+        self._on_message(message)
+        if message.cloudEvent.type == DIRECTORY_TYPE and not self._snapshot.is_set():
+            # The session's first directory message is the snapshot; a host that reads frames says so
+            # in it (an older host does not, and gets one event per write).
+            body = event_json(message.cloudEvent)
+            self._host_frames = isinstance(body, dict) and body.get("frames") is True
+            self._snapshot.set()
 
     async def _end_session(self) -> None:
         self._connected.clear()
@@ -228,12 +248,28 @@ class HostLink:
             raise HostUnavailableError(f"the host at {self.address} did not answer: {_describe(exc)}") from None
 
 
-async def _drain(queue: asyncio.Queue[agent_worker_pb2.Message | None]) -> AsyncIterator[agent_worker_pb2.Message]:
-    while True:
-        message = await queue.get()
-        if message is None:
+async def _drain(
+    queue: asyncio.Queue[agent_worker_pb2.Message | None], frames: Callable[[], bool]
+) -> AsyncIterator[agent_worker_pb2.Message]:
+    """The stream's writes: each turn takes what is queued by then and, if the host reads frames
+    (``frames()``), packs it into frames."""
+    ended = False
+
+    def more() -> agent_worker_pb2.Message | None:
+        nonlocal ended
+        if ended or queue.empty():
+            return None
+        item = queue.get_nowait()
+        ended = item is None
+        return item
+
+    while not ended:
+        first = await queue.get()
+        if first is None:
             return
-        yield message
+        items = drain(first, more)
+        for message in pack(items) if frames() else items:
+            yield message
 
 
 def _describe(error: BaseException) -> str:

@@ -16,6 +16,7 @@ handled by some holder of the AID, so a new holder with an empty journal starts 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -42,6 +43,10 @@ DEFAULT_OUTBOX_CAPACITY = 100_000
 #: resort (the usual triggers are a reconnect and the AID being held again); doubles up to 60 s.
 ACK_TIMEOUT = 5.0
 _MAX_ACK_TIMEOUT = 60.0
+#: Seconds after an acknowledgement before its rows are deleted by a commit of their own, unless a
+#: commit took them along first (in a flood, every commit does). Without it, a flood's thousands of
+#: acknowledged rows were deleted by the commit of the next message, which waited 5 ms for it.
+DONE_COMMIT_DELAY = 0.05
 
 _Event = cloudevent_pb2.CloudEvent
 
@@ -92,6 +97,7 @@ class Outbox:
         self.acked = 0
         self._streams: dict[str, _Stream] = {}
         self.connected = False
+        self._done_timer: asyncio.TimerHandle | None = None
 
     def load(self) -> None:
         """Take up the streams a previous run of this worker left in the journal."""
@@ -159,9 +165,15 @@ class Outbox:
             stream.waited_since = time.monotonic()
             stream.timeout = ACK_TIMEOUT
             self._journal.outbox_done(aid, through)
+            if self._done_timer is None:
+                self._done_timer = asyncio.get_running_loop().call_later(DONE_COMMIT_DELAY, self._commit_done)
         if stream.sent < through:
             stream.sent = through
         self.pump(aid)
+
+    def _commit_done(self) -> None:
+        self._done_timer = None
+        self._journal.request_commit()  # a no-op if a commit already took the rows along
 
     def pump(self, aid: str) -> None:
         """Send what the window allows to ``aid``, if its AID is held and the host is there."""

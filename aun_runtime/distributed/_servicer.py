@@ -21,6 +21,8 @@ On top of autogen-ext's routing it:
   the policy says (see :mod:`._service_routing`); a plain AID keeps its one holder, and a
   registration that mixes the two, or two policies, is refused with ``ALREADY_EXISTS``;
 * **answers a malformed call or message with** ``INVALID_ARGUMENT`` (and one log line);
+* **reads and writes batch frames** (see :mod:`._frames`): each event of a frame is checked as if it
+  had come alone, and the host packs what it sends only for workers that read frames;
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
   letter) and counts them (:class:`HostStats`).
 """
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
@@ -46,6 +48,7 @@ from protocols.errors import AUNError
 
 from .._core import GROUP_PREFIX, INBOX_PREFIX
 from .._errors import RPCForbiddenError
+from ._frames import BATCH_TYPE, FrameError, drain, pack, unpack
 from ._identity import Identities, IdentityRefused
 from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA, ServiceRoute, secret_digest
 from ._service_store import POLICIES
@@ -124,6 +127,7 @@ class _Client:
     worker: str | None
     peer: str
     greeted: bool = False  # sent its hello (and got the directory snapshot)
+    frames: bool = False  # said in its hello that it reads batch frames (see ._frames)
     types: set[str] = field(default_factory=set)  # registered on this stream: it may acknowledge these
     warned: set[str] = field(default_factory=set)
 
@@ -152,6 +156,10 @@ class _DataConnection(CallbackChannelConnection[agent_worker_pb2.Message, agent_
         except Refusal as refusal:
             self.refusal = refusal
             await self._send_queue.put(_END)
+
+    def queued(self) -> agent_worker_pb2.Message | None:
+        """The next message waiting to be sent, if one is waiting already (never waits)."""
+        return None if self._send_queue.empty() else self._send_queue.get_nowait()
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -282,10 +290,12 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         try:
             connection = _DataConnection(request_iterator, client_id, handle_callback=handle)  # type: ignore[arg-type]
             self._data_connections[client_id] = connection
-            async for message in connection:
-                if message is _END and connection.refusal is not None:
-                    await self._abort(context, f"a message on its data stream (client {client_id[:8]})", connection.refusal)
-                yield message
+            async for first in connection:
+                # A worker that reads frames gets what waits for it by now in one write (see ._frames).
+                for message in pack(drain(first, connection.queued)) if client.frames else (first,):
+                    if message is _END and connection.refusal is not None:
+                        await self._abort(context, f"a message on its data stream (client {client_id[:8]})", connection.refusal)
+                    yield message
         finally:
             self._data_connections.pop(client_id, None)
             for future in self._pending_responses.pop(client_id, {}).values():
@@ -299,31 +309,64 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         if kind == "cloudEvent":
             event = message.cloudEvent
             topic = event.type
-            if topic.startswith(INBOX_PREFIX):  # a delivery (the hot path: one lookup, one comparison)
-                origin = event.attributes.get(ORIGIN_ATTR)
-                if origin is not None and origin.ce_string != client.worker:
-                    raise Refusal(
-                        _Status.PERMISSION_DENIED,
-                        f"a delivery that claims to come from worker {origin.ce_string[:100]!r} arrived on the stream of {client.who}",
-                    )
+            if topic == BATCH_TYPE:
+                self._route(self._frame_events(client, event))
             elif topic == HELLO_TYPE:
                 await self._hello(client, event)
-                return
-            elif topic.startswith(AUN_PREFIX):
-                checked = self._aun_event(client, event)
-                if checked is None:
-                    return
-                event = checked
-            task = asyncio.get_running_loop().create_task(self._process_event(event))
-            self._background_tasks.add(task)
-            task.add_done_callback(self._background_tasks.discard)
-            task.add_done_callback(_log_failure)
+            else:
+                checked = self._checked_event(client, event)
+                if checked is not None:
+                    self._route((checked,))
         elif kind == "request":
             await self._refuse(client, message.request)
         elif kind == "response":
             self._warn_once(client, "response", "host: dropped an RPC response from %s: the host forwards no RPC, so it awaits none", client.who)
         else:
             raise Refusal(_Status.INVALID_ARGUMENT, "an empty message on the data stream")
+
+    def _frame_events(self, client: _Client, frame: cloudevent_pb2.CloudEvent) -> list[cloudevent_pb2.CloudEvent]:
+        """What passes of a batch frame's events, each checked as if it had come alone. One that is
+        refused refuses the whole frame: nothing of it is routed, and the stream ends."""
+        try:
+            events = unpack(frame)
+        except FrameError as exc:
+            raise Refusal(_Status.INVALID_ARGUMENT, str(exc)) from None
+        checked = [self._checked_event(client, event) for event in events]
+        return [event for event in checked if event is not None]
+
+    def _checked_event(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> cloudevent_pb2.CloudEvent | None:
+        """An event on the stream of ``client``: what may pass, as what; None to drop it."""
+        topic = event.type
+        if topic.startswith(INBOX_PREFIX):  # a delivery (the hot path: one lookup, one comparison)
+            origin = event.attributes.get(ORIGIN_ATTR)
+            if origin is not None and origin.ce_string != client.worker:
+                raise Refusal(
+                    _Status.PERMISSION_DENIED,
+                    f"a delivery that claims to come from worker {origin.ce_string[:100]!r} arrived on the stream of {client.who}",
+                )
+            return event
+        if topic.startswith(AUN_PREFIX):
+            return self._aun_event(client, event)
+        return event
+
+    def _route(self, events: Sequence[cloudevent_pb2.CloudEvent]) -> None:
+        """Route ``events`` in order, in one task (one per message or frame, not per event)."""
+        if not events:
+            return
+        task = asyncio.get_running_loop().create_task(self._process_events(events))
+        self._background_tasks.add(task)
+        task.add_done_callback(self._background_tasks.discard)
+        task.add_done_callback(_log_failure)
+
+    async def _process_events(self, events: Sequence[cloudevent_pb2.CloudEvent]) -> None:
+        if len(events) == 1:
+            await self._process_event(events[0])  # a failure is logged by the task's callback
+            return
+        for event in events:
+            try:
+                await self._process_event(event)
+            except Exception:  # as with one task per event: one failure does not stop the others
+                logger.exception("host: routing an event of a batch frame failed")
 
     def _aun_event(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> cloudevent_pb2.CloudEvent | None:
         """An event on another of the runtime's topics: what may pass, as what; None to drop it."""
@@ -382,6 +425,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             raise Refusal(_Status.INVALID_ARGUMENT, "aun.hello whose body is not JSON") from None
         if not isinstance(body, dict) or body.get("worker") != client.worker:
             raise Refusal(_Status.INVALID_ARGUMENT, f'aun.hello is {{"worker": "{client.worker}"}} on the stream of worker {client.worker}')
+        client.frames = body.get("frames") is True
         if not client.greeted:
             client.greeted = True
             self.stats.connects += 1
@@ -389,6 +433,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             logger.info("host: worker %s connected (client %s)", client.worker, client.client_id[:8])
         snapshot = {
             "snapshot": True,
+            "frames": True,  # this host reads batch frames: the worker may send them (see ._frames)
             "aids": {aid: [w, status] for aid, (w, _, status) in self._aids.items()}
             | {aid: self._service_entry(aid) for aid in self._services},
             "groups": {gid: g.view() for gid, g in self._groups.items()},

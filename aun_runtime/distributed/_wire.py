@@ -7,6 +7,8 @@ Everything rides on autogen-ext's data stream as CloudEvents, so the host stays 
   the stream's lowest unacknowledged number (``aunbase``);
 * an acknowledgement is a publish on ``aun.ack.<worker>`` (JSON ``{"worker": ..., "acks": {aid: n}}``);
 * ``aun.hello`` (worker to host) and ``aun.directory`` (host to worker) carry the directory;
+* ``aun.batch`` packs several of these events into one write, between a worker and the host (see
+  :mod:`._frames`);
 * group changes go through a small JSON service on the host's port, ``/aun.Directory/<Method>``.
 
 Every call a worker makes carries ``client-id`` (autogen-ext's, new per connection), ``aun-worker``

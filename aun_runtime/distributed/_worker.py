@@ -29,6 +29,7 @@ the worker adds under them:
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -286,6 +287,11 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         if self._running:
             raise RuntimeError("the worker is already running")
         self._running = True
+        # What the process holds by now (modules, the app, its agents) lives as long as the worker.
+        # A full collection scans all of it, 15-35 ms during which no message moves: frozen, it is
+        # never scanned again (a paced message's p99 was mostly these pauses).
+        gc.collect()
+        gc.freeze()
         self._link.start()
         self._timer = asyncio.get_running_loop().create_task(self._tick())
         refused = asyncio.ensure_future(self._refused.wait())
