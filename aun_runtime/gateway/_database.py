@@ -32,6 +32,9 @@ Schema::
     group_events    (group_id, event_seq, body JSON)
     group_cursors   (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq)
     agent_cards     (aid PK, body BLOB, etag, updated_at, behavior_mode)  -- one agent.md per AID
+    group_prekeys   (group_id, aid, device_id, body JSON, updated_at)    -- group E2EE device prekeys, public
+    group_states    (group_id PK, body JSON)        -- the last confirmed signed membership state
+    group_proposals (group_id PK, proposal_id, body JSON, created_at)    -- a state waiting for confirm
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -100,6 +103,12 @@ CREATE TABLE IF NOT EXISTS group_cursors (
 CREATE TABLE IF NOT EXISTS agent_cards (
     aid TEXT PRIMARY KEY, body BLOB NOT NULL, etag TEXT NOT NULL, updated_at REAL NOT NULL,
     behavior_mode TEXT);
+CREATE TABLE IF NOT EXISTS group_prekeys (
+    group_id TEXT NOT NULL, aid TEXT NOT NULL, device_id TEXT NOT NULL, body TEXT NOT NULL,
+    updated_at REAL NOT NULL, PRIMARY KEY (group_id, aid, device_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_states (group_id TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS group_proposals (
+    group_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, body TEXT NOT NULL, created_at REAL NOT NULL);
 """
 
 

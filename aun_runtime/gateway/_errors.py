@@ -39,6 +39,11 @@ class ErrorCode(IntEnum):
     GROUP_ALREADY_MEMBER = -33005
     GROUP_NOT_MEMBER = -33006
     GROUP_ROLE_INSUFFICIENT = -33007
+    #: group E2EE: the request was made against an older signed state (or epoch) than the group's
+    #: current one; the client refreshes its ``group.v2.bootstrap`` and retries
+    GROUP_E2EE_STALE = -33050
+    #: group E2EE: an encrypted message lacks a key wrap for a member the current state names
+    GROUP_E2EE_RECIPIENTS_INCOMPLETE = -33052
 
 
 class GatewayError(AUNError):
