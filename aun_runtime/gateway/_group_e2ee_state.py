@@ -189,6 +189,8 @@ async def propose_state(call: Call) -> dict[str, Any]:
     if current_version == 0 and member.role != "owner":
         raise RPCError(ErrorCode.GROUP_ROLE_INSUFFICIENT, f"the first signed state of {group.group_id} is the owner's")
     prev_hash = params.raw.get("prev_state_hash") or ""
+    if not isinstance(prev_hash, str):
+        raise RPCError.bad_param("prev_state_hash", "'prev_state_hash' must be a string")
     if version != current_version + 1 or prev_hash != (state.state_hash if state is not None else ""):
         raise RPCError(ErrorCode.GROUP_E2EE_STALE, f"{group.group_id} is at state {current_version}: propose "
                        f"{current_version + 1} over its current hash", state_version=current_version)
