@@ -35,6 +35,7 @@ Schema::
     group_prekeys   (group_id, aid, device_id, body JSON, updated_at)    -- group E2EE device prekeys, public
     group_states    (group_id PK, body JSON)        -- the last confirmed signed membership state
     group_proposals (group_id PK, proposal_id, body JSON, created_at)    -- a state waiting for confirm
+    group_aids      (group_id PK, serial)           -- the certificate a group's AID was bound to
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -109,6 +110,7 @@ CREATE TABLE IF NOT EXISTS group_prekeys (
 CREATE TABLE IF NOT EXISTS group_states (group_id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS group_proposals (
     group_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, body TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS group_aids (group_id TEXT PRIMARY KEY, serial TEXT NOT NULL);
 """
 
 

@@ -84,7 +84,7 @@ def _announce(call: Call, group: Group, event: dict[str, Any]) -> None:
 
 async def create(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    raw = params.raw.get("group_id", params.raw.get("group_aid"))
+    raw = params.raw.get("group_id", params.raw.get("group_aid", params.raw.get("group_name")))
     if raw is None:
         group_id = f"g{secrets.token_hex(6)}.{core.issuer}"
     elif isinstance(raw, str):

@@ -12,7 +12,7 @@ from aun_core import AUNClient
 
 from aun_runtime.gateway import GatewayServer
 
-from .conftest import AgentFactory, Events, unique_name
+from .conftest import AgentFactory, Events, Owner, unique_name
 
 SECRET = "the vault code is 4-8-15-16"
 
@@ -43,11 +43,15 @@ def _all_stored_text(gateway: GatewayServer) -> str:
 
 
 async def test_members_post_encrypted_and_each_other_member_decrypts(
-    gateway: GatewayServer, make_agent: AgentFactory
+    gateway: GatewayServer, make_agent: AgentFactory, owner: Owner
 ) -> None:
-    alice, bob, carol = [await make_agent(unique_name(n)) for n in ("alice", "bob", "carol")]
+    (alice, store), bob, carol = await owner(unique_name("alice")), *[await make_agent(unique_name(n)) for n in ("bob", "carol")]
     at_alice, at_bob, at_carol = (Events(c, "group.message_created") for c in (alice, bob, carol))
-    group_id = await _encrypted_group(gateway, alice, bob, carol)
+    # The client's own API: a group with its own AID, certified by the gateway and kept in alice's store.
+    group_id = (await alice.create_group({"name": "vault"}, aid_store=store))["group"]["group_aid"]
+    for member in (bob, carol):
+        await alice.call("group.add_member", {"group_id": group_id, "aid": member.aid})
+    await gateway.events.wait("group.state.confirmed", group_id=group_id, state_version=3)
 
     sent = await bob.call("group.send", {"group_id": group_id, "payload": _text(SECRET)})
     assert sent["seq"] == 1 and sent["message"]["version"] == "v2"
