@@ -2,8 +2,9 @@
 
 The AUN client asks for a card at ``/agent.md`` with ``Host: <aid>`` (a port after the AID is
 ignored), the way an Agent Web server tells its agents apart. Reading is open to anyone; ``PUT``
-needs ``Authorization: Bearer <access token>`` of the AID named in ``Host``: nobody publishes a card
-for an AID they are not logged in as. ``If-None-Match: *`` (create only) and ``If-Match: <etag>``
+needs ``Authorization: Bearer <access token>`` of the AID named in ``Host`` (of a bound group AID:
+its owner's, and every answer about one carries the owner projection, see :mod:`._group_aid_cards`):
+nobody publishes a card for an AID they are not logged in as. ``If-None-Match: *`` (create only) and ``If-Match: <etag>``
 (replace only that version) are honoured, as the client sends them.
 
 Refusals are JSON ``{"error": {"code", "message"}}``: 400 ``invalid`` / ``bad_host``, 401
