@@ -147,6 +147,13 @@ class GroupStore:
         ).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
+    def message_seq(self, group_id: str, message_id: str) -> int | None:
+        """The seq of the group's message ``message_id`` (from any sender), or None."""
+        row = self.db.conn.execute(
+            "SELECT MIN(seq) FROM group_messages WHERE group_id = ? AND message_id = ?", (group_id, message_id)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def append_message(self, group: Group, sender: str, message_id: str, row: dict[str, Any]) -> dict[str, Any]:
         seq = group.message_seq + 1
         row = {**row, "seq": seq}
