@@ -36,6 +36,7 @@ class ErrorCode(IntEnum):
     CONNECTION_LIMIT = 4012  #: ``auth.connect`` past ``max_connections_per_aid`` (retryable)
     RATE_LIMITED = -32429  #: the connection's request budget is spent; retry after ``data.retry_after_ms``
     GROUP_NOT_FOUND = -33001
+    GROUP_STATE_INVALID = -33002  #: the group's state does not allow this (e.g. renewing an unbound AID)
     GROUP_ALREADY_MEMBER = -33005
     GROUP_NOT_MEMBER = -33006
     GROUP_ROLE_INSUFFICIENT = -33007

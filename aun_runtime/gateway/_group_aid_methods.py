@@ -8,6 +8,8 @@ chain checks accept it and anyone can fetch it from ``/pki/cert/<group id>``.
 
 Binding is done once, by the owner; binding again with the same key answers the same certificate
 (a retried call). A ``group.create`` that carries ``public_key`` (a named group) binds at once.
+``group.renew_group_aid`` replaces the key, authorised by the current key's signature; the old
+certificate stays on record (what it signed still verifies) but is no longer current.
 These handlers are registered after :data:`GROUP_METHODS`, so this ``group.create`` is the one served.
 """
 
@@ -15,9 +17,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import time
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ._core import Call, Method
@@ -27,9 +32,11 @@ from ._group_methods import GROUP_METHODS, find_group, group_wire, normalize_gro
 from ._group_store import Group
 from ._identities import CertRecord
 
-__all__ = ["GROUP_AID_METHODS"]
+__all__ = ["GROUP_AID_METHODS", "RENEW_WINDOW_SECONDS"]
 
 _CURVES = ("P-256", "secp256r1", "prime256v1")
+#: How far a renewal proof's ``issued_ms`` may be from server time.
+RENEW_WINDOW_SECONDS = 300
 
 
 def _spki(call: Call, field: str = "public_key") -> bytes:
@@ -104,7 +111,65 @@ async def create_with_aid(call: Call) -> dict[str, Any]:
     return {**created, **_answer(call, group, record)}
 
 
+def _b64_text(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+async def renew_group_aid(call: Call) -> dict[str, Any]:
+    """Replace a bound group AID's key. The proof is the old key's signature over
+    ``aun-group-aid-renew-v1|group_id|group_aid|sha256(old key b64)|sha256(new key b64)|nonce|issued_ms``
+    (what the client signs), made within :data:`RENEW_WINDOW_SECONDS` of now."""
+    core, params = call.core, call.params
+    group = find_group(call)
+    if require_member(call, group).role != "owner":
+        raise RPCError(ErrorCode.GROUP_ROLE_INSUFFICIENT, f"only the owner of {group.group_id} renews its AID")
+    current = core.identities.current(group.group_id)
+    if current is None or not entity_headers(core, group.group_id):
+        raise RPCError(ErrorCode.GROUP_STATE_INVALID, f"{group.group_id} has no bound AID: bind it first")
+    old_b64 = params.text("old_public_key", max_length=4096)
+    new_b64 = params.text("new_public_key", max_length=4096)
+    new_der = _spki(call, "new_public_key")
+    if _spki(call, "old_public_key") != _key_of(current):
+        raise RPCError(ErrorCode.PERMISSION_DENIED, "'old_public_key' is not the group AID's current key",
+                       field="old_public_key")
+    proof = params.mapping("renew_proof")
+    nonce, issued, signature = proof.get("nonce"), proof.get("issued_ms"), proof.get("signature")
+    if not (isinstance(nonce, str) and 0 < len(nonce) <= 128 and isinstance(issued, int)
+            and not isinstance(issued, bool) and isinstance(signature, str) and len(signature) <= 512):
+        raise RPCError.bad_param("renew_proof", "'renew_proof' must be {nonce, issued_ms, signature}")
+    if abs(time.time() * 1000 - issued) > RENEW_WINDOW_SECONDS * 1000:
+        raise RPCError.bad_param("renew_proof.issued_ms", f"the proof is more than {RENEW_WINDOW_SECONDS} s "
+                                 "from server time: check the clock")
+    group_aid = params.text("group_aid", default=group.group_id, max_length=253).lower()
+    signed = "|".join(["aun-group-aid-renew-v1", group.group_id, group_aid, _b64_text(old_b64), _b64_text(new_b64),
+                       nonce, str(issued)])
+    try:
+        if group_aid != group.group_id:
+            raise InvalidSignature
+        current.public_key.verify(base64.b64decode(signature, validate=True), signed.encode(),
+                                  ec.ECDSA(hashes.SHA256()))
+    except (InvalidSignature, binascii.Error, ValueError):
+        raise RPCError(ErrorCode.SIGNATURE_INVALID, "'renew_proof' is not the current group key's signature",
+                       field="renew_proof.signature") from None
+    cert = core.pki.issue_agent_certificate(group.group_id, new_der)
+    record = core.identities.register(group.group_id, cert, cert.public_bytes(serialization.Encoding.PEM).decode(),
+                                      rotate=True)
+    record_binding(core, group.group_id, record)
+    await core.db.commit()
+    core.events.emit("group.aid.renewed", group_id=group.group_id, owner=call.aid)
+    return _answer(call, group, record)
+
+
+async def get_info(call: Call) -> dict[str, Any]:
+    group = find_group(call)
+    member = require_member(call, group)
+    return {"group": group_wire(call, group), "group_id": group.group_id, "group_aid": group.group_id,
+            "member": member.to_wire(), "aid_bound": bool(entity_headers(call.core, group.group_id))}
+
+
 GROUP_AID_METHODS: dict[str, Method] = {
     "group.create": Method(create_with_aid),
     "group.bind_group_aid": Method(bind_group_aid),
+    "group.renew_group_aid": Method(renew_group_aid),
+    "group.get_info": Method(get_info),
 }

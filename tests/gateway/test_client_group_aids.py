@@ -3,8 +3,13 @@ owner's AID store, with the group's card signed by the group and published by it
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import time
+
 import aiohttp
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from aun_runtime.gateway import GatewayServer
@@ -14,7 +19,7 @@ from .conftest import AgentFactory, Events, Owner, RawIdentity, raw_register, sp
 
 async def _card(gateway: GatewayServer, aid: str) -> tuple[int, dict[str, str], str]:
     async with aiohttp.ClientSession() as http, http.get(f"{gateway.http_url}/agent.md", headers={"Host": aid}) as got:
-        return got.status, dict(got.headers), await got.text()
+        return got.status, {key.lower(): value for key, value in got.headers.items()}, await got.text()
 
 
 async def test_create_group_binds_a_certified_group_aid_and_publishes_its_card(
@@ -41,8 +46,8 @@ async def test_create_group_binds_a_certified_group_aid_and_publishes_its_card(
     # Its card is published, signed by the group, naming the owner, with the owner projection.
     status, headers, body = await _card(gateway, group_aid)
     assert status == 200 and 'type: "group"' in body and f'owner: "{alice.aid}"' in body
-    assert headers["X-AUN-Entity-Owner-Aid"] == alice.aid
-    assert headers["X-AUN-Entity-Cert-Fingerprint"] == fingerprint
+    assert headers["x-aun-entity-owner-aid"] == alice.aid
+    assert headers["x-aun-entity-cert-fingerprint"] == fingerprint
 
 
 async def test_a_named_group_gets_its_name_as_its_aid(
@@ -117,7 +122,7 @@ async def test_only_the_owner_publishes_a_group_card_and_agents_keep_their_own(
         assert put.status == 403 and (await put.json())["error"]["code"] == "not_owner"
     # An agent's card has no entity projection: it is its own.
     status, answered, _ = await _card(gateway, alice.aid)
-    assert "X-AUN-Entity-Owner-Aid" not in answered and status in (200, 404)
+    assert "x-aun-entity-owner-aid" not in answered and status in (200, 404)
 
 
 async def test_certificates_are_answered_as_authoritative_when_asked(gateway: GatewayServer) -> None:
@@ -130,3 +135,61 @@ async def test_certificates_are_answered_as_authoritative_when_asked(gateway: Ga
             assert got.headers["X-AUN-Cert-Fingerprint"] == owner.fingerprint
         async with http.get(url) as plain:
             assert plain.status == 200 and "X-AUN-Cert-Consistency" not in plain.headers
+
+
+async def test_renew_group_aid_replaces_the_key_and_republishes_the_card(gateway: GatewayServer, owner: Owner) -> None:
+    alice, store = await owner(unique_name("alice"))
+    group_aid = (await alice.create_group({"group_name": unique_name("rotating")}, aid_store=store))["group"]["group_aid"]
+    before = gateway.core.identities.current(group_aid)
+    card_before = gateway.core.cards.get(group_aid)
+    assert before is not None and card_before is not None
+    renewed = await alice.renew_group_aid({"group_id": group_aid}, aid_store=store)
+    after = gateway.core.identities.current(group_aid)
+    assert after is not None and after.serial_hex == renewed["aid_cert"]["serial"] != before.serial_hex
+    assert after.spki_sha256 != before.spki_sha256  # a new key
+    loaded = store.load(group_aid)
+    assert loaded.ok and loaded.data is not None and loaded.data["aid"].cert_fingerprint == "sha256:" + after.cert_sha256
+    # The card is published again, naming the new certificate; the old one stays on record.
+    status, headers, body = await _card(gateway, group_aid)
+    assert status == 200 and headers["etag"] != card_before.etag and after.cert_sha256 in body
+    assert headers["x-aun-entity-cert-fingerprint"] == "sha256:" + after.cert_sha256
+    assert gateway.core.identities.by_fingerprint(group_aid, "sha256:" + before.cert_sha256) is not None
+
+
+def _renewal(group_id: str, old: ec.EllipticCurvePrivateKey, new: ec.EllipticCurvePrivateKey, *,
+             signer: ec.EllipticCurvePrivateKey | None = None, issued_ms: int | None = None) -> dict[str, object]:
+    old_b64, new_b64 = spki_b64(old), spki_b64(new)
+    nonce, issued = "n-1", int(time.time() * 1000) if issued_ms is None else issued_ms
+    signed = "|".join(["aun-group-aid-renew-v1", group_id, group_id, hashlib.sha256(old_b64.encode()).hexdigest(),
+                       hashlib.sha256(new_b64.encode()).hexdigest(), nonce, str(issued)])
+    signature = (signer or old).sign(signed.encode(), ec.ECDSA(hashes.SHA256()))
+    return {"group_id": group_id, "group_aid": group_id, "old_public_key": old_b64, "new_public_key": new_b64,
+            "renew_proof": {"nonce": nonce, "issued_ms": issued, "signature": base64.b64encode(signature).decode()}}
+
+
+async def test_renewal_needs_the_owner_the_current_key_and_a_fresh_proof(gateway: GatewayServer) -> None:
+    owner_id, member = await raw_register(gateway, unique_name("owner")), await raw_register(gateway, unique_name("member"))
+    group_id = await _raw_group(gateway, owner_id)
+    key, new, stranger = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    conn, mconn = await owner_id.connect(gateway), await member.connect(gateway)
+    try:
+        unbound = await conn.call("group.renew_group_aid", _renewal(group_id, key, new))
+        assert unbound["error"]["code"] == -33002
+        assert "result" in await conn.call("group.add_member", {"group_id": group_id, "aid": member.aid})
+        assert "result" in await conn.call("group.bind_group_aid", {"group_id": group_id, "public_key": spki_b64(key)})
+        assert (await mconn.call("group.renew_group_aid", _renewal(group_id, key, new)))["error"]["code"] == -33007
+        wrong_old = await conn.call("group.renew_group_aid", _renewal(group_id, stranger, new))
+        assert (wrong_old["error"]["code"], wrong_old["error"]["data"]["field"]) == (-32004, "old_public_key")
+        forged = await conn.call("group.renew_group_aid", _renewal(group_id, key, new, signer=stranger))
+        assert (forged["error"]["code"], forged["error"]["data"]["field"]) == (-32003, "renew_proof.signature")
+        stale = await conn.call("group.renew_group_aid", _renewal(group_id, key, new, issued_ms=1_000))
+        assert (stale["error"]["code"], stale["error"]["data"]["field"]) == (-32602, "renew_proof.issued_ms")
+        assert gateway.core.identities.current(group_id).public_key.public_numbers() == \
+            key.public_key().public_numbers()  # type: ignore[union-attr]
+        renewed = (await conn.call("group.renew_group_aid", _renewal(group_id, key, new)))["result"]
+        assert gateway.core.identities.current(group_id).serial_hex == renewed["aid_cert"]["serial"]  # type: ignore[union-attr]
+        info = (await mconn.call("group.get_info", {"group_id": group_id}))["result"]
+        assert (info["group_aid"], info["aid_bound"], info["member"]["role"]) == (group_id, True, "member")
+    finally:
+        await conn.close()
+        await mconn.close()
