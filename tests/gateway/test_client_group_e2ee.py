@@ -7,12 +7,14 @@ membership state, wrap every message for each member device, and decrypt on arri
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from aun_core import AUNClient
 
 from aun_runtime.gateway import GatewayServer
+from aun_runtime.gateway._group_e2ee_store import GroupE2EEStore
 
-from .conftest import AgentFactory, Events, Owner, unique_name
+from .conftest import AgentFactory, Events, Owner, register_client, unique_name
 
 SECRET = "the vault code is 4-8-15-16"
 
@@ -133,3 +135,39 @@ async def test_plaintext_group_messages_still_work_beside_encrypted_ones(
     first, second = await at_bob.take(2)
     assert (first["payload"]["text"], first["encrypted"]) == ("in the clear", False)
     assert (second["payload"]["text"], second["encrypted"]) == ("sealed", True)
+
+
+async def test_the_signed_state_and_encrypted_messages_survive_a_restart(tmp_path: Path) -> None:
+    data, home = tmp_path / "gateway", tmp_path / "agents"
+    alice_name, bob_name = unique_name("alice"), unique_name("bob")
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as first:
+        port = first.port
+        alice, bob = await register_client(first, home, alice_name), await register_client(first, home, bob_name)
+        await alice.connect({"auto_reconnect": False})
+        await bob.connect({"auto_reconnect": False})
+        group_id = await _encrypted_group(first, alice, bob)
+        await bob.close()
+        await alice.call("group.send", {"group_id": group_id, "payload": _text("kept across the restart")})
+        await alice.close()
+
+    async with GatewayServer("127.0.0.1", port=port, data_dir=data) as second:
+        assert (await _state_version(second, group_id)) == 2
+        alice, bob = await register_client(second, home, alice_name), await register_client(second, home, bob_name)
+        at_bob = Events(bob, "group.message_created")
+        await bob.connect({"auto_reconnect": False})
+        await alice.connect({"auto_reconnect": False})
+        try:
+            got = await at_bob.next()
+            assert (got["payload"]["text"], got["encrypted"]) == ("kept across the restart", True)
+            # The state the owner signed before the restart is the one senders encrypt against now.
+            await alice.call("group.send", {"group_id": group_id, "payload": _text("and after it")})
+            got = await at_bob.next()
+            assert (got["payload"]["text"], got["encrypted"]) == ("and after it", True)
+        finally:
+            await alice.close()
+            await bob.close()
+
+
+async def _state_version(gateway: GatewayServer, group_id: str) -> int:
+    state = GroupE2EEStore(gateway.core.db).state(group_id)
+    return 0 if state is None else state.state_version
