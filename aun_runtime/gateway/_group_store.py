@@ -176,6 +176,23 @@ class GroupStore:
         ).fetchall()
         return page_of(bodies, limit, max_bytes)
 
+    def tail(self, group_id: str, after_seq: int, upper_seq: int, max_bytes: int) -> list[dict[str, Any]]:
+        """The messages after ``after_seq`` up to ``upper_seq``, the latest first kept: as many of
+        the newest as fit in ``max_bytes`` (always at least one), returned oldest first."""
+        bodies = self.db.conn.execute(
+            "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? AND seq <= ? ORDER BY seq DESC",
+            (group_id, after_seq, upper_seq),
+        ).fetchall()
+        kept: list[dict[str, Any]] = []
+        size = 0
+        for (body,) in bodies:
+            size += len(body)
+            if kept and size > max_bytes:
+                break
+            kept.append(json.loads(body))
+        kept.reverse()
+        return kept
+
     # -- events --------------------------------------------------------------------------------
 
     def append_event(self, group: Group, event: dict[str, Any]) -> dict[str, Any]:

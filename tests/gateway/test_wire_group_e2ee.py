@@ -11,13 +11,14 @@ import base64
 import hashlib
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from aun_runtime.gateway import GatewayServer
+from aun_runtime.gateway import GatewayLimits, GatewayServer
 from aun_runtime.gateway._group_e2ee_send import MAX_ENVELOPE_CHARS, MAX_RECIPIENTS
 from aun_runtime.gateway._group_e2ee_state import MAX_SNAPSHOT_CHARS
 from aun_runtime.gateway._group_e2ee_store import MAX_DEVICES_PER_MEMBER, GroupE2EEStore
@@ -243,3 +244,47 @@ async def test_signed_states_are_proposed_by_admins_confirmed_once_and_gate_the_
     assert "result" in await alice.call("group.v2.propose_state", second)
     state = (await carol.call("group.get_state", {"group_id": group_id}))["result"]
     assert state["state_version"] == 1  # proposed, not yet confirmed
+
+
+async def test_a_tail_window_pull_answers_the_newest_messages_and_the_window_they_prove(
+    gateway: GatewayServer,
+) -> None:
+    group_id, (alice, bob) = await _group(gateway, "alice", "bob")
+    for n in range(1, 4):
+        assert "result" in await alice.call("group.v2.send", _send(group_id, _envelope(alice, group_id, f"m-{n}", [bob.aid])))
+    carol = await _member(gateway, "carol")
+    assert "result" in await alice.call("group.add_member", {"group_id": group_id, "aid": carol.aid})
+    for n in range(4, 6):
+        envelope = _envelope(alice, group_id, f"m-{n}", [bob.aid, carol.aid])
+        assert "result" in await alice.call("group.v2.send", _send(group_id, envelope))
+
+    tail = (await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "tail", "after_seq": 0, "limit": 2}))
+    window = tail["result"]
+    assert (window["window_mode"], window["window_start_seq"], window["head_seq"], window["covered_through_seq"]) == (
+        "tail", 4, 5, 5)
+    assert [m["seq"] for m in window["messages"]] == [4, 5]
+    assert window["cursor"]["current_seq"] == 0  # a tail pull moves no cursor
+    caught_up = (await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "tail", "after_seq": 5}))["result"]
+    assert (caught_up["window_start_seq"], caught_up["head_seq"], caught_up["messages"]) == (5, 5, [])
+    # A member added later sees nothing from before it joined, in a tail window too.
+    late = (await carol.call("group.v2.pull", {"group_id": group_id, "window_mode": "tail", "after_seq": 0}))["result"]
+    assert [m["seq"] for m in late["messages"]] == [4, 5] and late["window_start_seq"] == 1
+
+    head_mode = await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "head", "after_seq": 0})
+    assert _error(head_mode) == (-32602, "window_mode")
+    acking = await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "tail", "ack_up_to_seq": 5})
+    assert _error(acking) == (-32602, "ack_up_to_seq")
+
+
+async def test_a_tail_window_cut_by_the_page_byte_bound_proves_only_what_it_holds(tmp_path: Path) -> None:
+    async with GatewayServer("127.0.0.1", port=0, data_dir=tmp_path / "gw",
+                             limits=GatewayLimits(max_page_bytes=1000)) as gateway:
+        group_id, (alice, bob) = await _group(gateway, "alice", "bob")
+        for n in range(1, 4):
+            envelope = _envelope(alice, group_id, f"m-{n}", [bob.aid])
+            assert "result" in await alice.call("group.v2.send", _send(group_id, envelope))
+        window = (await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "tail", "after_seq": 0}))["result"]
+        assert [m["seq"] for m in window["messages"]] == [3]  # one row always fits; two do not
+        assert (window["window_start_seq"], window["head_seq"]) == (3, 3)
+        for member in (alice, bob):
+            await member.conn.close()
