@@ -39,7 +39,7 @@ async def _client(gateway: dict[str, Any], data: Path, name: str) -> Any:
         aid, "gateway_url", gateway["gateway_url"])
     store = AIDStore(home, "bench", root_ca_path=gateway["root_ca_path"], logger=NullLogger())
     await store.register(aid, type="agent")
-    client = quiet_client(AUNClient, store.load(aid).data["aid"], "warn")
+    client = quiet_client(AUNClient, store.load(aid).data["aid"], "error")
     await client.connect({"auto_reconnect": True})
     return client
 
