@@ -2,8 +2,9 @@
 
 The AUN client asks for a card at ``/agent.md`` with ``Host: <aid>`` (a port after the AID is
 ignored), the way an Agent Web server tells its agents apart. Reading is open to anyone; ``PUT``
-needs ``Authorization: Bearer <access token>`` of the AID named in ``Host``: nobody publishes a card
-for an AID they are not logged in as. ``If-None-Match: *`` (create only) and ``If-Match: <etag>``
+needs ``Authorization: Bearer <access token>`` of the AID named in ``Host`` (of a bound group AID:
+its owner's, and every answer about one carries the owner projection, see :mod:`._group_aid_cards`):
+nobody publishes a card for an AID they are not logged in as. ``If-None-Match: *`` (create only) and ``If-Match: <etag>``
 (replace only that version) are honoured, as the client sends them.
 
 Refusals are JSON ``{"error": {"code", "message"}}``: 400 ``invalid`` / ``bad_host``, 401
@@ -19,6 +20,7 @@ from ._agent_cards import MAX_CARD_BYTES, CardError, StoredCard, check_card
 from ._auth_methods import check_aid
 from ._core import GatewayCore
 from ._errors import RPCError
+from ._group_aid_cards import card_publisher, entity_headers
 
 __all__ = ["add_agent_md_routes"]
 
@@ -34,11 +36,13 @@ def add_agent_md_routes(app: web.Application, core: GatewayCore) -> None:
         except CardError as exc:
             return web.Response(status=404, text=f"{exc.message}\n")
         card = core.cards.get(aid)
+        entity = entity_headers(core, aid)  # a group AID's owner and certificate, even without a card
         if card is None:
-            return web.Response(status=404, text=f"no agent.md for {aid}\n")
+            return web.Response(status=404, text=f"no agent.md for {aid}\n", headers=entity)
         if request.headers.get("If-None-Match", "").strip() == card.etag:
-            return web.Response(status=304, headers=_card_headers(card))
-        return web.Response(body=card.body, content_type=_MARKDOWN, charset="utf-8", headers=_card_headers(card))
+            return web.Response(status=304, headers={**_card_headers(card), **entity})
+        return web.Response(body=card.body, content_type=_MARKDOWN, charset="utf-8",
+                            headers={**_card_headers(card), **entity})
 
     async def publish(request: web.Request) -> web.Response:
         try:
@@ -79,8 +83,9 @@ def _require_owner(request: web.Request, core: GatewayCore, aid: str) -> None:
     owner, reason = core.identities.access_token_owner(token.strip())
     if owner is None:
         raise CardError(401, "token_invalid", reason)
-    if owner != aid:
-        raise CardError(403, "not_owner", f"logged in as {owner}: a card for {aid} is {aid}'s to publish")
+    publisher = card_publisher(core, aid)  # a group's card is its owner's to publish
+    if owner != publisher:
+        raise CardError(403, "not_owner", f"logged in as {owner}: a card for {aid} is {publisher}'s to publish")
 
 
 async def _read_bounded(request: web.Request) -> bytes:

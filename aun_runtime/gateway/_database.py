@@ -34,6 +34,10 @@ Schema::
     agent_cards     (aid PK, body BLOB, etag, updated_at, behavior_mode)  -- one agent.md per AID
     queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open)  -- queue mode: which
                     member each inbox message went to, whether it is still unacknowledged, its copy
+    group_prekeys   (group_id, aid, device_id, body JSON, updated_at)    -- group E2EE device prekeys, public
+    group_states    (group_id PK, body JSON)        -- the last confirmed signed membership state
+    group_proposals (group_id PK, proposal_id, body JSON, created_at)    -- a state waiting for confirm
+    group_aids      (group_id PK, serial)           -- the certificate a group's AID was bound to
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -106,6 +110,13 @@ CREATE TABLE IF NOT EXISTS queue_assignments (
     receiver TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, device_id TEXT NOT NULL,
     slot_id TEXT NOT NULL, moved_to INTEGER, open INTEGER NOT NULL, PRIMARY KEY (receiver, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queue_open ON queue_assignments (receiver, device_id, slot_id, sender, seq) WHERE open = 1;
+CREATE TABLE IF NOT EXISTS group_prekeys (
+    group_id TEXT NOT NULL, aid TEXT NOT NULL, device_id TEXT NOT NULL, body TEXT NOT NULL,
+    updated_at REAL NOT NULL, PRIMARY KEY (group_id, aid, device_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_states (group_id TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS group_proposals (
+    group_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, body TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS group_aids (group_id TEXT PRIMARY KEY, serial TEXT NOT NULL);
 """
 
 

@@ -37,9 +37,15 @@ class ErrorCode(IntEnum):
     CONNECTION_LIMIT = 4012  #: ``auth.connect`` past ``max_connections_per_aid`` (retryable)
     RATE_LIMITED = -32429  #: the connection's request budget is spent; retry after ``data.retry_after_ms``
     GROUP_NOT_FOUND = -33001
+    GROUP_STATE_INVALID = -33002  #: the group's state does not allow this (e.g. renewing an unbound AID)
     GROUP_ALREADY_MEMBER = -33005
     GROUP_NOT_MEMBER = -33006
     GROUP_ROLE_INSUFFICIENT = -33007
+    #: group E2EE: the request was made against an older signed state (or epoch) than the group's
+    #: current one; the client refreshes its ``group.v2.bootstrap`` and retries
+    GROUP_E2EE_STALE = -33050
+    #: group E2EE: an encrypted message lacks a key wrap for a member the current state names
+    GROUP_E2EE_RECIPIENTS_INCOMPLETE = -33052
 
 
 class GatewayError(AUNError):

@@ -84,7 +84,7 @@ def _announce(call: Call, group: Group, event: dict[str, Any]) -> None:
 
 async def create(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    raw = params.raw.get("group_id", params.raw.get("group_aid"))
+    raw = params.raw.get("group_id", params.raw.get("group_aid", params.raw.get("group_name")))
     if raw is None:
         group_id = f"g{secrets.token_hex(6)}.{core.issuer}"
     elif isinstance(raw, str):
@@ -218,7 +218,7 @@ async def pull(call: Call) -> dict[str, Any]:
     group = find_group(call)
     member = require_member(call, group)
     if "window_mode" in params.raw:
-        raise RPCError.bad_param("window_mode", "tail-window pulls are not supported: pull forward with after_seq")
+        return await _pull_tail(call, group, member)
     after = params.integer("after_seq", default=0)
     limit = params.integer("limit", default=50, minimum=1, maximum=core.limits.max_page)
     requested = params.integer("ack_up_to_seq") if "ack_up_to_seq" in params.raw else None
@@ -227,6 +227,33 @@ async def pull(call: Call) -> dict[str, Any]:
     return {
         "group_id": group.group_id, "group_aid": group.group_id, "messages": rows, "has_more": more,
         "latest_message_seq": group.message_seq, "cursor": _cursor_wire(ack, group, member),
+    }
+
+
+async def _pull_tail(call: Call, group: Group, member: Member) -> dict[str, Any]:
+    """A tail-window pull: the newest messages after ``after_seq`` (at most ``limit``, and what fits
+    in ``max_page_bytes``), with the window they prove complete, ``window_start_seq`` to
+    ``head_seq``. A client that fell behind during a burst reads the latest first this way; it
+    moves no cursor."""
+    core, params = call.core, call.params
+    if params.text("window_mode", max_length=16) != "tail":
+        raise RPCError.bad_param("window_mode", "'window_mode' must be 'tail' (or left out, for a forward pull)")
+    if "ack_up_to_seq" in params.raw:
+        raise RPCError.bad_param("ack_up_to_seq", "a tail-window pull acknowledges nothing: use group.v2.ack")
+    after = params.integer("after_seq", default=0)
+    limit = params.integer("limit", default=50, minimum=1, maximum=core.limits.max_page)
+    head = group.message_seq
+    start = head if head <= after else max(after + 1, head - limit + 1)
+    rows = [] if head <= after else core.groups.tail(group.group_id, max(start - 1, member.join_seq), head,
+                                                     core.limits.max_page_bytes)
+    if rows and rows[0]["seq"] > start and len(rows) < head - max(start - 1, member.join_seq):
+        start = rows[0]["seq"]  # the byte bound cut the window: it proves only what it holds
+    device_id, slot_id = call.own_device()
+    ack_seq, _ = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
+    return {
+        "group_id": group.group_id, "group_aid": group.group_id, "window_mode": "tail", "window_start_seq": start,
+        "head_seq": head, "covered_through_seq": head, "messages": rows, "has_more": False,
+        "latest_message_seq": head, "cursor": _cursor_wire(ack_seq, group, member),
     }
 
 

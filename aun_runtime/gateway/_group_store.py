@@ -147,6 +147,13 @@ class GroupStore:
         ).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
+    def message_seq(self, group_id: str, message_id: str) -> int | None:
+        """The seq of the group's message ``message_id`` (from any sender), or None."""
+        row = self.db.conn.execute(
+            "SELECT MIN(seq) FROM group_messages WHERE group_id = ? AND message_id = ?", (group_id, message_id)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def append_message(self, group: Group, sender: str, message_id: str, row: dict[str, Any]) -> dict[str, Any]:
         seq = group.message_seq + 1
         row = {**row, "seq": seq}
@@ -168,6 +175,23 @@ class GroupStore:
             (group_id, after_seq, limit + 1),
         ).fetchall()
         return page_of(bodies, limit, max_bytes)
+
+    def tail(self, group_id: str, after_seq: int, upper_seq: int, max_bytes: int) -> list[dict[str, Any]]:
+        """The messages after ``after_seq`` up to ``upper_seq``, the latest first kept: as many of
+        the newest as fit in ``max_bytes`` (always at least one), returned oldest first."""
+        bodies = self.db.conn.execute(
+            "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? AND seq <= ? ORDER BY seq DESC",
+            (group_id, after_seq, upper_seq),
+        ).fetchall()
+        kept: list[dict[str, Any]] = []
+        size = 0
+        for (body,) in bodies:
+            size += len(body)
+            if kept and size > max_bytes:
+                break
+            kept.append(json.loads(body))
+        kept.reverse()
+        return kept
 
     # -- events --------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ._core import GatewayCore
+from ._group_aid_cards import authoritative_cert_headers
 
 __all__ = ["add_http_routes"]
 
@@ -37,7 +38,9 @@ def add_http_routes(app: web.Application, core: GatewayCore, open_connections: C
         record = core.identities.by_fingerprint(aid, fingerprint) if fingerprint else core.identities.current(aid)
         if record is None:
             return web.Response(status=404, text=f"no certificate for {aid}\n")
-        return web.Response(text=record.pem, content_type=_PEM)
+        authoritative = request.query.get("consistency") == "authoritative"
+        return web.Response(text=record.pem, content_type=_PEM,
+                            headers=authoritative_cert_headers(record) if authoritative else None)
 
     async def chain(request: web.Request) -> web.Response:
         return web.Response(text=core.pki.chain_pem, content_type=_PEM)

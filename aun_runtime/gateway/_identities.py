@@ -128,8 +128,10 @@ class IdentityStore:
         rows = self.db.conn.execute("SELECT serial FROM certificates WHERE revoked_at IS NOT NULL").fetchall()
         return [int(serial, 16) for (serial,) in rows]
 
-    def register(self, aid: str, cert: x509.Certificate, pem: str) -> CertRecord:
-        """Record ``cert`` as the AID's certificate (the caller checked the AID is free)."""
+    def register(self, aid: str, cert: x509.Certificate, pem: str, *, rotate: bool = False) -> CertRecord:
+        """Record ``cert`` as the AID's certificate (the caller checked the AID is free, or, with
+        ``rotate``, that the key may be replaced: the old certificate stays on record, for
+        verifying what was signed with it, but is no longer current)."""
         cert_sha, spki_sha = cert_fingerprints(cert)
         serial = format(cert.serial_number, "x")
         with self.db.atomic() as conn:
@@ -137,7 +139,8 @@ class IdentityStore:
                 "INSERT INTO certificates (serial, aid, cert_pem, cert_sha256, spki_sha256, issued_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)", (serial, aid, pem, cert_sha, spki_sha, time.time()),
             )
-            conn.execute("INSERT INTO identities (aid, serial) VALUES (?, ?)", (aid, serial))
+            conn.execute(f"INSERT {'OR REPLACE ' if rotate else ''}INTO identities (aid, serial) VALUES (?, ?)",
+                         (aid, serial))
         record = self._current[aid] = CertRecord(aid, serial, pem, cert_sha, spki_sha, False, cert)
         return record
 

@@ -44,8 +44,12 @@ from ._core import GatewayCore
 from ._errors import ErrorCode, GatewayStartError, RPCError
 from ._events import GatewayEvents
 from ._frames import Request, error_frame, notification_frame, parse_frame, result_frame
+from ._group_aid_methods import GROUP_AID_METHODS
 from ._group_directory import GROUP_DIRECTORY_METHODS
+from ._group_e2ee_send import GROUP_E2EE_SEND_METHODS
+from ._group_e2ee_state import GROUP_E2EE_STATE_METHODS
 from ._group_methods import GROUP_METHODS
+from ._group_thought_methods import GROUP_THOUGHT_METHODS
 from ._http import add_http_routes
 from ._limits import GatewayLimits
 from ._listener import ConnectionGuard, Listener, bind
@@ -163,7 +167,8 @@ class GatewayServer:
     async def start(self) -> None:
         self.limits = limits = _within_descriptor_limit(self._configured_limits)
         core = GatewayCore(self.data_dir, self._issuer, limits)
-        for methods in (AUTH_METHODS, MESSAGE_METHODS, THOUGHT_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS):
+        for methods in (AUTH_METHODS, MESSAGE_METHODS, THOUGHT_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS,
+                        GROUP_E2EE_STATE_METHODS, GROUP_E2EE_SEND_METHODS, GROUP_AID_METHODS, GROUP_THOUGHT_METHODS):
             core.register_methods(methods)
         app = web.Application()
         app.router.add_get("/aun", self._websocket)

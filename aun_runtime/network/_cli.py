@@ -53,7 +53,7 @@ def add_network_options(parser: argparse.ArgumentParser) -> None:
         "--domain", default=None,
         help="the runtime's AID domain (default: the issuer the gateway announces, else 'local')",
     )
-    group.add_argument("--plaintext", action="store_true", help="send direct messages without end-to-end encryption")
+    group.add_argument("--plaintext", action="store_true", help="send direct and group messages without end-to-end encryption")
     group.add_argument("--json", action="store_true", help="print lifecycle events as JSON lines")
     add_client_log_option(group)
 

@@ -47,8 +47,8 @@ class GatewayAgentConfig:
             bundled AUN root is always trusted.
         seed: the secret that encrypts the local key stores; None: a random one, kept in
             ``data_dir/seed`` (mode 0600) from the first start on.
-        encrypt: end-to-end encrypt direct messages (the AUN client's default). False sends them in
-            plaintext; group messages always go in plaintext on the local gateway.
+        encrypt: end-to-end encrypt direct and group messages (the AUN client's default). False
+            sends them in plaintext.
         discovery_port: the HTTPS port AUN discovery asks (``/.well-known/aun-gateway``), if not 443.
         verify_ssl: TLS certificate checks for ``wss://``; None: the client's default (on).
         reconnect_max_delay: the longest the client waits between reconnect attempts, in seconds.

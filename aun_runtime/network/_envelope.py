@@ -2,7 +2,7 @@
 
 An AUN message on the wire is an envelope the network fills in (``message_id``, sender, ``seq``,
 time, and for groups ``group_id`` and the ``mention_mode`` snapshot) around a ``payload`` that is
-the application's own JSON object, end-to-end encrypted for direct messages. What an
+the application's own JSON object, end-to-end encrypted by default. What an
 :class:`AUNMessage` has beyond that travels inside the payload, in the fields the AUN payload
 reference defines for it, so that any AUN client reads them:
 
@@ -60,8 +60,7 @@ def send_call(message: AUNMessage, recipient: str | None, *, encrypt: bool) -> t
         message: what the local sender sent.
         recipient: the direct recipient, or the member a local group's copy is for; None for a
             message to a network group.
-        encrypt: end-to-end encrypt a direct message (the client's default). Group messages go in
-            plaintext, as the local gateway supports them.
+        encrypt: end-to-end encrypt the message, direct or group (the client's default).
     """
     payload = payload_to_wire(message)
     added: list[str] = []
@@ -81,9 +80,9 @@ def send_call(message: AUNMessage, recipient: str | None, *, encrypt: bool) -> t
     envelope["added"] = added
     wire_id = message.message_id
     if recipient is None:
-        params: dict[str, Any] = {
-            "group_id": message.group_id, "payload": payload, "message_id": wire_id, "encrypt": False,
-        }
+        params: dict[str, Any] = {"group_id": message.group_id, "payload": payload, "message_id": wire_id}
+        if not encrypt:
+            params["encrypt"] = False
         return "group.send", params
     if message.group_id is not None:  # a local group's copy for a member elsewhere
         envelope["group"] = {

@@ -93,6 +93,33 @@ async def make_agent(gateway: GatewayServer, tmp_path: Path) -> AsyncIterator[Ag
         await client.close()
 
 
+#: ``client, store = await owner("alice")``: see the ``owner`` fixture.
+Owner = Callable[[str], Awaitable[tuple[AUNClient, AIDStore]]]
+
+
+@pytest.fixture
+async def owner(gateway: GatewayServer, tmp_path: Path) -> AsyncIterator[Owner]:
+    """``client, store = await owner("alice")``: a connected real client and the AID store it came
+    from, which ``create_group`` keeps the group's identity in."""
+    clients: list[AUNClient] = []
+
+    async def make(name: str) -> tuple[AUNClient, AIDStore]:
+        aid, path = f"{name}.{gateway.issuer}", tmp_path / "owners" / name
+        LocalIdentityStore(str(path), encryption_seed=SEED).set_metadata_value(aid, "gateway_url", gateway.url)
+        store = AIDStore(path, SEED, root_ca_path=str(gateway.root_ca_path))
+        assert (await store.register(aid, type="agent")).ok
+        loaded = store.load(aid)
+        assert loaded.ok and loaded.data is not None
+        client = AUNClient(loaded.data["aid"])
+        clients.append(client)
+        await client.connect({"auto_reconnect": True})
+        return client, store
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
 # -- a raw wire client, for error codes and abuse ----------------------------------------------
 
 

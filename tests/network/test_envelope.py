@@ -74,7 +74,8 @@ def test_a_plain_clients_message_reads_reply_and_thread_from_the_payload_referen
 def test_a_network_group_message_keeps_group_seq_and_mode_snapshot() -> None:
     sent = AUNMessage(from_aid=SENDER, group_id="crew.aun.localhost", payload=TextPayload(text="all hands"))
     method, params = send_call(sent, None, encrypt=True)
-    assert method == "group.send" and params["encrypt"] is False  # groups go in plaintext on the local gateway
+    assert method == "group.send" and "encrypt" not in params  # E2EE: the default, for groups too
+    assert send_call(sent, None, encrypt=False)[1]["encrypt"] is False
     got = _arrive(sent, params, seq=7, group=True)
     assert (got.group_id, got.to, got.seq, got.dispatch_mode) == ("crew.aun.localhost", None, 7, DispatchMode.MENTION)
     assert got.payload == sent.payload
