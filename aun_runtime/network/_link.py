@@ -31,6 +31,7 @@ from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
 from ._card import publish_card
+from ._client_io import flush_cursors
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._identity import IdentityError, open_client
@@ -151,6 +152,7 @@ class AIDLink:
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
+            flush_cursors(self.client)  # what the client saved while closing, too
         self.state = LinkState.STOPPED
 
     async def _run(self) -> None:
