@@ -10,6 +10,10 @@ in one process, two of its habits cost more than the messages it carries:
   the same code path (the actor is the client's own seam: ``submit`` a coroutine, ``stop``).
   Its one-off calls on a WebSocket of their own (registration, the two login phases, token
   refresh) start a fresh thread each; :func:`short_calls_on_loop` runs them on the loop too.
+* Each client (and each of its identity stores) keeps a DNS cache, a fallback address per host
+  name, in a SQLite file of its own directory, open all the time: two connections and five
+  descriptors per AID for the same few host names. :func:`share_dns_cache` points them all at one
+  file of the gateway agent's data directory.
 * Its delivery cursor (which sequence number of each sender it has seen) is committed to its
   SQLite file once per message received, on the event loop. :func:`batch_cursor_writes` makes
   those writes coalesce: the newest cursor of each namespace is kept in memory and committed
@@ -27,17 +31,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
+import threading
 from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = [
-    "CURSOR_DELAY", "CursorBatch", "LoopActor", "batch_cursor_writes", "flush_cursors", "run_on_loop", "short_calls_on_loop",
+    "CURSOR_DELAY", "ON_WIRE", "CursorBatch", "LoopActor", "batch_cursor_writes", "flush_cursors", "run_on_loop",
+    "share_dns_cache", "short_calls_on_loop",
 ]
 
 log = logging.getLogger("aun_runtime.gateway")
 
 #: Seconds a delivery cursor waits in memory for more to ride on its commit.
 CURSOR_DELAY = 0.2
+#: Told each frame a client's transport has written to its WebSocket, in the task that called the
+#: client (the transport's work runs in a copy of its context). A lane uses it to start the next
+#: message once the one before it is on the wire, so that frames leave in the lane's order.
+ON_WIRE: ContextVar[Callable[[str], None] | None] = ContextVar("aun_runtime_on_wire", default=None)
 #: The token store's reads of cursors; each commits what waits first, so the client reads its own writes.
 _CURSOR_READS = ("load_all_sync_states", "load_all_seqs", "load_seq")
 
@@ -70,7 +82,8 @@ def run_on_loop(client: Any) -> bool:
     """Have ``client``'s transport keep its WebSocket on the running loop instead of a thread of
     its own. False if the client is not the one this is written for (then nothing is changed)."""
     transport = getattr(client, "_transport", None)
-    if transport is None or not callable(getattr(type(transport), "_ensure_network_actor", None)):
+    if transport is None or not all(callable(getattr(type(transport), name, None))
+                                    for name in ("_ensure_network_actor", "_actor_send")):
         return False
     loop = asyncio.get_running_loop()
 
@@ -80,7 +93,16 @@ def run_on_loop(client: Any) -> bool:
             actor = transport._network_actor = LoopActor(loop)
         return actor
 
+    write = transport._actor_send
+
+    async def write_and_tell(payload: str) -> None:
+        await write(payload)
+        tell = ON_WIRE.get()
+        if tell is not None:
+            tell(payload)
+
     transport._ensure_network_actor = ensure_actor  # an instance attribute wins over the class's method
+    transport._actor_send = write_and_tell
     return True
 
 
@@ -93,6 +115,44 @@ def short_calls_on_loop(flow: Any) -> bool:
         return False
     flow._short_rpc = direct  # the same call, minus the thread around it
     return True
+
+
+#: Open shared DNS caches, by file: one per gateway agent data directory in the process.
+_DNS_CACHES: dict[str, tuple[sqlite3.Connection, threading.Lock]] = {}
+_DNS_CACHES_LOCK = threading.Lock()
+_DNS_CACHE_TABLE = ("CREATE TABLE IF NOT EXISTS dns_cache (hostname TEXT PRIMARY KEY, ip TEXT NOT NULL, "
+                    "port INTEGER NOT NULL, updated_at INTEGER NOT NULL)")
+
+
+def share_dns_cache(path: str, *holders: Any) -> int:
+    """Point the DNS cache of each of ``holders`` (a client, its ``AIDStore``: whatever holds the
+    client's network helper as ``_net``) at the one in ``path``, closing its own. Returns how many
+    were moved; one that is not the client's helper as expected is left as it is."""
+    with _DNS_CACHES_LOCK:
+        shared = _DNS_CACHES.get(path)
+        if shared is None:
+            # Used under the shared lock, from the loop and the client's resolver threads alike.
+            connection = sqlite3.connect(path, check_same_thread=False)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(_DNS_CACHE_TABLE)
+            connection.commit()
+            shared = _DNS_CACHES[path] = (connection, threading.Lock())
+    moved = 0
+    for holder in holders:
+        net = getattr(holder, "_net", None)
+        own = getattr(net, "_conn", None)
+        if net is None or not isinstance(own, sqlite3.Connection) or not hasattr(net, "_lock"):
+            continue
+        if own is not shared[0]:
+            own.close()
+        net._conn, net._lock = shared
+        net.close = _keep_open  # closing one client must not close the others' cache
+        moved += 1
+    return moved
+
+
+def _keep_open() -> None:
+    """A shared DNS cache stays open for the process."""
 
 
 class CursorBatch:

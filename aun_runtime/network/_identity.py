@@ -26,7 +26,7 @@ from typing import Any
 
 from protocols.errors import AUNError
 
-from ._client_io import batch_cursor_writes, run_on_loop, short_calls_on_loop
+from ._client_io import batch_cursor_writes, run_on_loop, share_dns_cache, short_calls_on_loop
 from ._config import GatewayAgentConfig
 from ._frame_guard import guard_client
 
@@ -98,6 +98,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
         logger=NullLogger(),
     )
     short_calls_on_loop(getattr(store, "_register_flow", None))
+    share_dns_cache(str(config.data_dir / "dns_cache.db"), store)
     loaded = store.load(aid)
     if not loaded.ok:
         try:
@@ -119,6 +120,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     run_on_loop(client)
     short_calls_on_loop(getattr(client, "_auth", None))
     batch_cursor_writes(client)
+    share_dns_cache(str(config.data_dir / "dns_cache.db"), client)
     return client
 
 
