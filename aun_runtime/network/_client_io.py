@@ -14,6 +14,9 @@ in one process, two of its habits cost more than the messages it carries:
   name, in a SQLite file of its own directory, open all the time: two connections and five
   descriptors per AID for the same few host names. :func:`share_dns_cache` points them all at one
   file of the gateway agent's data directory.
+* Its identity and token stores keep a SQLite connection each to the AID's ``aun.db``, each with a
+  page cache of up to 2 MB that its start-up reads fill; a connected AID reads them seldom.
+  :func:`trim_stores` holds each to :data:`STORE_CACHE_KB` and gives back what it cached.
 * Its delivery cursor (which sequence number of each sender it has seen) is committed to its
   SQLite file once per message received, on the event loop. :func:`batch_cursor_writes` makes
   those writes coalesce: the newest cursor of each namespace is kept in memory and committed
@@ -38,8 +41,8 @@ from contextvars import ContextVar
 from typing import Any
 
 __all__ = [
-    "CURSOR_DELAY", "ON_WIRE", "CursorBatch", "LoopActor", "batch_cursor_writes", "flush_cursors", "run_on_loop",
-    "share_dns_cache", "short_calls_on_loop",
+    "CURSOR_DELAY", "ON_WIRE", "STORE_CACHE_KB", "CursorBatch", "LoopActor", "batch_cursor_writes", "flush_cursors", "run_on_loop",
+    "share_dns_cache", "short_calls_on_loop", "trim_stores",
 ]
 
 log = logging.getLogger("aun_runtime.gateway")
@@ -117,6 +120,8 @@ def short_calls_on_loop(flow: Any) -> bool:
     return True
 
 
+#: The page cache each of a client's ``aun.db`` connections may keep, in KB (SQLite's default: 2,000).
+STORE_CACHE_KB = 64
 #: Open shared DNS caches, by file: one per gateway agent data directory in the process.
 _DNS_CACHES: dict[str, tuple[sqlite3.Connection, threading.Lock]] = {}
 _DNS_CACHES_LOCK = threading.Lock()
@@ -149,6 +154,30 @@ def share_dns_cache(path: str, *holders: Any) -> int:
         net.close = _keep_open  # closing one client must not close the others' cache
         moved += 1
     return moved
+
+
+def trim_stores(client: Any) -> int:
+    """Hold the page cache of each SQLite connection ``client``'s stores have open to
+    :data:`STORE_CACHE_KB` and release what they cached (on the loop, between their
+    transactions). Returns how many connections were trimmed."""
+    aid_store = getattr(client, "_aid_store", None)
+    stores = (getattr(client, "_token_store", None), getattr(aid_store, "_keystore", None),
+              getattr(aid_store, "_token_store", None))
+    trimmed = 0
+    for store in stores:
+        databases = getattr(store, "_aid_dbs", None)
+        for database in list(databases.values()) if isinstance(databases, dict) else ():
+            connection = getattr(database, "_conn", None)
+            if not isinstance(connection, sqlite3.Connection):
+                continue
+            try:
+                connection.execute(f"PRAGMA cache_size = -{STORE_CACHE_KB}")
+                connection.execute("PRAGMA shrink_memory")
+            except sqlite3.Error as exc:  # only memory is at stake
+                log.debug("cannot trim an AUN client store: %s", exc)
+                continue
+            trimmed += 1
+    return trimmed
 
 
 def _keep_open() -> None:

@@ -34,7 +34,7 @@ from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
 from ._card import publish_card
-from ._client_io import ON_WIRE, flush_cursors
+from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._identity import IdentityError, open_client
@@ -184,6 +184,7 @@ class AIDLink:
         await self._connect()
         if self.card is not None:  # before "connected": who waits for that may look the card up
             await publish_card(client, self.aid, self.card)
+        trim_stores(client)  # what connecting read stays on disk, not in this process's memory
         self._connected.set()
         log.info("%s is on the AUN network", self.aid)
         await self._supervise()
