@@ -6,7 +6,8 @@ loaded from there afterwards; login, connection, reconnection and token refresh 
 Only two things are set from the configuration, both through the client's public knobs: the gateway
 URL (the per-AID ``gateway_url`` metadata, read before any discovery) and an extra trusted root
 (``root_ca_path``). Its frame decoder gets a guard (:mod:`._frame_guard`): a message it could not
-parse arrives as unreadable, a dead letter, instead of dropping the connection.
+parse arrives as unreadable, a dead letter, instead of dropping the connection. Its I/O runs on the
+runtime's loop and its delivery cursors commit in batches (:mod:`._client_io`).
 
 The client's key store derives its master key from the seed (PBKDF2, 100,000 iterations) every time
 it stores or reads a key: five times for each AID's first start, on the event loop, where every
@@ -25,6 +26,7 @@ from typing import Any
 
 from protocols.errors import AUNError
 
+from ._client_io import batch_cursor_writes, run_on_loop, share_dns_cache, short_calls_on_loop
 from ._config import GatewayAgentConfig
 from ._frame_guard import guard_client
 
@@ -95,6 +97,8 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
         verify_ssl=config.verify_ssl,
         logger=NullLogger(),
     )
+    short_calls_on_loop(getattr(store, "_register_flow", None))
+    share_dns_cache(str(config.data_dir / "dns_cache.db"), store)
     loaded = store.load(aid)
     if not loaded.ok:
         try:
@@ -112,6 +116,11 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     assert loaded.data is not None
     client = quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
     guard_client(client, aid)  # one unreadable message must not keep it off the network
+    # One process holds many of these: no thread per connection, no commit per message received.
+    run_on_loop(client)
+    short_calls_on_loop(getattr(client, "_auth", None))
+    batch_cursor_writes(client)
+    share_dns_cache(str(config.data_dir / "dns_cache.db"), client)
     return client
 
 

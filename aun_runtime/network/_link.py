@@ -9,7 +9,9 @@ committed: nothing acknowledged is only in memory. A message that cannot be an :
 and acknowledged: kept, not retried, and what follows it still arrives.
 
 Outbound, messages wait in the durable outbox and leave in *lanes*: one per (this AID, destination),
-strictly in order, each message tried until the network has it. The connection being down (or
+in order, each message tried until the network has it. Up to :data:`SENDS_IN_FLIGHT` of a lane wait
+for their answers at once; each request is written only after the one before it, and sent again
+only after the one before it is settled. The connection being down (or
 being re-established) makes a lane wait for the client to be ready, for as long as it takes; other
 failures are tried again with growing pauses up to ``max_attempts`` times, and an answer that can
 never change (no such AID, not a member of the group) makes the message a dead letter at once.
@@ -25,12 +27,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
 from ._card import publish_card
+from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._identity import IdentityError, open_client
@@ -47,6 +51,11 @@ READY_POLL = 0.25
 #: The first pause before a failed send is tried again, in seconds; it doubles up to the configured
 #: ``retry_max_delay``.
 FIRST_RETRY_DELAY = 0.2
+
+#: Messages of one lane (one sender, one destination) that may wait for the network's answer at once.
+SENDS_IN_FLIGHT = 16
+#: How far into a request frame its method is: ``{"jsonrpc":"2.0","id":"rpc-<16 hex>","method":...``.
+_REQUEST_HEAD = 96
 
 #: How often the link looks whether the client has given up reconnecting, in seconds (besides
 #: ``state_change`` events, which queue behind message deliveries).
@@ -151,6 +160,7 @@ class AIDLink:
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
+            flush_cursors(self.client)  # what the client saved while closing, too
         self.state = LinkState.STOPPED
 
     async def _run(self) -> None:
@@ -174,6 +184,7 @@ class AIDLink:
         await self._connect()
         if self.card is not None:  # before "connected": who waits for that may look the card up
             await publish_card(client, self.aid, self.card)
+        trim_stores(client)  # what connecting read stays on disk, not in this process's memory
         self._connected.set()
         log.info("%s is on the AUN network", self.aid)
         await self._supervise()
@@ -275,17 +286,35 @@ class AIDLink:
         return sum(len(lane.items) for lane in self._lanes.values())
 
     async def _drain(self, lane: _Lane) -> None:
+        # Up to SENDS_IN_FLIGHT messages of the lane wait for their answers at once; each starts
+        # only once the one before it is on the wire (or settled), and the gateway takes the
+        # requests of one connection in the order they were written: the lane's order. They
+        # leave the outbox in that order too, each once the network has it.
+        flying: deque[asyncio.Task[None]] = deque()
         try:
             while lane.items:
-                item = lane.items[0]
-                await self._send(item)
-                lane.items.popleft()
-                self._outbox.remove(item)
+                while len(flying) < min(SENDS_IN_FLIGHT, len(lane.items)):
+                    before = flying[-1] if flying else None
+                    wire: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                    flying.append(_spawn(self._send(lane.items[len(flying)], wire, before), f"aun:send:{self.aid}"))
+                    await asyncio.wait((wire, flying[-1]), return_when=asyncio.FIRST_COMPLETED)
+                await flying[0]
+                flying.popleft()
+                self._outbox.remove(lane.items.popleft())
         finally:
+            for task in flying:  # stopping: what they carried stays in the outbox
+                task.cancel()
+            await asyncio.gather(*flying, return_exceptions=True)
             lane.task = None
 
-    async def _send(self, item: OutboxItem) -> None:
+    async def _send(self, item: OutboxItem, wire: asyncio.Future[None] | None = None,
+                    before: asyncio.Task[None] | None = None) -> None:
+        """Send ``item`` until the network has it or refuses it for good. ``wire`` is told once its
+        request is written; a try after a failure waits for ``before`` (the lane's message ahead
+        of it) to be settled, so that what is sent again leaves in the lane's order as well."""
         method, params = send_call(item.message, item.recipient, encrypt=self.config.encrypt)
+        if wire is not None:
+            ON_WIRE.set(partial(_tell_sent, wire, f'"method":"{method}"'))
         failures, delay = 0, FIRST_RETRY_DELAY
         while True:
             await self._connected.wait()
@@ -307,6 +336,8 @@ class AIDLink:
                 log.info("%s: %s to %s failed (%s); trying again", self.aid, method, item.lane, describe(exc))
                 await asyncio.sleep(delay if verdict is Verdict.RETRY else min(delay, READY_POLL))
                 delay = min(delay * 2, self.config.retry_max_delay)
+                if before is not None:
+                    await asyncio.wait((before,))
             else:
                 self.stats.sent += 1
                 return
@@ -330,6 +361,12 @@ class AIDLink:
         except Exception:
             return False
         return True
+
+
+def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
+    # The message's own request, not a key lookup the client makes on the way to it.
+    if not wire.done() and request in frame[:_REQUEST_HEAD]:
+        wire.set_result(None)
 
 
 def _spawn(coroutine: Awaitable[None], name: str) -> asyncio.Task[None]:
