@@ -279,6 +279,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     async def start(self) -> None:
         """Connect to the host, register everything, and keep the connection up until stopped.
 
+        It first collects garbage and freezes what the process holds by then (``gc.freeze()``, for the
+        whole process): objects alive at start are never scanned again, so no later full collection
+        stalls deliveries, and they are never collected either, even if they become cycles later.
+
         Raises:
             HostUnavailableError: no connection within ``connect_timeout``.
             AgentRegistrationError: an AID is held by another worker.
