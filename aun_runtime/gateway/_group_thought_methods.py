@@ -14,7 +14,6 @@ while the reader was a member (as with the messages themselves).
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
@@ -24,7 +23,8 @@ from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
 from ._group_methods import find_group, require_member
 from ._group_store import Group
-from ._thoughts import CONTEXT_TYPE, MAX_THOUGHT_BYTES
+from ._thought_methods import context_message_id, thought_payload
+from ._thoughts import CONTEXT_TYPE
 
 __all__ = ["GROUP_THOUGHT_METHODS"]
 
@@ -37,12 +37,7 @@ def _key(group: Group) -> str:
 
 def _message(call: Call, group: Group) -> tuple[str, int]:
     """The ``context`` message's id and seq, once it is a message of ``group``."""
-    context = call.params.mapping("context")
-    if context.get("type") != CONTEXT_TYPE:
-        raise RPCError.bad_param("context.type", f"'context.type' must be {CONTEXT_TYPE!r}: a thought is about a message")
-    message_id = context.get("id")
-    if not isinstance(message_id, str) or not message_id.strip() or len(message_id) > 128:
-        raise RPCError.bad_param("context.id", "'context.id' must be the id of a message (at most 128 characters)")
+    message_id = context_message_id(call)
     seq = call.core.groups.message_seq(group.group_id, message_id)
     if seq is None:
         raise RPCError(ErrorCode.PERMISSION_DENIED, f"{message_id!r} is no message of {group.group_id}",
@@ -55,11 +50,7 @@ async def put(call: Call) -> dict[str, Any]:
     group = find_group(call)
     require_member(call, group)
     message_id, _ = _message(call, group)
-    payload = params.mapping("payload")
-    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
-    if size > MAX_THOUGHT_BYTES:
-        raise RPCError.bad_param("payload", f"a thought is at most {MAX_THOUGHT_BYTES} bytes, this one {size}",
-                                 reason="too_large", limit=MAX_THOUGHT_BYTES)
+    payload = thought_payload(call)
     thought_id = params.text("thought_id", default=None, max_length=128) or f"gt-{uuid.uuid4().hex}"
     timestamp = params.integer("timestamp", default=int(time.time() * 1000))
     t_server = int(time.time() * 1000)

@@ -22,9 +22,10 @@ from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
 from ._thoughts import CONTEXT_TYPE, MAX_THOUGHT_BYTES
 
-__all__ = ["THOUGHT_METHODS"]
+__all__ = ["THOUGHT_METHODS", "context_message_id", "thought_payload"]
 
-def _message_id(call: Call) -> str:
+def context_message_id(call: Call) -> str:
+    """The id of the message a thought is about (its ``context``), checked as the client sends it."""
     context = call.params.mapping("context")
     if context.get("type") != CONTEXT_TYPE:
         raise RPCError.bad_param("context.type", f"'context.type' must be {CONTEXT_TYPE!r}: a thought is about a message")
@@ -32,6 +33,16 @@ def _message_id(call: Call) -> str:
     if not isinstance(message_id, str) or not message_id.strip() or len(message_id) > 128:
         raise RPCError.bad_param("context.id", "'context.id' must be the id of a message (at most 128 characters)")
     return message_id
+
+
+def thought_payload(call: Call) -> dict[str, Any]:
+    """The thought's ``payload`` (an opaque envelope), refused past :data:`MAX_THOUGHT_BYTES`."""
+    payload: dict[str, Any] = call.params.mapping("payload")
+    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_THOUGHT_BYTES:
+        raise RPCError.bad_param("payload", f"a thought is at most {MAX_THOUGHT_BYTES} bytes, this one {size}",
+                                 reason="too_large", limit=MAX_THOUGHT_BYTES)
+    return payload
 
 
 def _between(call: Call, one: str, other: str, message_id: str) -> bool:
@@ -46,12 +57,8 @@ def _between(call: Call, one: str, other: str, message_id: str) -> bool:
 async def put(call: Call) -> dict[str, Any]:
     params, sender = call.params, call.aid
     to = check_aid(params.text("to", max_length=253), "to")
-    message_id = _message_id(call)
-    payload = params.mapping("payload")
-    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
-    if size > MAX_THOUGHT_BYTES:
-        raise RPCError.bad_param("payload", f"a thought is at most {MAX_THOUGHT_BYTES} bytes, this one {size}",
-                                 reason="too_large", limit=MAX_THOUGHT_BYTES)
+    message_id = context_message_id(call)
+    payload = thought_payload(call)
     if not _between(call, sender, to, message_id):
         raise RPCError(ErrorCode.PERMISSION_DENIED,
                        f"message {message_id!r} is not one between {sender} and {to}", field="context.id")
@@ -69,7 +76,7 @@ async def put(call: Call) -> dict[str, Any]:
 async def get(call: Call) -> dict[str, Any]:
     reader = call.aid
     sender = check_aid(call.params.text("sender_aid", max_length=253), "sender_aid")
-    message_id = _message_id(call)
+    message_id = context_message_id(call)
     if not _between(call, sender, reader, message_id):
         raise RPCError(ErrorCode.PERMISSION_DENIED,
                        f"only the two parties of message {message_id!r} may read its thoughts", field="sender_aid")
