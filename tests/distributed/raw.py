@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -104,3 +105,15 @@ class RawClient:
     async def register(self, agent_type: str) -> tuple[grpc.StatusCode, Any]:
         request = agent_worker_pb2.RegisterAgentTypeRequest(type=agent_type)
         return await self.call("/agents.AgentRpc/RegisterAgent", request.SerializeToString())
+
+
+async def host_stats(address: str) -> dict[str, Any]:
+    """The host's ``Stats`` answer (``stats``, ``aids``, ...), asked by a client with no name."""
+    client = RawClient(address)
+    try:
+        code, answer = await client.json("Stats", {})
+    finally:
+        await client.close()
+    assert code == grpc.StatusCode.OK, answer
+    report: dict[str, Any] = json.loads(answer)
+    return report

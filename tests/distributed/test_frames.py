@@ -34,7 +34,7 @@ from aun_runtime.distributed._link import _drain
 from aun_runtime.distributed._wire import control_event
 
 from .processes import Process, start_host, wait_until
-from .raw import RawClient, hello
+from .raw import RawClient, hello, host_stats
 
 _Attr = cloudevent_pb2.CloudEvent.CloudEventAttributeValue
 
@@ -114,17 +114,6 @@ def _raw_frame(data: bytes) -> bytes:
     return bytes(agent_worker_pb2.Message(cloudEvent=event).SerializeToString())
 
 
-async def _stats(address: str) -> dict[str, int]:
-    client = RawClient(address)
-    try:
-        code, answer = await client.json("Stats", {})
-    finally:
-        await client.close()
-    assert code == grpc.StatusCode.OK, answer
-    stats: dict[str, int] = json.loads(answer)["stats"]
-    return stats
-
-
 # -- packing and unpacking -------------------------------------------------------------------------------
 
 
@@ -180,7 +169,7 @@ async def test_a_frame_with_one_forged_origin_is_refused_whole_and_nothing_of_it
         assert code == grpc.StatusCode.PERMISSION_DENIED and "'source'" in details
     finally:
         await forger.close()
-    stats = await _stats(address)
+    stats = (await host_stats(address))["stats"]
     # Routing a delivery nobody holds counts it as not delivered: none of the frame got that far.
     assert (stats["events_routed"], stats["not_delivered"], stats["refused"]) == (0, 0, 1)
 
@@ -211,7 +200,7 @@ async def test_a_malformed_frame_is_invalid_argument_and_the_host_serves_on(proc
             await client.close()
         assert code == grpc.StatusCode.INVALID_ARGUMENT, (n, code, details)
         assert "frame" in details
-    stats = await _stats(address)
+    stats = (await host_stats(address))["stats"]
     assert (stats["refused"], stats["events_routed"], stats["not_delivered"]) == (len(frames), 0, 0)
     wait_until(lambda: sum("host: refused" in line for line in host.lines) >= len(frames), what="a line per refusal")
     assert "Traceback" not in host.output

@@ -4,7 +4,6 @@ AIDs, acknowledge what it never received, or get a traceback into the host's log
 from __future__ import annotations
 
 import asyncio
-import json
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from aun_runtime.distributed._identity import Identities, IdentityRefused, secre
 from aun_runtime.distributed._wire import control_event
 
 from .processes import Process, query, start_host, start_worker, wait_until
-from .raw import RawClient, ack, delivery, hello
+from .raw import RawClient, ack, delivery, hello, host_stats
 
 APPS = "tests.distributed.apps"
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -36,17 +35,6 @@ async def _line(process: Process, predicate: Callable[[str], bool]) -> str:
 def _count(archive: Path, sql: str) -> int:
     rows = query(archive, sql)
     return int(rows[0][0]) if rows else 0
-
-
-async def _stats(address: str) -> dict[str, object]:
-    client = RawClient(address)
-    try:
-        code, answer = await client.json("Stats", {})
-    finally:
-        await client.close()
-    assert code == grpc.StatusCode.OK, answer
-    report: dict[str, object] = json.loads(answer)
-    return report
 
 
 def _worker_with_name(address: str, archive: Path, name: str | None) -> Process:
@@ -99,7 +87,7 @@ async def test_a_name_without_its_secret_is_refused_and_takes_no_aid_while_its_w
     assert f"refused worker {name}" in impostor.output and "another secret" in impostor.output
     assert "Traceback" not in impostor.output
     host.wait_for_line(lambda s: "refused a data stream" in s and "UNAUTHENTICATED" in s and name in s)
-    assert (await _stats(address))["aids"] == {"sink.local": [name, "held"]}
+    assert (await host_stats(address))["aids"] == {"sink.local": [name, "held"]}
 
     sink.kill()
     host.wait_for_line(lambda s: f"worker {name} disconnected" in s)
@@ -114,7 +102,7 @@ async def test_a_name_without_its_secret_is_refused_and_takes_no_aid_while_its_w
     procs += [again, thief]
     assert again.finish() == 1 and "another secret" in again.output
     assert thief.finish() == 1 and f"sink.local belongs to worker {name}, which is away" in thief.output
-    assert (await _stats(address))["aids"] == {"sink.local": [name, "away"], "source.local": [ANY, "held"]}
+    assert (await host_stats(address))["aids"] == {"sink.local": [name, "away"], "source.local": [ANY, "held"]}
 
     # The real worker, restarted with its archive (and so its secret), takes its AID back at once and
     # gets every message that waited for it, once, in order.
@@ -197,7 +185,7 @@ async def test_malformed_calls_and_garbage_on_the_stream_are_invalid_argument_wi
             finally:
                 await client.close()
             assert code == INVALID, (first, code, details)
-        assert (await _stats(address))["aids"] == {}  # and the host still serves
+        assert (await host_stats(address))["aids"] == {}  # and the host still serves
     finally:
         await anonymous.close()
         await worker.close()
