@@ -11,7 +11,7 @@ import pytest
 from aun_core.errors import AUNError
 
 from agents.observer import ObserverAgent
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, RecordKind, event
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, Inbox, MessageContext, RecordKind, event
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.models import ScriptedChatCompletionClient
 from aun_runtime.network import GatewayAgent
@@ -121,3 +121,28 @@ async def test_with_thoughts_off_no_group_thought_is_put(
         got = await user.client.call("group.thought.get", {"group_id": group_id, "sender_aid": thinker, "context": context})
         assert got["found"] is False
     assert len(gateway.core.thoughts) == 0 and agent.stats.thoughts == 0
+
+
+async def test_thoughts_about_a_runtime_groups_copy_stay_in_the_archive_and_are_tried_once(
+    gateway: GatewayServer, bridged: Bridged, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A runtime's own group reaches a member elsewhere as a direct message carrying the group: there
+    # is no such group on the network to put a group thought in.
+    info = info_of(gateway)
+    poster = f"poster.{info.issuer}"
+
+    async def register(runtime: AUNRuntime) -> None:
+        await runtime.open_inbox(poster)
+
+    first, _ = await bridged(info, "first", register)
+    second, agent, ponderer, _, _ = await start_members(gateway, bridged, "far", thoughts=True)
+    await first.create_group("standup", [poster, ponderer])
+    poster_inbox = await first.agent_instance(poster, Inbox)
+    await poster_inbox.group_send("standup", "one")
+    await eventually(lambda: any("could not be put" in r.getMessage() for r in caplog.records), what="the refusal logged")
+    await poster_inbox.group_send("standup", "two")  # its thought is not tried: the group is known not to be there
+    await eventually(lambda: len(thoughts_of(second, ponderer)) == 2, what="both thoughts archived")
+    await agent.stop()  # every put it started has ended
+    refused = [r for r in caplog.records if "could not be put" in r.getMessage()]
+    assert len(refused) == 1 and "standup" in refused[0].getMessage()
+    assert agent.stats.thoughts == 0 and len(gateway.core.thoughts) == 0
