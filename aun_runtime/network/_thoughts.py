@@ -12,8 +12,8 @@ never sent as a message, and one about anything else (a local message, no messag
 archive only.
 
 A runtime group's copy for a member elsewhere arrives as a direct message carrying its group, which
-is no group on the network: the network refuses a group thought about it, and the AID's later
-thoughts about that group are not tried again (they stay in the archive).
+is no group on the network: the network refuses a group thought about it (no such group, or not a
+member), and the AID's later thoughts about that group are not tried again (they stay in the archive).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocols.aun import AUNMessage
 
-from ._verdict import Verdict, describe, judge
+from ._verdict import describe
 
 if TYPE_CHECKING:
     from aun_runtime import Archive
@@ -43,6 +43,10 @@ log = logging.getLogger("aun_runtime.gateway")
 #: it stays in the archive only), at some 200 bytes each. The groups found not to be on the network
 #: (a runtime group's copies) are bounded by the same number.
 MAX_CONVERSATIONS = 4096
+
+#: The network's answers to a group thought that say the group is not one this AID is in: no such
+#: group (-33001), not a member (-33006). Any other failure may pass, so it is tried next time.
+_NOT_ITS_GROUP = frozenset({-33001, -33006})
 
 Arrivals = Sequence[tuple[AUNMessage, str]]
 #: Where a thought about a message goes: ``("to", sender)`` for a direct message, ``("group_id",
@@ -118,7 +122,7 @@ class ThoughtRelay:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a thought is not a message: lost, it is only logged
-            if key == "group_id" and judge(exc) is Verdict.REFUSED:
+            if key == "group_id" and getattr(exc, "code", None) in _NOT_ITS_GROUP:
                 # Not a group of the network this AID is in (a runtime group's copy): not again.
                 self._off_network[(link.aid, where)] = None
                 if len(self._off_network) > MAX_CONVERSATIONS:
