@@ -59,10 +59,13 @@ class GatewayAgentConfig:
         client_log_level: what the AUN client prints to stderr: ``debug``, ``info``, ``warn`` or
             ``error`` (this runtime logs through :mod:`logging` under ``aun_runtime.gateway``).
         thoughts: put what an exposed agent thinks (``think()``, an observer's silent decisions)
-            about a direct message from the network as an AUN thought for that conversation
-            (``message.thought.put``, end-to-end encrypted for the sender when ``encrypt`` is on),
-            which the sender reads with ``message.thought.get``. Off by default: thoughts then stay
-            in the archive only.
+            about a message from the network as an AUN thought about it, never as a message: about
+            a direct message for that conversation (``message.thought.put``, end-to-end encrypted
+            for the sender when ``encrypt`` is on), which the sender reads with
+            ``message.thought.get``; about a network group's message for that group
+            (``group.thought.put``, encrypted for the group's members when ``encrypt`` is on),
+            which members read with ``group.thought.get``. Off by default: thoughts then stay in
+            the archive only.
         queue_routing: None (the default) connects each exposed AID in AUN's ``fanout`` delivery
             mode: every connection of the AID gets every direct message. ``"round_robin"`` or
             ``"sender_affinity"`` connects it as a ``queue`` member instead: several runtimes that

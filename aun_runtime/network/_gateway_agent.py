@@ -241,11 +241,24 @@ class GatewayAgent:
     ) -> str:
         """Create a group on the network, owned by exposed ``owner``, and return its id.
 
-        Members (local or not) are added by the owner; every member's agents then post to it by its
-        id with ``group_send``, from any runtime, and each receiving channel applies its mode.
+        The group gets its own AID, ``<name>.<issuer>``, the way the AUN client's ``create_group``
+        makes one: the owner's client makes the group's key pair, the network certifies it, and the
+        key and certificate are kept in the owner's AID store (its client directory), beside the
+        owner's own, where the owner's client finds them again after a restart. Members (local or
+        not) are added by the owner; every member's agents then post to it by its id with
+        ``group_send``, from any runtime, and each receiving channel applies its mode.
+
+        Raises:
+            GatewayAgentError: ``owner`` is not exposed here, or the gateway agent is not started.
+            aun_core.errors.AUNError: the network refused the group (a name already taken...).
         """
         mode = parse_dispatch_mode(dispatch_mode)
-        created = await self.call(owner, "group.create", {"group_id": name, "name": name})
+        link = self._link(owner)
+        await link.wait_connected()
+        # The client's create_group, not a bare group.create: a bare one leaves the group without a
+        # certified AID. The client uses the AID store its own identity was loaded from (the one
+        # holding the owner's keys), so the group's key is kept with them.
+        created = await link.client.create_group({"group_name": name, "name": name})
         group_id = str(created["group"]["group_id"])
         for member in members:
             if member != owner:
