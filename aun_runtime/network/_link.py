@@ -37,6 +37,7 @@ from ._card import publish_card
 from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
+from ._host_answers import share_host_answers
 from ._identity import IdentityError, open_client
 from ._outbox import Outbox, OutboxItem
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
@@ -164,6 +165,9 @@ class AIDLink:
         self.state = LinkState.STOPPED
 
     async def _run(self) -> None:
+        # The client's tasks start from this one (its own fresh context): what they look up, the
+        # other links' clients have just looked up too.
+        share_host_answers()
         delay = FIRST_RETRY_DELAY
         while self.client is None:
             try:
