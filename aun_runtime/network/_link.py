@@ -165,9 +165,6 @@ class AIDLink:
         self.state = LinkState.STOPPED
 
     async def _run(self) -> None:
-        # The client's tasks start from this one (its own fresh context): what they look up, the
-        # other links' clients have just looked up too.
-        share_host_answers()
         delay = FIRST_RETRY_DELAY
         while self.client is None:
             try:
@@ -375,5 +372,8 @@ def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
 
 def _spawn(coroutine: Awaitable[None], name: str) -> asyncio.Task[None]:
     # A fresh context: a task started from inside a handler must not inherit the handler's (the
-    # client marks its own handler context, and sending from inside it behaves differently).
-    return asyncio.get_running_loop().create_task(coroutine, name=name, context=contextvars.Context())  # type: ignore[arg-type]
+    # client marks its own handler context, and sending from inside it behaves differently). In
+    # it, and in the client's tasks started from it, host names are looked up once for all links.
+    context = contextvars.Context()
+    context.run(share_host_answers)
+    return asyncio.get_running_loop().create_task(coroutine, name=name, context=context)  # type: ignore[arg-type]
