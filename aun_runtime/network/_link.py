@@ -37,6 +37,7 @@ from ._card import publish_card
 from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
+from ._host_answers import share_host_answers
 from ._identity import IdentityError, open_client
 from ._outbox import Outbox, OutboxItem
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
@@ -371,5 +372,8 @@ def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
 
 def _spawn(coroutine: Awaitable[None], name: str) -> asyncio.Task[None]:
     # A fresh context: a task started from inside a handler must not inherit the handler's (the
-    # client marks its own handler context, and sending from inside it behaves differently).
-    return asyncio.get_running_loop().create_task(coroutine, name=name, context=contextvars.Context())  # type: ignore[arg-type]
+    # client marks its own handler context, and sending from inside it behaves differently). In
+    # it, and in the client's tasks started from it, host names are looked up once for all links.
+    context = contextvars.Context()
+    context.run(share_host_answers)
+    return asyncio.get_running_loop().create_task(coroutine, name=name, context=context)  # type: ignore[arg-type]
