@@ -31,7 +31,7 @@ from .._errors import UndeliverableError
 from ._card import card_text
 from ._config import GatewayAgentConfig
 from ._identity import require_client
-from ._link import AIDLink, LinkState
+from ._link import FIRST_CONNECTIONS, AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
 from ._thoughts import ThoughtRelay
 
@@ -80,6 +80,7 @@ class GatewayAgent:
         self.runtime = runtime
         self.config = config or GatewayAgentConfig.from_env()
         self._links: dict[str, AIDLink] = {}
+        self._first_connections = asyncio.Semaphore(FIRST_CONNECTIONS)  # shared by its links
         # Messages found in the outbox whose sender is not exposed (yet): they leave once it is, and
         # stay in the outbox, for a later start, if it never is.
         self._held: dict[str, list[OutboxItem]] = {}
@@ -167,8 +168,8 @@ class GatewayAgent:
     def _add_link(self, aid: str) -> None:
         assert self._outbox is not None
         deliver = self.runtime.deliver_remote if self._thoughts is None else self._thoughts.deliver(self.runtime.deliver_remote)
-        link = AIDLink(aid, self.config, self._seed, self._outbox, deliver,
-                       self.runtime.record_dead_letter, card=card_text(self.runtime, aid))
+        link = AIDLink(aid, self.config, self._seed, self._outbox, deliver, self.runtime.record_dead_letter,
+                       card=card_text(self.runtime, aid), first_connections=self._first_connections)
         self._links[aid] = link
         for item in self._held.pop(aid, []):  # what it sent before a restart leaves first
             link.enqueue(item)

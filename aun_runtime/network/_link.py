@@ -30,6 +30,8 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
+from aun_core import StateError
+
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
@@ -42,7 +44,7 @@ from ._identity import IdentityError, open_client
 from ._outbox import Outbox, OutboxItem
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
 
-__all__ = ["AIDLink", "LinkState", "LinkStats"]
+__all__ = ["FIRST_CONNECTIONS", "AIDLink", "LinkState", "LinkStats"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -52,6 +54,11 @@ READY_POLL = 0.25
 #: The first pause before a failed send is tried again, in seconds; it doubles up to the configured
 #: ``retry_max_delay``.
 FIRST_RETRY_DELAY = 0.2
+#: How many of one gateway agent's AIDs may be registering, logging in and connecting for the first
+#: time at once. Each costs the gateway a key pair's certificate, a login and a handshake: 1,000 at
+#: once made some wait past the client's 10 s connect timeout on a 2-core machine, and 32 keep both
+#: cores busy (connecting is CPU-bound on both sides), so the whole takes no longer.
+FIRST_CONNECTIONS = 32
 
 #: Messages of one lane (one sender, one destination) that may wait for the network's answer at once.
 SENDS_IN_FLIGHT = 16
@@ -113,9 +120,12 @@ class AIDLink:
 
     def __init__(
         self, aid: str, config: GatewayAgentConfig, seed: str, outbox: Outbox, deliver: Deliver, dead_letter: DeadLetter,
-        card: str | None = None,
+        card: str | None = None, first_connections: asyncio.Semaphore | None = None,
     ) -> None:
         self.aid = aid
+        # Shared by the gateway agent's links: how many may be registering, logging in and making
+        # their first connection at once (see FIRST_CONNECTIONS).
+        self._first_connections = first_connections or asyncio.Semaphore(FIRST_CONNECTIONS)
         self.card = card
         self.config = config
         self.state = LinkState.STARTING
@@ -165,6 +175,18 @@ class AIDLink:
         self.state = LinkState.STOPPED
 
     async def _run(self) -> None:
+        async with self._first_connections:
+            if not await self._first_connection():
+                return
+        if self.card is not None:  # before "connected": who waits for that may look the card up
+            await publish_card(self.client, self.aid, self.card)
+        trim_stores(self.client)  # what connecting read stays on disk, not in this process's memory
+        self._connected.set()
+        log.info("%s is on the AUN network", self.aid)
+        await self._supervise()
+
+    async def _first_connection(self) -> bool:
+        """The identity and the first connection; False if the network refused the identity."""
         delay = FIRST_RETRY_DELAY
         while self.client is None:
             try:
@@ -174,7 +196,7 @@ class AIDLink:
                 if not exc.retryable:
                     self.state = LinkState.FAILED
                     log.error("%s", exc)
-                    return
+                    return False
                 log.warning("%s; trying again in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.reconnect_max_delay)
@@ -183,12 +205,7 @@ class AIDLink:
         client.on("group.message_batch", self._on_group_page)
         client.on("state_change", self._on_state_change)
         await self._connect()
-        if self.card is not None:  # before "connected": who waits for that may look the card up
-            await publish_card(client, self.aid, self.card)
-        trim_stores(client)  # what connecting read stays on disk, not in this process's memory
-        self._connected.set()
-        log.info("%s is on the AUN network", self.aid)
-        await self._supervise()
+        return True
 
     async def _connect(self) -> None:
         """``connect`` until it succeeds. The client reconnects by itself once connected, but not
@@ -200,12 +217,16 @@ class AIDLink:
             "delivery_mode": self.config.delivery_mode,  # fanout, or a queue member (see queue_routing)
         }
         delay = FIRST_RETRY_DELAY
+        log_in = False
         while True:
             try:
+                if log_in:
+                    await self.client.authenticate()
                 await self.client.connect(options)
                 break
             except Exception as exc:
                 self.error = exc
+                log_in = _without_token(exc)
                 log.warning("%s cannot connect to the AUN network (%s); trying again in %.1f s", self.aid, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.reconnect_max_delay)
@@ -368,6 +389,13 @@ def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
     # The message's own request, not a key lookup the client makes on the way to it.
     if not wire.done() and request in frame[:_REQUEST_HEAD]:
         wire.set_result(None)
+
+
+def _without_token(exc: Exception) -> bool:
+    """Whether ``connect`` failed because the client holds no access token. A first connection whose
+    log-in failed (a gateway too slow to answer, say) leaves the client backing off without one, and
+    ``connect`` then refuses at once, every time: the link logs in again before its next try."""
+    return isinstance(exc, StateError) and "access_token" in str(exc)
 
 
 def _spawn(coroutine: Awaitable[None], name: str) -> asyncio.Task[None]:
