@@ -30,8 +30,6 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
-from aun_core import StateError
-
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
@@ -395,6 +393,8 @@ def _without_token(exc: Exception) -> bool:
     """Whether ``connect`` failed because the client holds no access token. A first connection whose
     log-in failed (a gateway too slow to answer, say) leaves the client backing off without one, and
     ``connect`` then refuses at once, every time: the link logs in again before its next try."""
+    from aun_core import StateError  # not at the top: importing the runtime must not load the client
+
     return isinstance(exc, StateError) and "access_token" in str(exc)
 
 
