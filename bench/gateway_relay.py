@@ -80,11 +80,13 @@ async def login(url: str, aid: str) -> str:
         return str(phase2["access_token"])
 
 
-async def connect(url: str, token: str, device: str) -> Any:
+async def connect(url: str, token: str, device: str, delivery_mode: dict[str, str] | None = None) -> Any:
     ws = await websockets.connect(url, compression=None, max_size=None)
     challenge = json.loads(await ws.recv())
-    await rpc(ws, "auth.connect", {"nonce": challenge["params"]["nonce"], "auth": {"token": token},
-                                   "device": {"id": device}})
+    params: dict[str, Any] = {"nonce": challenge["params"]["nonce"], "auth": {"token": token}, "device": {"id": device}}
+    if delivery_mode is not None:
+        params["delivery_mode"] = delivery_mode
+    await rpc(ws, "auth.connect", params)
     return ws
 
 

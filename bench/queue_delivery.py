@@ -26,18 +26,9 @@ import tempfile
 import time
 from typing import Any
 
-import websockets
-from gateway_relay import Path, login, measure, medians, rpc, start
+from gateway_relay import Path, connect, login, measure, medians, start
 
 PUSH = '{"jsonrpc":"2.0","method":"event/message.received"'
-
-
-async def connect(url: str, token: str, device: str, mode: dict[str, str]) -> Any:
-    ws = await websockets.connect(url, compression=None, max_size=None)
-    challenge = json.loads(await ws.recv())
-    await rpc(ws, "auth.connect", {"nonce": challenge["params"]["nonce"], "auth": {"token": token},
-                                   "device": {"id": device}, "delivery_mode": mode})
-    return ws
 
 
 class QueuePath(Path):
