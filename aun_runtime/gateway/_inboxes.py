@@ -36,6 +36,19 @@ class StoredMessage:
     seq: int
     row: dict[str, Any]
 
+    def push_params(self, device_id: str, slot_id: str, prev_peer_seq: int | None = None) -> dict[str, Any]:
+        """The params of an ``event/message.received`` push of this message to one connection, with
+        the ``prev_peer_seq`` of that connection's chain (the inbox's own when None)."""
+        row = self.row
+        if prev_peer_seq is not None and prev_peer_seq != row["prev_peer_seq"]:
+            row = {**row, "prev_peer_seq": prev_peer_seq}  # the client checks the two copies agree
+        return {
+            "from_aid": row["from_aid"], "sender_aid": row["sender_aid"], "to": row["to"], "seq": self.seq,
+            "message_id": row["message_id"], "prev_peer_seq": row["prev_peer_seq"],
+            "sender_device_id": row["sender_device_id"], "target_device_id": device_id,
+            "target_slot_id": slot_id, "inline_message": row,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class PeerEntry:

@@ -22,7 +22,6 @@ from ._auth_methods import check_aid
 from ._core import Call, Method
 from ._errors import RPCError
 from ._inboxes import StoredMessage
-from ._queue import received_params
 
 __all__ = ["MESSAGE_METHODS"]
 
@@ -38,10 +37,6 @@ def _peer_scope(call: Call) -> None:
 
 def _sender_param(call: Call) -> str:
     return check_aid(call.params.text("sender_aid", max_length=253), "sender_aid")
-
-
-def _push_params(stored: StoredMessage, session_device: str, session_slot: str) -> dict[str, Any]:
-    return received_params(stored, session_device, session_slot)
 
 
 def _send_result(stored: StoredMessage, status: str) -> dict[str, Any]:
@@ -77,7 +72,7 @@ async def send(call: Call) -> dict[str, Any]:
     if member is not None:
         pushed = int(core.queue.push(stored, member))
     else:
-        pushed = core.push(to, "message.received", lambda s: _push_params(stored, s.device_id, s.slot_id))
+        pushed = core.push(to, "message.received", lambda s: stored.push_params(s.device_id, s.slot_id))
     core.events.emit("message.stored", sender=sender, to=to, seq=stored.seq, message_id=message_id, pushed=pushed)
     return _send_result(stored, "delivered" if pushed else "stored")
 

@@ -68,7 +68,7 @@ from ._frames import notification_frame
 from ._inboxes import InboxStore, PeerEntry, StoredMessage
 from ._session import Session
 
-__all__ = ["TAKEOVER_BATCH", "QueueRouter", "readers", "received_params"]
+__all__ = ["TAKEOVER_BATCH", "QueueRouter", "readers"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -82,20 +82,6 @@ _JOIN = "FROM inbox i INDEXED BY inbox_by_peer LEFT JOIN queue_assignments a ON 
 _INSERT = ("INSERT INTO queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open) "
            "VALUES (?, ?, ?, ?, ?, NULL, 1)")
 _VIEW = "(a.seq IS NULL OR (a.device_id = ? AND a.slot_id = ? AND a.moved_to IS NULL))"
-
-
-def received_params(stored: StoredMessage, device_id: str, slot_id: str, prev_peer_seq: int | None = None) -> dict[str, Any]:
-    """The params of an ``event/message.received`` push of ``stored`` to one connection, with the
-    ``prev_peer_seq`` of that connection's chain (the inbox's own when None)."""
-    row = stored.row
-    if prev_peer_seq is not None and prev_peer_seq != row["prev_peer_seq"]:
-        row = {**row, "prev_peer_seq": prev_peer_seq}  # the client checks the two copies agree
-    return {
-        "from_aid": row["from_aid"], "sender_aid": row["sender_aid"], "to": row["to"], "seq": stored.seq,
-        "message_id": row["message_id"], "prev_peer_seq": row["prev_peer_seq"],
-        "sender_device_id": row["sender_device_id"], "target_device_id": device_id,
-        "target_slot_id": slot_id, "inline_message": row,
-    }
 
 
 def readers(row: dict[str, Any]) -> set[str] | None:
@@ -241,7 +227,7 @@ class QueueRouter:
     def push(self, stored: StoredMessage, member: Session) -> bool:
         """Push ``stored`` to the member it is assigned to, in that member's chain."""
         prev = self._prev_in_view(stored.receiver, stored.row["sender_aid"], _member(member), stored.seq)
-        params = received_params(stored, member.device_id, member.slot_id, prev)
+        params = stored.push_params(member.device_id, member.slot_id, prev)
         return member.push(notification_frame("event/message.received", params))
 
     def _assign(self, receiver: str, seq: int, sender: str, member: Member) -> None:

@@ -13,7 +13,6 @@ import pytest
 from aun_runtime import AUNRuntime, Inbox
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.gateway._group_methods import _message_push
-from aun_runtime.gateway._message_methods import _push_params
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network._frame_guard import guard_client, salvage_frame, unreadable_reason
 
@@ -38,7 +37,7 @@ async def relay_direct_poison(gateway: GatewayServer, sender: str, receiver: str
     }
     stored = core.inboxes.append(receiver, sender, message_id, row)
     await core.db.commit()
-    core.push(receiver, "message.received", lambda s: _push_params(stored, s.device_id, s.slot_id))
+    core.push(receiver, "message.received", lambda s: stored.push_params(s.device_id, s.slot_id))
     return stored.seq
 
 
