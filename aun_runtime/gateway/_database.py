@@ -38,6 +38,8 @@ Schema::
     group_states    (group_id PK, body JSON)        -- the last confirmed signed membership state
     group_proposals (group_id PK, proposal_id, body JSON, created_at)    -- a state waiting for confirm
     group_aids      (group_id PK, serial)           -- the certificate a group's AID was bound to
+    group_departures (group_id, aid, event_seq, left_at)   -- who left a group, and its last event they may read
+    group_invites   (invite_id PK, group_id, invitee_aid, inviter_aid, member_type, created_at, expires_at)
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -117,6 +119,14 @@ CREATE TABLE IF NOT EXISTS group_states (group_id TEXT PRIMARY KEY, body TEXT NO
 CREATE TABLE IF NOT EXISTS group_proposals (
     group_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, body TEXT NOT NULL, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS group_aids (group_id TEXT PRIMARY KEY, serial TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS group_departures (
+    group_id TEXT NOT NULL, aid TEXT NOT NULL, event_seq INTEGER NOT NULL, left_at REAL NOT NULL,
+    PRIMARY KEY (group_id, aid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_invites (
+    invite_id TEXT PRIMARY KEY, group_id TEXT NOT NULL, invitee_aid TEXT NOT NULL, inviter_aid TEXT NOT NULL,
+    member_type TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS group_invites_by_group ON group_invites (group_id, invitee_aid);
+CREATE INDEX IF NOT EXISTS group_invites_by_invitee ON group_invites (invitee_aid, group_id);
 """
 
 

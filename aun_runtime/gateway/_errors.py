@@ -38,9 +38,13 @@ class ErrorCode(IntEnum):
     RATE_LIMITED = -32429  #: the connection's request budget is spent; retry after ``data.retry_after_ms``
     GROUP_NOT_FOUND = -33001
     GROUP_STATE_INVALID = -33002  #: the group's state does not allow this (e.g. renewing an unbound AID)
+    #: a bound of the group is reached (pending invitations per group or per invited AID)
+    GROUP_LIMIT_REACHED = -33004
     GROUP_ALREADY_MEMBER = -33005
     GROUP_NOT_MEMBER = -33006
     GROUP_ROLE_INSUFFICIENT = -33007
+    #: no pending invitation of that id for this AID (accepted, rejected, revoked, expired or never made)
+    GROUP_INVITE_INVALID = -33008
     #: group E2EE: the request was made against an older signed state (or epoch) than the group's
     #: current one; the client refreshes its ``group.v2.bootstrap`` and retries
     GROUP_E2EE_STALE = -33050

@@ -5,7 +5,8 @@ device. The gateway checks only what routes and binds it: that the sender is a m
 AID and device the envelope's authenticated data names, that it was made for this group, its
 current epoch and its current signed state (else -33050: the client refreshes its bootstrap and
 retries), that every member of that state has a wrap (else -33052, the same) and no one else
-does, and that it is within the bounds below. It is then a row of the group's message log
+does (a wrap for someone who has left since the state was signed is -33050 too: the sender's
+bootstrap predates the departure), and that it is within the bounds below. It is then a row of the group's message log
 (``version: "v2"``, the envelope as ``envelope_json``), pulled with ``group.v2.pull`` and pushed
 to every member connection as ``event/group.v2.message_created`` with the row inline. Members
 decrypt; the gateway never can.
@@ -120,6 +121,12 @@ async def _store(call: Call, group: Group, envelope: dict[str, Any], envelope_js
     recipients = committed_aids(call, group, state)
     wrapped = {row[0] for row in rows if row[2] != "audit"}
     strangers = sorted(wrapped - set(recipients) - {call.aid})
+    departed = [aid for aid in strangers if state is not None and aid in state.committed_aids]
+    if departed and len(departed) == len(strangers):
+        # Made from a bootstrap taken before they left: the client drops its cache and retries.
+        raise RPCError(ErrorCode.GROUP_E2EE_STALE, f"the envelope wraps the key for {departed[0]}, who has left "
+                       f"{group.group_id}: bootstrap again", epoch=KEY_EPOCH, state_version=current,
+                       departed_aids=departed)
     if strangers:
         raise RPCError(ErrorCode.GROUP_NOT_MEMBER, f"the envelope wraps the key for {strangers[0]}, who is not a "
                        f"recipient in {group.group_id}", field="envelope.recipients")

@@ -281,7 +281,8 @@ async def confirm_state(call: Call) -> dict[str, Any]:
             core.push(aid, "group.v2.state_confirmed", lambda _session: event)
 
     call.after_reply.append(push_to_members)
-    core.events.emit("group.state.confirmed", group_id=group.group_id, state_version=confirmed.state_version)
+    core.events.emit("group.state.confirmed", group_id=group.group_id, state_version=confirmed.state_version,
+                     aids=tuple(sorted(confirmed.committed_aids)))
     return {**event, "status": "confirmed"}
 
 

@@ -91,6 +91,21 @@ class GroupE2EEStore:
         ).fetchall()
         return [{"device_id": device_id, **json.loads(body)} for device_id, body in rows]
 
+    def drop_member(self, group_id: str, aid: str) -> None:
+        """Forget a departed member's group prekeys (nobody may wrap for them any more) and any
+        pending proposal that still names them (it can no longer be confirmed as it stands)."""
+        with self.db.atomic() as conn:
+            conn.execute("DELETE FROM group_prekeys WHERE group_id = ? AND aid = ?", (group_id, aid))
+        pending = self.proposal(group_id)
+        if pending is not None and aid in pending.get("committed_aids", ()):
+            self.drop_proposal(group_id)
+
+    def drop_group(self, group_id: str) -> None:
+        """Forget every key, state and proposal of a dissolved group."""
+        with self.db.atomic() as conn:
+            for table in ("group_prekeys", "group_states", "group_proposals"):
+                conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
+
     # -- confirmed state -----------------------------------------------------------------------
 
     def state(self, group_id: str) -> GroupState | None:

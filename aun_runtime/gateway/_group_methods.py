@@ -24,7 +24,7 @@ from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
 from ._group_store import Group, Member
 
-__all__ = ["GROUP_METHODS", "find_group", "group_wire", "normalize_group_id", "require_member"]
+__all__ = ["GROUP_METHODS", "announce", "find_group", "group_wire", "normalize_group_id", "require_member"]
 
 _GROUP_BASE = re.compile(r"^[a-z0-9][a-z0-9_-]{3,63}$")
 _WIRE_MODE = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
@@ -47,13 +47,17 @@ def normalize_group_id(raw: str, issuer: str, field: str = "group_id") -> str:
     return value
 
 
-def find_group(call: Call) -> Group:
+def find_group(call: Call, *, dissolved: bool = False) -> Group:
+    """The group the request names; a dissolved one only when ``dissolved`` (else -33002)."""
     raw = call.params.raw.get("group_id", call.params.raw.get("group_aid"))
     if not isinstance(raw, str) or not raw.strip():
         raise RPCError.bad_param("group_id", "'group_id' is required")
     group = call.core.groups.get(normalize_group_id(raw, call.core.issuer))
     if group is None:
         raise RPCError(ErrorCode.GROUP_NOT_FOUND, f"no group {raw!r}", field="group_id")
+    if group.status == "dissolved" and not dissolved:
+        raise RPCError(ErrorCode.GROUP_STATE_INVALID, f"{group.group_id} was dissolved", field="group_id",
+                       reason="dissolved")
     return group
 
 
@@ -70,8 +74,10 @@ def group_wire(call: Call, group: Group) -> dict[str, Any]:
     return group.to_wire(call.core.groups.member_count(group.group_id))
 
 
-def _announce(call: Call, group: Group, event: dict[str, Any]) -> None:
-    """Record a group event and push ``event/group.changed`` to every member."""
+def announce(call: Call, group: Group, event: dict[str, Any]) -> None:
+    """Record a group event and push ``event/group.changed`` to every member, once the answer is
+    sent. The recipients are the members at the time of this call: announcing a departure before
+    removing the member tells the one who left too."""
     stored = call.core.groups.append_event(group, event)
     members = [member.aid for member in call.core.groups.members(group.group_id)]
 
@@ -99,7 +105,7 @@ async def create(call: Call) -> dict[str, Any]:
     if not isinstance(description, str) or len(description) > 4096:
         raise RPCError.bad_param("description", "'description' must be a string of at most 4096 characters")
     group = core.groups.create(group_id, name, call.aid, description, visibility)
-    _announce(call, group, {"action": "group_created", "actor_aid": call.aid})
+    announce(call, group, {"action": "group_created", "actor_aid": call.aid})
     await core.db.commit()
     core.events.emit("group.created", group_id=group_id, owner=call.aid)
     return {"group": group_wire(call, group)}
@@ -118,7 +124,7 @@ async def add_member(call: Call) -> dict[str, Any]:
     if role not in ("member", "admin"):
         raise RPCError.bad_param("role", "'role' must be 'member' or 'admin'")
     member = core.groups.add_member(group, aid, role)
-    _announce(call, group, {"action": "member_added", "member_aid": aid, "role": role, "actor_aid": call.aid})
+    announce(call, group, {"action": "member_added", "member_aid": aid, "role": role, "actor_aid": call.aid})
     await core.db.commit()
     return {"group": group_wire(call, group), "member": member.to_wire()}
 
@@ -150,7 +156,7 @@ async def set_settings(call: Call) -> dict[str, Any]:
         raise RPCError.bad_param("settings", "mention_mode and dispatch_mode disagree")
     mode = modes.pop()
     call.core.groups.set_mention_mode(group, _WIRE_MODE[mode])
-    _announce(call, group, {"action": "settings_updated", "actor_aid": call.aid,
+    announce(call, group, {"action": "settings_updated", "actor_aid": call.aid,
                             "settings": {"mention_mode": group.mention_mode, "dispatch_mode": mode.value}})
     await call.core.db.commit()
     return {"group_id": group.group_id, "updated_keys": sorted(values),
@@ -264,23 +270,38 @@ async def ack(call: Call) -> dict[str, Any]:
     return {"group_id": group.group_id, "ack_seq": ack_seq, "cursor": _cursor_wire(ack_seq, group, member)}
 
 
+def _event_reader(call: Call) -> tuple[Group, int | None]:
+    """The group and the last event seq the caller may read: a member reads them all (None); one
+    who left (or whose group was dissolved) reads up to the announcement of it, so its client can
+    fill the gap before that event and learn it is out."""
+    group = find_group(call, dissolved=True)
+    if call.core.groups.member(group.group_id, call.aid) is not None:
+        return group, None
+    upto = call.core.groups.departure(group.group_id, call.aid)
+    if upto is None:
+        require_member(call, group)  # raises: not a member
+    return group, upto
+
+
 async def pull_events(call: Call) -> dict[str, Any]:
     core, params = call.core, call.params
-    group = find_group(call)
-    require_member(call, group)
+    group, upto = _event_reader(call)
     device_id, slot_id = call.own_device()
     after = params.integer("after_event_seq", default=0)
     limit = params.integer("limit", default=50, minimum=1, maximum=core.limits.max_page)
-    events = core.groups.events(group.group_id, after, limit)
+    events = core.groups.events(group.group_id, after, limit, upto)
     _, event_ack = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
+    latest = group.event_seq if upto is None else upto
     return {"group_id": group.group_id, "events": events[:limit], "has_more": len(events) > limit,
-            "cursor": {"current_seq": event_ack, "latest_seq": group.event_seq}}
+            "cursor": {"current_seq": event_ack if upto is None else latest, "latest_seq": latest}}
 
 
 async def ack_events(call: Call) -> dict[str, Any]:
-    group = find_group(call)
-    require_member(call, group)
-    _, event_ack = await _advance_cursor(call, group, event_seq=call.params.integer("event_seq"))
+    group, upto = _event_reader(call)
+    requested = call.params.integer("event_seq")
+    if upto is not None:  # one who left keeps no cursor: the acknowledgement changes nothing
+        return {"group_id": group.group_id, "ack_seq": min(max(requested, 0), upto)}
+    _, event_ack = await _advance_cursor(call, group, event_seq=requested)
     return {"group_id": group.group_id, "ack_seq": event_ack}
 
 

@@ -16,9 +16,12 @@ from typing import Any
 from ._database import Database
 from ._inboxes import page_of
 
-__all__ = ["Group", "GroupStore", "Member"]
+__all__ = ["MAX_DEPARTURES", "Group", "GroupStore", "Member"]
 
 _ROLES = ("owner", "admin", "member")
+#: Departed members remembered per group (the most recent), each allowed to read the events up to
+#: its departure; one who left longer ago than that many others can no longer read even those.
+MAX_DEPARTURES = 1024
 
 
 @dataclass(slots=True)
@@ -120,7 +123,55 @@ class GroupStore:
                 "INSERT INTO group_members (group_id, aid, role, join_seq, joined_at) VALUES (?, ?, ?, ?, ?)",
                 (group.group_id, aid, role, group.message_seq, time.time()),
             )
+            conn.execute("DELETE FROM group_departures WHERE group_id = ? AND aid = ?", (group.group_id, aid))
         return Member(aid, role, group.message_seq)
+
+    def remove_member(self, group: Group, aid: str) -> None:
+        """Drop ``aid`` from the group with its devices' cursors (a member who comes back later
+        starts again from the seq of that day, like any new member), remembering the group's
+        latest event as the last one ``aid`` may still read: the announcement of its departure."""
+        with self.db.atomic() as conn:
+            conn.execute("DELETE FROM group_members WHERE group_id = ? AND aid = ?", (group.group_id, aid))
+            conn.execute("DELETE FROM group_cursors WHERE group_id = ? AND aid = ?", (group.group_id, aid))
+            conn.execute("INSERT OR REPLACE INTO group_departures (group_id, aid, event_seq, left_at) "
+                         "VALUES (?, ?, ?, ?)", (group.group_id, aid, group.event_seq, time.time()))
+            conn.execute(
+                "DELETE FROM group_departures WHERE group_id = ? AND aid NOT IN (SELECT aid FROM group_departures "
+                "WHERE group_id = ? ORDER BY left_at DESC LIMIT ?)", (group.group_id, group.group_id, MAX_DEPARTURES),
+            )
+
+    def departure(self, group_id: str, aid: str) -> int | None:
+        """The last event seq of ``group_id`` that ``aid``, who left it, may read; None if it never left."""
+        row = self.db.conn.execute(
+            "SELECT event_seq FROM group_departures WHERE group_id = ? AND aid = ?", (group_id, aid)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def set_role(self, group_id: str, aid: str, role: str) -> None:
+        if role not in _ROLES:
+            raise ValueError(f"role must be one of {_ROLES}")
+        with self.db.atomic() as conn:
+            conn.execute("UPDATE group_members SET role = ? WHERE group_id = ? AND aid = ?", (role, group_id, aid))
+
+    def set_owner(self, group: Group, new_owner: str) -> None:
+        """Make the member ``new_owner`` the owner; the old owner stays on as an admin."""
+        with self.db.atomic() as conn:
+            conn.execute("UPDATE group_members SET role = 'admin' WHERE group_id = ? AND aid = ?",
+                         (group.group_id, group.owner_aid))
+            conn.execute("UPDATE group_members SET role = 'owner' WHERE group_id = ? AND aid = ?",
+                         (group.group_id, new_owner))
+            conn.execute("UPDATE groups SET owner_aid = ? WHERE group_id = ?", (new_owner, group.group_id))
+        group.owner_aid = new_owner
+
+    def dissolve(self, group: Group) -> None:
+        """Mark the group dissolved and remove every member (each may still read the events up to
+        the dissolution). The group's id stays taken and its message log stays, unreadable, so no
+        later group inherits either."""
+        for member in self.members(group.group_id):
+            self.remove_member(group, member.aid)
+        with self.db.atomic() as conn:
+            conn.execute("UPDATE groups SET status = 'dissolved' WHERE group_id = ?", (group.group_id,))
+        group.status = "dissolved"
 
     def groups_of(self, aid: str) -> list[tuple[Group, Member]]:
         rows = self.db.conn.execute(
@@ -208,10 +259,11 @@ class GroupStore:
         group.event_seq = event_seq
         return event
 
-    def events(self, group_id: str, after_event_seq: int, limit: int) -> list[dict[str, Any]]:
+    def events(self, group_id: str, after_event_seq: int, limit: int, upto: int | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit + 1`` events after ``after_event_seq`` (and at most ``upto``, if given)."""
         rows = self.db.conn.execute(
-            "SELECT body FROM group_events WHERE group_id = ? AND event_seq > ? ORDER BY event_seq LIMIT ?",
-            (group_id, after_event_seq, limit + 1),
+            "SELECT body FROM group_events WHERE group_id = ? AND event_seq > ? AND event_seq <= ? "
+            "ORDER BY event_seq LIMIT ?", (group_id, after_event_seq, upto if upto is not None else 2**62, limit + 1),
         ).fetchall()
         return [json.loads(body) for (body,) in rows]
 
