@@ -288,3 +288,27 @@ async def test_a_tail_window_cut_by_the_page_byte_bound_proves_only_what_it_hold
         assert (window["window_start_seq"], window["head_seq"]) == (3, 3)
         for member in (alice, bob):
             await member.conn.close()
+
+
+async def test_a_wrap_for_a_member_who_left_since_the_state_was_signed_asks_for_a_new_bootstrap(
+    gateway: GatewayServer,
+) -> None:
+    group_id, (alice, bob, carol) = await _group(gateway, "alice", "bob", "carol")
+    first = _proposal(alice, group_id, 1, [alice.aid, bob.aid, carol.aid])
+    proposal_id = (await alice.call("group.v2.propose_state", first))["result"]["proposal_id"]
+    assert "result" in await alice.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": proposal_id})
+    assert "result" in await carol.call("group.leave", {"group_id": group_id})
+    # The state still names carol, but she gets no wraps any more: an envelope for her is stale.
+    boot = (await bob.call("group.v2.bootstrap", {"group_id": group_id}))["result"]
+    assert (boot["committed_member_aids"], boot["pending_removes"]) == ([alice.aid, bob.aid], [carol.aid])
+    stale = await alice.call("group.v2.send", _send(group_id, _envelope(alice, group_id, "m-1", [bob.aid, carol.aid],
+                                                                          state_version=1)))
+    assert _error(stale) == (-33050, None) and stale["error"]["data"]["departed_aids"] == [carol.aid]
+    fresh = _envelope(alice, group_id, "m-2", [bob.aid], state_version=1)
+    assert "result" in await alice.call("group.v2.send", _send(group_id, fresh))
+    # Her group prekeys are gone, and a pending proposal that named her is dropped with her.
+    assert GroupE2EEStore(gateway.core.db).prekeys(group_id, carol.aid) == []
+    second = _proposal(alice, group_id, 2, [alice.aid, bob.aid], prev=first["state_hash"])
+    assert "result" in await alice.call("group.v2.propose_state", second)
+    assert "result" in await bob.call("group.leave", {"group_id": group_id})
+    assert (await alice.call("group.v2.get_proposal", {"group_id": group_id}))["result"]["proposal"] is None
