@@ -1,8 +1,7 @@
-"""``group.*`` calls the client makes around a session: its group list, who is online, invitations.
+"""``group.*`` calls the client makes around a session: its group list and who is online.
 
-After connecting, the client lists its groups and invitations (this gateway has none: members are
-added directly). Group end-to-end encryption is in :mod:`._group_e2ee_state` and
-:mod:`._group_e2ee_send`.
+After connecting, the client lists its groups (and its invitations: :mod:`._group_invites`).
+Group end-to-end encryption is in :mod:`._group_e2ee_state` and :mod:`._group_e2ee_send`.
 """
 
 from __future__ import annotations
@@ -30,12 +29,7 @@ async def online_members(call: Call) -> dict[str, Any]:
     return {"group_id": group.group_id, "members": online, "total": len(online)}
 
 
-async def no_invites(call: Call) -> dict[str, Any]:
-    return {"items": [], "has_more": False, "total": 0}
-
-
 GROUP_DIRECTORY_METHODS: dict[str, Method] = {
     "group.list_my": Method(list_my),
-    "group.list_my_invites": Method(no_invites),
     "group.get_online_members": Method(online_members),
 }

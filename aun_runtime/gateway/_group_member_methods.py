@@ -5,7 +5,7 @@ Who may do what:
 * any member but the owner leaves (the owner transfers the group first, or dissolves it);
 * the owner removes anyone else; an admin removes plain members only; nobody removes the owner;
 * the owner makes members admins and admins members; an admin may step down to member;
-* only the owner dissolves.
+* only the owner dissolves; the group's pending invitations end with it.
 
 A departure is announced (``group.changed`` with ``member_left`` or ``member_removed``) to the
 members before it and to the one who left, then the member's row, cursors and group prekeys are
@@ -16,16 +16,24 @@ non-member at once, before the owner's client signs the smaller state the event 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._auth_methods import check_aid
 from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
 from ._group_e2ee_state import e2ee_store
+from ._group_invite_store import GroupInviteStore
 from ._group_methods import announce, find_group, group_wire, require_member
 from ._group_store import Group
+from ._session import Session
 
 __all__ = ["GROUP_MEMBER_METHODS", "drop_member"]
+
+
+def _same(body: dict[str, Any]) -> Callable[[Session], dict[str, Any]]:
+    """A push builder answering ``body`` to every session."""
+    return lambda _session: body
 
 
 def drop_member(call: Call, group: Group, aid: str) -> None:
@@ -103,7 +111,15 @@ async def dissolve(call: Call) -> dict[str, Any]:
     announce(call, group, {"action": "dissolved", "actor_aid": call.aid, "status": "dissolved"})
     core.groups.dissolve(group)
     e2ee_store(call).drop_group(group.group_id)
+    invitees = GroupInviteStore(core.db).drop_group(group.group_id)
     await core.db.commit()
+    ended = {"group_id": group.group_id, "group_aid": group.group_id, "status": "ended", "reason": "dissolved"}
+
+    def tell_invitees() -> None:  # their pending invitations into the group end with it
+        for aid in invitees:
+            core.push(aid, "group.invite_finalized", _same({**ended, "invitee_aid": aid}))
+
+    call.after_reply.append(tell_invitees)
     core.events.emit("group.dissolved", group_id=group.group_id, owner=call.aid)
     return {"group_id": group.group_id, "group_aid": group.group_id, "status": "dissolved"}
 
