@@ -40,6 +40,7 @@ Schema::
     group_aids      (group_id PK, serial)           -- the certificate a group's AID was bound to
     group_departures (group_id, aid, event_seq, left_at)   -- who left a group, and its last event they may read
     group_invites   (invite_id PK, group_id, invitee_aid, inviter_aid, member_type, created_at, expires_at)
+    group_transfers (group_id PK, body JSON)        -- an owner transfer waiting for the new owner's rekey
 
 ``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
 ``group_messages``: a retried send finds its first copy and gets the same answer.
@@ -127,6 +128,7 @@ CREATE TABLE IF NOT EXISTS group_invites (
     member_type TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS group_invites_by_group ON group_invites (group_id, invitee_aid);
 CREATE INDEX IF NOT EXISTS group_invites_by_invitee ON group_invites (invitee_aid, group_id);
+CREATE TABLE IF NOT EXISTS group_transfers (group_id TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
 
 

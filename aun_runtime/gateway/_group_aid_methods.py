@@ -32,14 +32,14 @@ from ._group_methods import GROUP_METHODS, find_group, group_wire, normalize_gro
 from ._group_store import Group
 from ._identities import CertRecord
 
-__all__ = ["GROUP_AID_METHODS", "RENEW_WINDOW_SECONDS"]
+__all__ = ["GROUP_AID_METHODS", "RENEW_WINDOW_SECONDS", "aid_answer", "key_der", "spki_param"]
 
 _CURVES = ("P-256", "secp256r1", "prime256v1")
 #: How far a renewal proof's ``issued_ms`` may be from server time.
 RENEW_WINDOW_SECONDS = 300
 
 
-def _spki(call: Call, field: str = "public_key") -> bytes:
+def spki_param(call: Call, field: str = "public_key") -> bytes:
     """The P-256 public key of ``field`` (base64 SubjectPublicKeyInfo DER), re-encoded."""
     if call.params.text("curve", default="P-256", max_length=32) not in _CURVES:
         raise RPCError.bad_param("curve", "only the P-256 curve is supported")
@@ -53,11 +53,13 @@ def _spki(call: Call, field: str = "public_key") -> bytes:
     return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def _key_of(record: CertRecord) -> bytes:
+def key_der(record: CertRecord) -> bytes:
+    """The DER SubjectPublicKeyInfo of ``record``'s key."""
     return record.public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def _answer(call: Call, group: Group, record: CertRecord) -> dict[str, Any]:
+def aid_answer(call: Call, group: Group, record: CertRecord) -> dict[str, Any]:
+    """The group and its AID certificate, as the client reads them after a bind, renewal or transfer."""
     group_id = group.group_id
     return {"group": group_wire(call, group), "group_id": group_id, "group_aid": group_id,
             "aid_cert": {"aid": group_id, "cert": record.pem, "cert_pem": record.pem, "serial": record.serial_hex,
@@ -72,7 +74,7 @@ async def _bind(call: Call, group: Group, public_der: bytes) -> CertRecord:
         if not entity_headers(core, group.group_id):  # an agent's AID of the same name
             raise RPCError(ErrorCode.PERMISSION_DENIED, f"{group.group_id} is an agent's AID, not this group's",
                            field="group_id")
-        if _key_of(existing) != public_der:
+        if key_der(existing) != public_der:
             raise RPCError(ErrorCode.PERMISSION_DENIED, f"{group.group_id} is already bound to another key: "
                            "renew it with group.renew_group_aid", field="public_key")
         return existing  # a retried bind
@@ -88,7 +90,7 @@ async def bind_group_aid(call: Call) -> dict[str, Any]:
     group = find_group(call)
     if require_member(call, group).role != "owner":
         raise RPCError(ErrorCode.GROUP_ROLE_INSUFFICIENT, f"only the owner of {group.group_id} binds its AID")
-    return _answer(call, group, await _bind(call, group, _spki(call)))
+    return aid_answer(call, group, await _bind(call, group, spki_param(call)))
 
 
 _create_group = GROUP_METHODS["group.create"].handler
@@ -97,7 +99,7 @@ _create_group = GROUP_METHODS["group.create"].handler
 async def create_with_aid(call: Call) -> dict[str, Any]:
     """``group.create``, binding the group's AID at once when the request carries its public key
     (what ``create_group`` sends for a named group)."""
-    public_der = _spki(call) if "public_key" in call.params.raw else None
+    public_der = spki_param(call) if "public_key" in call.params.raw else None
     raw = call.params.raw.get("group_id", call.params.raw.get("group_aid", call.params.raw.get("group_name")))
     if isinstance(raw, str) and call.core.identities.is_registered(normalize_group_id(raw, call.core.issuer)):
         raise RPCError.bad_param("group_id", f"{raw!r} is an AID registered on this gateway: a group needs a name "
@@ -108,7 +110,7 @@ async def create_with_aid(call: Call) -> dict[str, Any]:
     group = call.core.groups.get(str(created["group"]["group_id"]))
     assert group is not None
     record = await _bind(call, group, public_der)
-    return {**created, **_answer(call, group, record)}
+    return {**created, **aid_answer(call, group, record)}
 
 
 def _b64_text(value: str) -> str:
@@ -128,8 +130,8 @@ async def renew_group_aid(call: Call) -> dict[str, Any]:
         raise RPCError(ErrorCode.GROUP_STATE_INVALID, f"{group.group_id} has no bound AID: bind it first")
     old_b64 = params.text("old_public_key", max_length=4096)
     new_b64 = params.text("new_public_key", max_length=4096)
-    new_der = _spki(call, "new_public_key")
-    if _spki(call, "old_public_key") != _key_of(current):
+    new_der = spki_param(call, "new_public_key")
+    if spki_param(call, "old_public_key") != key_der(current):
         raise RPCError(ErrorCode.PERMISSION_DENIED, "'old_public_key' is not the group AID's current key",
                        field="old_public_key")
     proof = params.mapping("renew_proof")
@@ -157,7 +159,7 @@ async def renew_group_aid(call: Call) -> dict[str, Any]:
     record_binding(core, group.group_id, record)
     await core.db.commit()
     core.events.emit("group.aid.renewed", group_id=group.group_id, owner=call.aid)
-    return _answer(call, group, record)
+    return aid_answer(call, group, record)
 
 
 async def get_info(call: Call) -> dict[str, Any]:

@@ -5,7 +5,7 @@ Who may do what:
 * any member but the owner leaves (the owner transfers the group first, or dissolves it);
 * the owner removes anyone else; an admin removes plain members only; nobody removes the owner;
 * the owner makes members admins and admins members; an admin may step down to member;
-* only the owner dissolves; the group's pending invitations end with it.
+* only the owner dissolves; the group's pending invitations and owner transfer end with it.
 
 A departure is announced (``group.changed`` with ``member_left`` or ``member_removed``) to the
 members before it and to the one who left, then the member's row, cursors and group prekeys are
@@ -26,6 +26,7 @@ from ._group_e2ee_state import e2ee_store
 from ._group_invite_store import GroupInviteStore
 from ._group_methods import announce, find_group, group_wire, require_member
 from ._group_store import Group
+from ._group_transfer import cancel_transfer
 from ._session import Session
 
 __all__ = ["GROUP_MEMBER_METHODS", "drop_member"]
@@ -40,6 +41,7 @@ def drop_member(call: Call, group: Group, aid: str) -> None:
     """Remove ``aid`` from ``group`` with everything the gateway keeps for it as a member."""
     call.core.groups.remove_member(group, aid)
     e2ee_store(call).drop_member(group.group_id, aid)
+    cancel_transfer(call.core.db, group.group_id, new_owner=aid)
 
 
 async def leave(call: Call) -> dict[str, Any]:
@@ -112,6 +114,7 @@ async def dissolve(call: Call) -> dict[str, Any]:
     core.groups.dissolve(group)
     e2ee_store(call).drop_group(group.group_id)
     invitees = GroupInviteStore(core.db).drop_group(group.group_id)
+    cancel_transfer(core.db, group.group_id)
     await core.db.commit()
     ended = {"group_id": group.group_id, "group_aid": group.group_id, "status": "ended", "reason": "dissolved"}
 

@@ -52,6 +52,7 @@ from ._group_invites import GROUP_INVITE_METHODS
 from ._group_member_methods import GROUP_MEMBER_METHODS
 from ._group_methods import GROUP_METHODS
 from ._group_thought_methods import GROUP_THOUGHT_METHODS
+from ._group_transfer import GROUP_TRANSFER_METHODS
 from ._http import add_http_routes
 from ._limits import GatewayLimits
 from ._listener import ConnectionGuard, Listener, bind
@@ -171,7 +172,7 @@ class GatewayServer:
         core = GatewayCore(self.data_dir, self._issuer, limits)
         for methods in (AUTH_METHODS, MESSAGE_METHODS, THOUGHT_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS,
                         GROUP_E2EE_STATE_METHODS, GROUP_E2EE_SEND_METHODS, GROUP_AID_METHODS, GROUP_THOUGHT_METHODS,
-                        GROUP_MEMBER_METHODS, GROUP_INVITE_METHODS):
+                        GROUP_MEMBER_METHODS, GROUP_INVITE_METHODS, GROUP_TRANSFER_METHODS):
             core.register_methods(methods)
         app = web.Application()
         app.router.add_get("/aun", self._websocket)
