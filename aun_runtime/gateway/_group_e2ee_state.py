@@ -106,6 +106,8 @@ async def put_group_pk(call: Call) -> dict[str, Any]:
         "spk_timestamp": spk_timestamp,
     })
     await core.db.commit()
+    core.events.emit("group.prekey.published", group_id=group.group_id, aid=call.aid, device_id=device_id,
+                     spk_id=spk_id)
     return {"ok": True, "group_id": group.group_id, "device_id": device_id, "spk_id": spk_id}
 
 

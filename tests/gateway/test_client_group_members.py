@@ -7,6 +7,7 @@ signs a new membership state after every change it hears of.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from aun_core import AUNClient
 from aun_core.errors import AUNError
 
 from aun_runtime.gateway import GatewayServer
+from aun_runtime.gateway._group_e2ee_store import GroupE2EEStore
 
 from .conftest import AgentFactory, Events, unique_name
 
@@ -65,12 +67,18 @@ async def test_after_a_member_leaves_the_next_encrypted_messages_carry_no_key_fo
     assert (await at_bob.next())["payload"]["text"] == "all three of us"
     await at_alice.next()
 
+    carol_keys = {row["spk_id"] for row in GroupE2EEStore(gateway.core.db).prekeys(group_id, carol.aid)}
+    assert carol_keys
+    left_at = time.time()
     left = await bob.call("group.leave", {"group_id": group_id})
     assert left["left_aid"] == bob.aid and left["group"]["member_count"] == 2
     change = await _next_action(changes, "member_left")
     assert change["member_aid"] == bob.aid
-    # The owner's client hears of it and signs a state without bob.
+    # The owner's client hears of it and signs a state without bob; the others' clients rotate
+    # their group prekeys (the client's own step on a membership change) through the gateway.
     await gateway.events.wait("group.state.confirmed", group_id=group_id, aids=tuple(sorted([alice.aid, carol.aid])))
+    rotated = await gateway.events.wait("group.prekey.published", group_id=group_id, aid=carol.aid, after=left_at)
+    assert rotated.fields["spk_id"] not in carol_keys
 
     sent = await carol.call("group.send", {"group_id": group_id, "payload": _text("just us two now")})
     got = await at_alice.next()
