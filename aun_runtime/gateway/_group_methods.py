@@ -1,8 +1,10 @@
 """``group.*``: groups of AIDs with a message log, an event log, members' cursors and a mention mode.
 
 Only members read, post or list; only the owner and admins add members or change settings. Group
-messages are plaintext here (the client posts them with ``encrypt=False``); group end-to-end
-encryption is refused with a message that says so. ``mention_mode`` is stored in the newer wire
+messages here are plaintext (the client posts them with ``encrypt=False``); encrypted ones are
+:mod:`._group_e2ee_send`'s, and leaving, removing, roles and dissolving are
+:mod:`._group_member_methods`' (one who left still reads the events up to its departure, here).
+``mention_mode`` is stored in the newer wire
 spelling (``disabled``/``mention-only``) and accepted in either spelling, also as ``dispatch_mode``
 (``broadcast``/``mention``); filtering by mention is the receiving channel's job, never the
 gateway's: every member receives every message.

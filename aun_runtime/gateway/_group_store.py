@@ -3,7 +3,9 @@
 A group has two sequences: ``message_seq`` numbers its messages and ``event_seq`` its membership and
 settings changes. A member's ``join_seq`` is the message seq when it joined: it reads only what was
 posted after, and a member added later never sees earlier talk. The group's ``mention_mode`` is
-snapshotted onto every message when it is posted, so a change is never retroactive.
+snapshotted onto every message when it is posted, so a change is never retroactive. A member who
+leaves (or is removed, or whose group is dissolved) is remembered with the group's event seq of
+that moment: the last event it may still read.
 """
 
 from __future__ import annotations

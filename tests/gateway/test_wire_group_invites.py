@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from aun_runtime.gateway import GatewayServer
@@ -113,3 +114,28 @@ async def test_pending_invitations_are_bounded_per_group_and_per_invitee(gateway
     assert "result" in await a.call("group.invite_member", {"group_id": await _new_group(a), "invitee_aid": bob})
     rows = gateway.core.db.conn.execute("SELECT COUNT(*) FROM group_invites WHERE invitee_aid = ?", (bob,)).fetchone()
     assert rows[0] == 1  # the expired ones were deleted on the way
+
+
+async def test_pending_invitations_and_departures_survive_a_restart(tmp_path: Path) -> None:
+    data = tmp_path / "gateway"
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as first:
+        port = first.port
+        alice, bob, carol = [await raw_register(first, unique_name(n)) for n in ("alice", "bob", "carol")]
+        a, c = await alice.connect(first), await carol.connect(first)
+        group_id = await _new_group(a)
+        invite = (await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob.aid}))["result"]
+        assert "result" in await a.call("group.add_member", {"group_id": group_id, "aid": carol.aid})
+        assert "result" in await c.call("group.leave", {"group_id": group_id})
+        await a.close()
+        await c.close()
+
+    async with GatewayServer("127.0.0.1", port=port, data_dir=data) as second:
+        b, c = await bob.connect(second), await carol.connect(second)
+        items = (await b.call("group.list_my_invites", {}))["result"]["items"]
+        assert [i["invite_ids"] for i in items] == [[invite["invite_id"]]]
+        assert (await b.call("group.accept_invite", {"invite_id": invite["invite_id"]}))["result"]["status"] == "accepted"
+        events = (await c.call("group.pull_events", {"group_id": group_id}))["result"]["events"]
+        assert events[-1]["action"] == "member_left"  # carol reads up to her departure, and no further
+        assert _error(await c.call("group.send", {"group_id": group_id, "payload": {"text": "x"}}))[0] == -33006
+        await b.close()
+        await c.close()
