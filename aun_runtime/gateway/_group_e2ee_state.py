@@ -12,7 +12,10 @@ The gateway keeps what lets members encrypt to each other and nothing that decry
 * ``group.v2.propose_state`` / ``confirm_state`` / ``get_proposal`` and ``group.get_state``: the
   two-phase signed membership state. A proposal must be the next version over the current hash,
   by the owner (the first) or an admin, signed with the proposer's AID key; confirming it is a
-  compare-and-swap, so of concurrent proposals at most one takes effect.
+  compare-and-swap, so of concurrent proposals at most one takes effect. A proposal nobody
+  confirmed by its ``auto_confirm_at`` takes effect on the next read of the state, if it still
+  could by hand (:func:`settle_due_proposal`): a group whose owner went offline between
+  proposing and confirming does not wait for it to come back.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from ._group_e2ee_store import GroupE2EEStore, GroupState, next_chain
 from ._group_methods import find_group, require_member
 from ._group_store import Group
 
-__all__ = ["GROUP_E2EE_STATE_METHODS", "KEY_EPOCH", "MAX_SNAPSHOT_CHARS", "committed_aids", "e2ee_store"]
+__all__ = ["GROUP_E2EE_STATE_METHODS", "KEY_EPOCH", "MAX_SNAPSHOT_CHARS", "committed_aids", "e2ee_store",
+           "settle_due_proposal"]
 
 #: The group key epoch. V2 has no group-wide key to rotate (every message has its own), so the
 #: epoch stays 1; membership changes move the signed state version instead.
@@ -137,6 +141,7 @@ def _state_fields(state: GroupState | None) -> dict[str, Any]:
 async def bootstrap(call: Call) -> dict[str, Any]:
     group = find_group(call)
     require_member(call, group)
+    await settle_due_proposal(call, group)
     state = e2ee_store(call).state(group.group_id)
     members = [member.aid for member in call.core.groups.members(group.group_id)]
     committed = committed_aids(call, group, state)
@@ -153,6 +158,7 @@ async def bootstrap(call: Call) -> dict[str, Any]:
 async def get_state(call: Call) -> dict[str, Any]:
     group = find_group(call)
     require_member(call, group)
+    await settle_due_proposal(call, group)
     state = e2ee_store(call).state(group.group_id)
     if state is None:
         return {"group_id": group.group_id, "group_aid": group.group_id, "state_version": 0, "state_hash": "",
@@ -242,8 +248,63 @@ def _public_proposal(proposal: dict[str, Any]) -> dict[str, Any]:
 async def get_proposal(call: Call) -> dict[str, Any]:
     group = find_group(call)
     require_member(call, group)
+    await settle_due_proposal(call, group)
     proposal = e2ee_store(call).proposal(group.group_id)
     return {"group_id": group.group_id, "proposal": None if proposal is None else _public_proposal(proposal)}
+
+
+def _apply(call: Call, group: Group, state: GroupState | None, pending: dict[str, Any], *,
+           actor: str, auto: bool) -> dict[str, Any]:
+    """Make ``pending`` the group's state (its version is the next one), schedule the
+    ``state_confirmed`` push to every member, and return the event pushed."""
+    core = call.core
+    confirmed = GroupState(
+        state_version=pending["state_version"], state_hash=pending["state_hash"],
+        prev_state_hash=pending["prev_state_hash"], key_epoch=pending["key_epoch"],
+        membership_snapshot=pending["membership_snapshot"], signature=pending["signature"],
+        actor_aid=pending["proposer_aid"], state_chain=next_chain(state.state_chain if state else "",
+                                                                  pending["state_hash"]),
+        committed_aids=tuple(pending["committed_aids"]), confirmed_at=time.time(),
+    )
+    e2ee_store(call).set_state(group.group_id, confirmed)
+    event = {"group_id": group.group_id, "group_aid": group.group_id, "proposal_id": pending["proposal_id"],
+             "state_version": confirmed.state_version, "state_hash": confirmed.state_hash,
+             "state_chain": confirmed.state_chain, "proposer_aid": confirmed.actor_aid, "actor_aid": actor,
+             "auto_confirmed": auto}
+    members = [m.aid for m in core.groups.members(group.group_id)]
+
+    def push_to_members() -> None:
+        for aid in members:
+            core.push(aid, "group.v2.state_confirmed", lambda _session: event)
+
+    call.after_reply.append(push_to_members)
+    core.events.emit("group.state.confirmed", group_id=group.group_id, state_version=confirmed.state_version,
+                     aids=tuple(sorted(confirmed.committed_aids)), auto=auto)
+    return event
+
+
+async def settle_due_proposal(call: Call, group: Group) -> None:
+    """Confirm the group's pending proposal once its ``auto_confirm_at`` has passed and nobody did.
+
+    The proposal was signed by an owner or admin; it takes effect only if it still could by hand:
+    it is the next version over the current state, its proposer still manages the group and every
+    AID it names is still a member. Otherwise it is dropped (a newer proposal is needed). Called
+    where clients read the state (bootstrap, get_state, get_proposal), never where one proposes:
+    a newer proposal replaces a due one, as before.
+    """
+    store = e2ee_store(call)
+    pending = store.proposal(group.group_id)
+    if pending is None or pending.get("auto_confirm_at", 0) > time.time() * 1000:
+        return
+    state = store.state(group.group_id)
+    proposer = call.core.groups.member(group.group_id, str(pending["proposer_aid"]))
+    members = {member.aid for member in call.core.groups.members(group.group_id)}
+    if (pending["state_version"] == (state.state_version if state is not None else 0) + 1
+            and proposer is not None and proposer.can_manage and set(pending["committed_aids"]) <= members):
+        _apply(call, group, state, pending, actor=str(pending["proposer_aid"]), auto=True)
+    else:
+        store.drop_proposal(group.group_id)
+    await call.core.db.commit()
 
 
 async def confirm_state(call: Call) -> dict[str, Any]:
@@ -263,28 +324,8 @@ async def confirm_state(call: Call) -> dict[str, Any]:
         await core.db.commit()
         raise RPCError(ErrorCode.GROUP_E2EE_STALE, f"{group.group_id} moved to state {current_version} since this "
                        "proposal: propose again", state_version=current_version)
-    confirmed = GroupState(
-        state_version=pending["state_version"], state_hash=pending["state_hash"],
-        prev_state_hash=pending["prev_state_hash"], key_epoch=pending["key_epoch"],
-        membership_snapshot=pending["membership_snapshot"], signature=pending["signature"],
-        actor_aid=pending["proposer_aid"], state_chain=next_chain(state.state_chain if state else "",
-                                                                  pending["state_hash"]),
-        committed_aids=tuple(pending["committed_aids"]), confirmed_at=time.time(),
-    )
-    store.set_state(group.group_id, confirmed)
+    event = _apply(call, group, state, pending, actor=call.aid, auto=False)
     await core.db.commit()
-    event = {"group_id": group.group_id, "group_aid": group.group_id, "proposal_id": proposal_id,
-             "state_version": confirmed.state_version, "state_hash": confirmed.state_hash,
-             "state_chain": confirmed.state_chain, "proposer_aid": confirmed.actor_aid, "actor_aid": call.aid}
-    members = [m.aid for m in core.groups.members(group.group_id)]
-
-    def push_to_members() -> None:
-        for aid in members:
-            core.push(aid, "group.v2.state_confirmed", lambda _session: event)
-
-    call.after_reply.append(push_to_members)
-    core.events.emit("group.state.confirmed", group_id=group.group_id, state_version=confirmed.state_version,
-                     aids=tuple(sorted(confirmed.committed_aids)))
     return {**event, "status": "confirmed"}
 
 

@@ -312,3 +312,29 @@ async def test_a_wrap_for_a_member_who_left_since_the_state_was_signed_asks_for_
     assert "result" in await alice.call("group.v2.propose_state", second)
     assert "result" in await bob.call("group.leave", {"group_id": group_id})
     assert (await alice.call("group.v2.get_proposal", {"group_id": group_id}))["result"]["proposal"] is None
+
+
+async def test_a_proposal_nobody_confirmed_by_its_auto_confirm_at_takes_effect_on_the_next_read(
+    gateway: GatewayServer,
+) -> None:
+    group_id, (alice, bob, carol) = await _group(gateway, "alice", "bob", "carol")
+    waiting = _proposal(alice, group_id, 1, [alice.aid, bob.aid])
+    assert "result" in await alice.call("group.v2.propose_state", waiting)  # due in 30 s: it waits
+    assert (await bob.call("group.v2.bootstrap", {"group_id": group_id}))["result"]["state_version"] == 0
+    due = {**_proposal(alice, group_id, 1, [alice.aid, bob.aid, carol.aid]), "auto_confirm_seconds": 0}
+    proposal_id = (await alice.call("group.v2.propose_state", due))["result"]["proposal_id"]
+    # The owner never confirms; a plain member's next read of the state makes it take effect.
+    boot = (await carol.call("group.v2.bootstrap", {"group_id": group_id}))["result"]
+    assert (boot["state_version"], boot["state_actor_aid"], boot["pending_adds"]) == (1, alice.aid, [])
+    assert (await bob.call("group.v2.get_proposal", {"group_id": group_id}))["result"]["proposal"] is None
+    await bob.conn.call("meta.ping", {})
+    confirmed = [p["params"] for p in bob.conn.pushes if p["method"] == "event/group.v2.state_confirmed"]
+    assert [(c["proposal_id"], c["auto_confirmed"]) for c in confirmed] == [(proposal_id, True)]
+
+    # One that could no longer be confirmed by hand is dropped instead: its proposer is no admin now.
+    assert "result" in await alice.call("group.set_role", {"group_id": group_id, "aid": bob.aid, "role": "admin"})
+    by_bob = {**_proposal(bob, group_id, 2, [alice.aid, bob.aid], prev=due["state_hash"]), "auto_confirm_seconds": 0}
+    assert "result" in await bob.call("group.v2.propose_state", by_bob)
+    assert "result" in await alice.call("group.set_role", {"group_id": group_id, "aid": bob.aid, "role": "member"})
+    assert (await carol.call("group.get_state", {"group_id": group_id}))["result"]["state_version"] == 1
+    assert (await alice.call("group.v2.get_proposal", {"group_id": group_id}))["result"]["proposal"] is None
