@@ -6,10 +6,10 @@ AID and device the envelope's authenticated data names, that it was made for thi
 current epoch and its current signed state (else -33050: the client refreshes its bootstrap and
 retries), that every member of that state has a wrap (else -33052, the same) and no one else
 does (a wrap for someone who has left since the state was signed is -33050 too: the sender's
-bootstrap predates the departure), and that it is within the bounds below. It is then a row of the group's message log
-(``version: "v2"``, the envelope as ``envelope_json``), pulled with ``group.v2.pull`` and pushed
-to every member connection as ``event/group.v2.message_created`` with the row inline. Members
-decrypt; the gateway never can.
+bootstrap predates the departure), and that it is within the bounds below. It is then a row of
+the group's message log (``version: "v2"``, the envelope as ``envelope_json``), pulled with
+``group.v2.pull`` and pushed to every member connection as ``event/group.v2.message_created``
+with the row inline. Members decrypt; the gateway never can.
 """
 
 from __future__ import annotations
