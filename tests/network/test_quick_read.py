@@ -25,10 +25,9 @@ def client_reads(text: str) -> Any:
 
 def sealed_push() -> str:
     """A push as the gateway sends it: an end-to-end encrypted envelope made by the client's own code."""
+    from aun_core.v2.e2ee.encrypt_p2p import encrypt_p2p_message
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-
-    from aun_core.v2.e2ee.encrypt_p2p import encrypt_p2p_message
 
     def keys() -> tuple[bytes, bytes]:
         key = ec.generate_private_key(ec.SECP256R1())
