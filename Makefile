@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/grpc_workers.py
 	$(BIN)/python bench/grpc_scale.py
 	$(BIN)/python bench/bridge_roundtrip.py
+	$(BIN)/python bench/frame_read.py
 	$(BIN)/python bench/exposed_aids.py
 	$(BIN)/python bench/model_cost.py
 

@@ -15,6 +15,10 @@ gateway process (the machine has two cores: one for the gateway, one for everyth
 - relay: what ``bench/gateway_relay.py`` measures: raw JSON-RPC ``message.send`` from A, the push
   arriving at B, no client library, no runtime, no encryption, no acknowledgement.
 - echo: a plain ``websockets`` server that sends every frame back: one hop out and one back.
+- e2ee floor: no network at all, only the client library's own end-to-end encryption of each
+  message and its decryption (``encrypt_p2p_message`` and ``decrypt_message``, one recipient device
+  with a signed prekey, as the client does for a peer): what any bridge that keeps the client's
+  cryptography, with both ends in one process as here, cannot exceed on one core.
 
 Latency: one message at a time. Throughput: a window of messages in flight. Paths alternate over the
 rounds and each figure is the median over rounds. Prints one JSON line with messages/s, p50/p99 and
@@ -90,6 +94,52 @@ class _Path:
             in_flight += 1
         for _ in range(in_flight):
             await self.arrived.get()
+        return count / (time.perf_counter() - began)
+
+
+class CryptoFloor(_Path):
+    """Each message encrypted for one peer device and decrypted there, by the client's own code."""
+
+    def __init__(self) -> None:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        def keys() -> tuple[bytes, bytes]:
+            key = ec.generate_private_key(ec.SECP256R1())
+            der = key.public_key().public_bytes(serialization.Encoding.DER,
+                                                serialization.PublicFormat.SubjectPublicKeyInfo)
+            return key.private_numbers().private_value.to_bytes(32, "big"), der
+
+        (self.sender_key, self.sender_der), self.peer, self.prekey = keys(), keys(), keys()
+
+    def envelope(self) -> dict[str, Any]:
+        """One message as the client encrypts it for a peer's device."""
+        from aun_core.v2.e2ee.encrypt_p2p import encrypt_p2p_message
+
+        return encrypt_p2p_message(  # type: ignore[no-any-return]
+            {"aid": "sender.bench", "device_id": "a", "ik_priv": self.sender_key, "ik_pub_der": self.sender_der},
+            {"targets": [{"aid": "receiver.bench", "device_id": "b", "role": "peer", "key_source": "peer_device_prekey",
+                          "ik_pk_der": self.peer[1], "spk_pk_der": self.prekey[1], "spk_id": "spk-1"}]},
+            {"type": "text", "text": TEXT})
+
+    def one(self) -> None:
+        from aun_core.v2.e2ee.decrypt import decrypt_message
+
+        opened = decrypt_message(self.envelope(), "receiver.bench", "b", self.peer[0], self.prekey[0], self.sender_der)
+        assert opened is not None and opened["text"] == TEXT
+
+    async def latency(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            began = time.perf_counter()
+            self.one()
+            samples.append(time.perf_counter() - began)
+        return samples
+
+    async def throughput(self, count: int, window: int) -> float:
+        began = time.perf_counter()
+        for _ in range(count):
+            self.one()
         return count / (time.perf_counter() - began)
 
 
@@ -200,7 +250,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
             library, library_clients = await clients(info, data)
             started = opened + opened_plain
             paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "client": library,
-                                     "relay": relay, "echo": baseline}
+                                     "relay": relay, "echo": baseline, "e2ee_floor": CryptoFloor()}
             for path in paths.values():
                 await path.latency(100)  # warm up (the first encrypted message also fetches the peer's keys)
             figures: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
@@ -234,6 +284,8 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
         "p50_ratio_bridge_relay": ratio("bridge", "relay", "p50_ms"),
         "p99_ratio_bridge_relay": ratio("bridge", "relay", "p99_ms"),
         "p50_ratio_bridge_echo": ratio("bridge", "echo", "p50_ms"),
+        "throughput_ratio_floor_relay": ratio("e2ee_floor", "relay", "msgs_per_s"),
+        "throughput_ratio_bridge_floor": ratio("bridge", "e2ee_floor", "msgs_per_s"),
     }
 
 

@@ -12,6 +12,12 @@ any payload (or nested past what a parser takes) is refused as before: nothing i
 
 The guard replaces the client's own frame decoder on one transport object; it is written against
 the pinned client (``CLIENT_PACKAGE``) and does nothing if that decoder is not where it expects.
+
+It also reads the common frame faster than the client's parser, which walks every string of a
+frame in Python looking for a surrogate half: about a tenth of a millisecond for each 3 KB
+encrypted push, several times for each message bridged. :func:`quick_read` applies the same rules
+with that walk skipped where the text shows it cannot find anything, and gives up (the client's own
+parser then runs, with its own verdict and errors) on anything it is not sure of.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from .._strict_json import MAX_SAFE_INTEGER, find_unsafe
 
-__all__ = ["UNREADABLE_TYPE", "guard_client", "salvage_frame", "unreadable_reason"]
+__all__ = ["UNREADABLE_TYPE", "guard_client", "quick_read", "salvage_frame", "unreadable_reason"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -78,6 +85,57 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 #: Nesting is not judged here: the lenient parse took it, and the frame is not parsed again.
 _ANY_DEPTH = 10**6
+
+
+class _NotQuick(ValueError):
+    """The quick read cannot vouch for this frame: the client's parser must judge it."""
+
+
+def _quick_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _NotQuick("a key given twice")
+    return result
+
+
+def _quick_integer(token: str) -> int:
+    value = _integer(token)
+    if isinstance(value, _Refused):
+        raise _NotQuick(value.refused)
+    return value
+
+
+def _quick_number(token: str) -> float:
+    value = _number(token)
+    if isinstance(value, _Refused):
+        raise _NotQuick(value.refused)
+    return value
+
+
+def _quick_constant(token: str) -> Any:
+    raise _NotQuick(token)
+
+
+#: A surrogate half, or a ``\u`` escape that may write one (``\\ud800``, an escaped backslash
+#: before plain text, matches too: then the quick read only steps aside).
+_MAY_HOLD_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+
+
+def quick_read(text: str) -> dict[str, Any] | None:
+    """The frame as the client's strict parser would read it, or None when that parser must decide.
+
+    A value comes back only when the text holds no surrogate half and no escape that could write
+    one, no object repeats a key, and every number is within the client's rules: then the client's
+    parser returns the same object, and its walk over every string would find nothing.
+    """
+    if _MAY_HOLD_SURROGATE.search(text) is not None:
+        return None
+    try:
+        frame = json.loads(text, object_pairs_hook=_quick_object, parse_int=_quick_integer,
+                           parse_float=_quick_number, parse_constant=_quick_constant)
+    except (ValueError, RecursionError):
+        return None
+    return frame if isinstance(frame, dict) else None
 
 
 def _replace_payloads(node: Any, reasons: list[str]) -> None:
@@ -137,6 +195,10 @@ def guard_client(client: Any, aid: str) -> bool:
         return False
 
     def decode(raw: Any) -> dict[str, Any]:
+        if type(raw) is str:
+            frame = quick_read(raw)
+            if frame is not None:
+                return frame
         try:
             return strict(raw)
         except Exception as exc:

@@ -215,16 +215,18 @@ class AIDLink:
             "delivery_mode": self.config.delivery_mode,  # fanout, or a queue member (see queue_routing)
         }
         delay = FIRST_RETRY_DELAY
-        log_in = False
+        start_over = False
         while True:
             try:
-                if log_in:
-                    await self.client.authenticate()
+                if start_over:
+                    # Backing off, the client neither logs in nor lets anyone else: from standby,
+                    # where disconnecting leaves it, its next connect logs in first.
+                    await self.client.disconnect()
                 await self.client.connect(options)
                 break
             except Exception as exc:
                 self.error = exc
-                log_in = _without_token(exc)
+                start_over = _without_token(exc)
                 log.warning("%s cannot connect to the AUN network (%s); trying again in %.1f s", self.aid, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.reconnect_max_delay)
@@ -391,8 +393,10 @@ def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
 
 def _without_token(exc: Exception) -> bool:
     """Whether ``connect`` failed because the client holds no access token. A first connection whose
-    log-in failed (a gateway too slow to answer, say) leaves the client backing off without one, and
-    ``connect`` then refuses at once, every time: the link logs in again before its next try."""
+    log-in failed (a gateway gone or too slow to answer, say) leaves the client backing off without
+    one; ``connect`` then refuses at once, every time, and so does ``authenticate`` (it logs in
+    only from standby): the link disconnects the client, which puts it back in standby, before its
+    next try."""
     from aun_core import StateError  # not at the top: importing the runtime must not load the client
 
     return isinstance(exc, StateError) and "access_token" in str(exc)
