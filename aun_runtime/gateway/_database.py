@@ -95,6 +95,7 @@ CREATE TABLE IF NOT EXISTS group_members (
     group_id TEXT NOT NULL, aid TEXT NOT NULL, role TEXT NOT NULL, join_seq INTEGER NOT NULL,
     joined_at REAL NOT NULL, PRIMARY KEY (group_id, aid)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS group_members_by_aid ON group_members (aid);
+CREATE INDEX IF NOT EXISTS groups_by_owner ON groups (owner_aid, status);
 CREATE TABLE IF NOT EXISTS group_messages (
     group_id TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, message_id TEXT NOT NULL,
     body TEXT NOT NULL, PRIMARY KEY (group_id, seq)) WITHOUT ROWID;

@@ -32,7 +32,7 @@ from ._group_invite_store import (
     GroupInviteStore,
     Invite,
 )
-from ._group_methods import announce, find_group, group_wire, require_member
+from ._group_methods import announce, find_group, group_wire, require_member, require_room
 from ._group_store import Group
 
 __all__ = ["GROUP_INVITE_METHODS"]
@@ -129,6 +129,7 @@ async def accept_invite(call: Call) -> dict[str, Any]:
                        field="invite_id", reason="dissolved")
     member = core.groups.member(group.group_id, call.aid)
     if member is None:  # else it was added directly meanwhile: the invitation just ends
+        require_room(call, group)  # a full group: the invitation stays, to accept once there is room
         member = core.groups.add_member(group, call.aid, "member")
         announce(call, group, {"action": "member_added", "member_aid": call.aid, "role": "member",
                                "actor_aid": call.aid, "invite_id": invite.invite_id, "via": "invite"})

@@ -72,6 +72,14 @@ def require_member(call: Call, group: Group, *, manage: bool = False) -> Member:
     return member
 
 
+def require_room(call: Call, group: Group) -> None:
+    """Refuse one more member past ``max_group_members``."""
+    limit = call.core.limits.max_group_members
+    if call.core.groups.member_count(group.group_id) >= limit:
+        raise RPCError(ErrorCode.GROUP_LIMIT_REACHED, f"{group.group_id} has {limit} members, the most a group may have",
+                       field="group_id", scope="members", limit=limit)
+
+
 def group_wire(call: Call, group: Group) -> dict[str, Any]:
     return group.to_wire(call.core.groups.member_count(group.group_id))
 
@@ -101,6 +109,10 @@ async def create(call: Call) -> dict[str, Any]:
         raise RPCError.bad_param("group_id", "'group_id' must be a string")
     if core.groups.get(group_id) is not None:
         raise RPCError.bad_param("group_id", f"group {group_id!r} already exists", reason="group_exists")
+    limit = core.limits.max_groups_per_aid
+    if core.groups.owned_count(call.aid) >= limit:
+        raise RPCError(ErrorCode.GROUP_LIMIT_REACHED, f"{call.aid} owns {limit} groups, the most one AID may own "
+                       "(dissolve one first)", scope="groups", limit=limit)
     name = params.text("name", default=group_id.partition(".")[0], max_length=128)
     visibility = params.text("visibility", default="private", max_length=32)
     description = params.raw.get("description") or ""
@@ -125,6 +137,7 @@ async def add_member(call: Call) -> dict[str, Any]:
     role = params.text("role", default="member", max_length=16)
     if role not in ("member", "admin"):
         raise RPCError.bad_param("role", "'role' must be 'member' or 'admin'")
+    require_room(call, group)
     member = core.groups.add_member(group, aid, role)
     announce(call, group, {"action": "member_added", "member_aid": aid, "role": role, "actor_aid": call.aid})
     await core.db.commit()

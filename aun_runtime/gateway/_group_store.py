@@ -117,6 +117,11 @@ class GroupStore:
     def member_count(self, group_id: str) -> int:
         return int(self.db.conn.execute("SELECT COUNT(*) FROM group_members WHERE group_id = ?", (group_id,)).fetchone()[0])
 
+    def owned_count(self, aid: str) -> int:
+        """Groups ``aid`` owns that are not dissolved."""
+        return int(self.db.conn.execute(
+            "SELECT COUNT(*) FROM groups WHERE owner_aid = ? AND status != 'dissolved'", (aid,)).fetchone()[0])
+
     def add_member(self, group: Group, aid: str, role: str) -> Member:
         if role not in _ROLES[1:]:
             raise ValueError(f"role must be one of {_ROLES[1:]}")

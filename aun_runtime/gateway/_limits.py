@@ -72,6 +72,11 @@ class GatewayLimits:
         queue_affinity_senders: senders whose member one AID in ``queue`` mode with
             ``sender_affinity`` remembers; past it the least recently routed is forgotten (its next
             message gets a member by turn, and it sticks to that one).
+        max_group_members: members one group may have (the owner counts); adding or accepting
+            past it is refused with -33004 (``scope`` ``members``). Every member's device gets its
+            own key wrap in each encrypted group message, so a group's size is a message's size.
+        max_groups_per_aid: groups one AID may own at once (a dissolved one no longer counts);
+            creating past it is refused with -33004 (``scope`` ``groups``).
     """
 
     max_frame_bytes: int = 1_000_000
@@ -97,13 +102,15 @@ class GatewayLimits:
     max_page: int = 200
     max_page_bytes: int = 1_500_000
     queue_affinity_senders: int = 10_000
+    max_group_members: int = 1000
+    max_groups_per_aid: int = 1000
 
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:
             raise ValueError("hard_frame_bytes must be at least max_frame_bytes")
         for name in ("rate_per_second", "rate_burst", "requests_in_flight", "outbound_frames", "outbound_bytes",
                      "send_timeout", "max_connections", "handshake_timeout", "heartbeat", "max_connections_per_aid",
-                     "max_page", "queue_affinity_senders"):
+                     "max_page", "queue_affinity_senders", "max_group_members", "max_groups_per_aid"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.descriptor_reserve < 0:
