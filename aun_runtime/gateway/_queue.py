@@ -34,7 +34,8 @@ already be past it, and the client would take them for consumed. So each is *re-
 (same ``message_id``, same payload, still end-to-end encrypted for every device of the AID) is
 appended to the inbox under a new seq, at the head, assigned to the taker and open; the original
 is marked moved and leaves every view, so the member that left does not get it again if it comes
-back. The newest copy of each sender is pushed to the taker, whose chain then shows the rest and
+back. A copy is the same message, not a new one: a fanout connection of the AID never sees copies
+(see :mod:`._inboxes`), only the message as it was sent. The newest copy of each sender is pushed to the taker, whose chain then shows the rest and
 makes its client pull them. A member that leaves while no other is online keeps its messages
 (it gets them when it returns); a member that connects takes over the open messages of every
 member that is not online. Delivery stays at least once: a message its member handled but had not
@@ -364,9 +365,7 @@ class QueueRouter:
         if taker is None:
             return None
         row = {key: value for key, value in original.items() if key not in ("seq", "prev_peer_seq")}
-        # The idempotency key of a copy starts with a space, which no message_id a sender gives has
-        # (they are stripped): a retried send still finds the original.
-        copy = self.inboxes.append(aid, sender, f" moved {seq} {original['message_id']}", row)
+        copy = self.inboxes.append_copy(aid, sender, seq, row)
         with self.db.atomic() as conn:
             conn.execute("UPDATE queue_assignments SET moved_to = ?, open = 0 WHERE receiver = ? AND seq = ?",
                          (copy.seq, aid, seq))
