@@ -12,9 +12,10 @@ loses none). When it is stored while members are online, the router picks one (r
 sender's member under ``sender_affinity``) and records the *assignment* ``(receiver, seq) -> member``
 in the same transaction, then pushes the message to that member only. An end-to-end encrypted
 message is given only to a member whose device it is wrapped for (the envelope's ``recipients``
-routing field, see :func:`readers`), while one is online: a member that joined after the sender
-learnt the AID's devices would only turn it into an unreadable arrival. A message stored while no
-member is online is unassigned; the first member that pulls it claims it.
+routing field, see :func:`readers`), while one is online; a message not wrapped for an online
+member that could be is refused before it is stored (:meth:`QueueRouter.unwrapped_members`), so the
+sender's client wraps it again for every member. A message stored while no member is online is
+unassigned; the first member that pulls it claims it.
 
 **One chain per member.** The AUN client checks each pushed message against the sender's stream it
 has seen: it takes the push as it is only when ``prev_peer_seq`` is at most what it has consumed
@@ -184,6 +185,25 @@ class QueueRouter:
         task.add_done_callback(self._tasks.discard)
 
     # -- routing -------------------------------------------------------------------------------
+
+    def unwrapped_members(self, receiver: str, payload: dict[str, Any]) -> list[str]:
+        """The devices of ``receiver``'s online queue members an end-to-end encrypted ``payload`` is
+        not wrapped for (empty for a plaintext payload, an AID-scoped wrap or a fanout receiver).
+
+        A sender's client keeps the receiver's devices from ``message.v2.bootstrap`` for an hour; a
+        member that joined since then is missing from its envelopes, and every message wrapped
+        without it would go to the members that can read it, never to the newcomer. So ``message.send``
+        refuses such a message (while the newcomer has published a prekey, so that a fresh bootstrap
+        does list it): the AUN client answers that refusal by fetching the bootstrap again and sending
+        the message once more, wrapped for every member.
+        """
+        mode = self.mode_of(receiver)
+        if mode is None or not mode.queue:
+            return []
+        wrapped = readers({"to": receiver, "legacy_v1": {"payload": payload}})
+        if wrapped is None or "" in wrapped:  # plaintext, or wrapped for the AID, not per device
+            return []
+        return sorted({m.device_id for m in self.members(receiver)} - wrapped)
 
     def route(self, stored: StoredMessage) -> Session | None:
         """Assign a message just stored (in the open transaction) to one member of its receiver, if
