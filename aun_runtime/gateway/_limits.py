@@ -72,6 +72,11 @@ class GatewayLimits:
         queue_affinity_senders: senders whose member one AID in ``queue`` mode with
             ``sender_affinity`` remembers; past it the least recently routed is forgotten (its next
             message gets a member by turn, and it sticks to that one).
+        queue_rejoin_grace: seconds after the gateway starts during which the unacknowledged queue
+            messages of a member that was connected before the restart stay that member's (a member
+            coming back first does not take them; a sender's new messages under ``sender_affinity``
+            wait with them); only then do those of a member still not back go to the others. 0
+            hands them over at the first member's connect. At most an hour.
     """
 
     max_frame_bytes: int = 1_000_000
@@ -97,6 +102,11 @@ class GatewayLimits:
     max_page: int = 200
     max_page_bytes: int = 1_500_000
     queue_affinity_senders: int = 10_000
+    # The AUN client reconnects 16 to 32 s after the server closed its connection (its backoff starts
+    # at 16 s then, with up to as much jitter again); a minute lets every member of a gateway that
+    # restarted within half a minute come back before another takes its work, and is well inside the
+    # five minutes AUN's own queue keeps a message.
+    queue_rejoin_grace: float = 60.0
 
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:
@@ -106,5 +116,7 @@ class GatewayLimits:
                      "max_page", "queue_affinity_senders"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 0 <= self.queue_rejoin_grace <= 3600:
+            raise ValueError("queue_rejoin_grace must be from 0 to 3600 seconds")
         if self.descriptor_reserve < 0:
             raise ValueError("descriptor_reserve must not be negative")

@@ -68,10 +68,14 @@ async def send(call: Call) -> dict[str, Any]:
         "need_render": need_render, "sender_device_id": call.session.device_id,
     }
     stored = core.inboxes.append(to, sender, message_id, row)
-    member = core.queue.route(stored)  # in queue mode: the one connection it goes to, recorded with it
+    # In queue mode: the one connection it goes to, recorded with it (or the member, not online,
+    # that it waits for with the sender's other messages: then nobody is pushed).
+    queued, member = core.queue.route(stored)
     await core.db.commit()  # durable before anyone hears of it
     if member is not None:
         pushed = int(core.queue.push(stored, member))
+    elif queued:
+        pushed = 0
     else:
         pushed = core.push(to, "message.received", lambda s: stored.push_params(s.device_id, s.slot_id))
     core.events.emit("message.stored", sender=sender, to=to, seq=stored.seq, message_id=message_id, pushed=pushed)

@@ -347,14 +347,15 @@ async def test_a_large_backlog_moves_in_batches_with_one_push_per_batch(
 
 async def test_open_messages_survive_a_gateway_restart_and_go_to_the_member_that_connects(tmp_path: Path) -> None:
     data = tmp_path / "restarted"
-    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as gateway:
+    no_grace = GatewayLimits(queue_rejoin_grace=0)  # with one, see test_queue_restart.py
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data, limits=no_grace) as gateway:
         alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
         sender = await alice.connect(gateway, device_id="alice-device")
         await queue_connect(gateway, bob, "bob-1", ROUND_ROBIN)
         sent = [(await sender.call("message.send", {"to": bob.aid, "payload": {"text": str(i)}}))["result"]
                 for i in range(3)]
         assert {s["status"] for s in sent} == {"delivered"}  # pushed to bob-1, never acknowledged
-    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as gateway:
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data, limits=no_grace) as gateway:
         other = await queue_connect(gateway, bob, "bob-2", ROUND_ROBIN)  # before bob-1 is back
         peers = (await other.call("message.peers", {"filter": "pending"}))["result"]["peers"]
         page = (await other.call("message.v2.pull", {"sender_aid": alice.aid, "after_seq": 0}))["result"]
