@@ -36,8 +36,8 @@ already be past it, and the client would take them for consumed. So each is *re-
 appended to the inbox under a new seq, at the head, assigned to the taker and open; the original
 is marked moved and leaves every view, so the member that left does not get it again if it comes
 back. A copy is the same message, not a new one: a fanout connection of the AID never sees copies
-(see :mod:`._inboxes`), only the message as it was sent. The newest copy of each sender is pushed to the taker, whose chain then shows the rest and
-makes its client pull them. A member that leaves while no other is online keeps its messages
+(see :mod:`._inboxes`), only the message as it was sent. The newest copy of each sender is pushed
+to the taker, whose chain then shows the rest and makes its client pull them. A member that leaves while no other is online keeps its messages
 (it gets them when it returns); a member that connects takes over the open messages of every
 member that is not online. Delivery stays at least once: a message its member handled but had not
 yet acknowledged when it went is delivered again, to the taker, with the same ``message_id``.
@@ -514,8 +514,14 @@ class QueueRouter:
         return taker, copy
 
     async def _take_over_each(self, aids: list[str], owner: Member | None) -> None:
-        for aid in aids:
-            await self._take_over_rest(aid, owner)
+        done = 0
+        try:
+            for aid in aids:
+                done += 1
+                await self._take_over_rest(aid, owner)
+        finally:  # cancelled (the loop is closing): the AIDs not reached are not moving any more
+            for aid in aids[done:]:
+                self._moved(aid)
 
     async def _take_over_rest(self, aid: str, owner: Member | None) -> None:
         """Move ``owner``'s open messages batch by batch, committing and pushing after each."""
