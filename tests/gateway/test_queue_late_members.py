@@ -41,6 +41,11 @@ async def test_a_send_wrapped_for_too_few_members_is_refused_naming_the_missing_
     assert (await sender.call("message.send", {"to": bob.aid, "payload": sealed}))["result"]["status"] == "delivered"
     # A plaintext message, and a fanout receiver, are not checked: every device reads those.
     assert (await send(sender, bob.aid, "plain"))["status"] == "delivered"
+    # Nor is a message for one device (the client's message.send device_id): it is wrapped for that one.
+    sealed["recipients"] = [[bob.aid, "bob-1", "peer"]]
+    targeted = await sender.call("message.send", {"to": bob.aid, "device_id": "bob-1", "payload": sealed})
+    assert targeted["result"]["status"] == "delivered"
+    assert owner_of(gateway, targeted["result"]["message_id"]) == "bob-1"
 
 
 async def test_a_member_that_joins_after_the_sender_learnt_the_aids_devices_gets_its_share_at_once(
