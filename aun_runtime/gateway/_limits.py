@@ -103,9 +103,9 @@ class GatewayLimits:
     max_page_bytes: int = 1_500_000
     queue_affinity_senders: int = 10_000
     # The AUN client reconnects 16 to 32 s after the server closed its connection (its backoff starts
-    # at 16 s then, with up to as much jitter again); a minute lets every member of a gateway that
-    # restarted within half a minute come back before another takes its work, and is well inside the
-    # five minutes AUN's own queue keeps a message.
+    # at 16 s then, with up to as much jitter again): with a gateway back within 16 s, a minute lets
+    # every member return before another takes its work, and is well inside the five minutes AUN's
+    # own queue keeps a message.
     queue_rejoin_grace: float = 60.0
 
     def __post_init__(self) -> None:
