@@ -116,7 +116,8 @@ class GatewayCore:
         self.cards = CardStore(self.db)
         self.thoughts = ThoughtStore()  # in memory only: a restart forgets every thought
         self.events = GatewayEvents()
-        self.queue = QueueRouter(self.db, self.inboxes, self.events, limits.queue_affinity_senders)
+        self.queue = QueueRouter(self.db, self.inboxes, self.events, limits.queue_affinity_senders,
+                                 limits.queue_rejoin_grace)
         self.logins = PendingLogins(limits.pending_logins, limits.login_nonce_ttl)
         self.methods: dict[str, Method] = {}
         self.all_sessions: set[Session] = set()
@@ -246,6 +247,7 @@ class GatewayCore:
         return session.aid
 
     def close(self) -> None:
+        self.queue.close()
         self.db.close()
 
 

@@ -50,6 +50,11 @@ class ErrorCode(IntEnum):
     GROUP_E2EE_STALE = -33050
     #: group E2EE: an encrypted message lacks a key wrap for a member the current state names
     GROUP_E2EE_RECIPIENTS_INCOMPLETE = -33052
+    #: P2P E2EE: an encrypted message is not wrapped for a device of the receiver that must read it
+    #: (a queue member that joined after the sender fetched ``message.v2.bootstrap``); the AUN client
+    #: treats the code as retryable, drops its cached bootstrap and sends again wrapped for every
+    #: device. The same value as :attr:`GROUP_E2EE_STALE`, the AUN code for a stale recipient set.
+    E2EE_RECIPIENTS_STALE = -33050
 
 
 class GatewayError(AUNError):

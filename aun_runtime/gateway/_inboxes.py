@@ -5,6 +5,13 @@ records ``prev_peer_seq``, the seq of the previous message from the same sender,
 tell from a single push whether it missed anything from that sender. Cursors are kept per receiving
 device and slot and per sender (the client's "peer" cursor scope): each device consumes and
 acknowledges every sender's stream on its own, and an acknowledgement never moves backwards.
+
+A receiver served in ``queue`` mode may also hold *re-issued copies* (see ``_queue``): a message
+whose queue member left unacknowledged is appended again, same ``message_id`` and payload, under a
+new seq, for the member that takes it over. A copy is queue bookkeeping, not a new message: what
+this store shows a fanout connection (pulls, the peer directory, the ``prev_peer_seq`` chain) leaves
+the copies out, so a fanout reader of a former queue AID gets each message once, at the seq it was
+sent with. A copy's idempotency key starts with a space, which no sender's ``message_id`` has.
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from typing import Any
 from ._database import Database
 
 __all__ = ["InboxStore", "PeerEntry", "StoredMessage", "page_of"]
+
+# The rows that are messages as sent, not re-issued copies (their key starts with a space).
+_SENT = "substr(message_id, 1, 1) <> ' '"
 
 
 def page_of(bodies: list[tuple[str]], limit: int, max_bytes: int | None) -> tuple[list[dict[str, Any]], bool]:
@@ -92,14 +102,16 @@ class InboxStore:
         return head
 
     def peer_head(self, receiver: str, sender: str) -> int:
-        """The seq of the last message from ``sender`` in ``receiver``'s inbox (0 if none)."""
+        """The seq of the last message from ``sender`` in ``receiver``'s inbox, copies left out (0 if none)."""
         key = (receiver, sender)
         head = self._peer_heads.get(key)
         if head is None:
+            # Backwards through the per-peer index: past the copies at the head only, not the whole stream.
             row = self.db.conn.execute(
-                "SELECT MAX(seq) FROM inbox WHERE receiver = ? AND sender = ?", (receiver, sender)
+                f"SELECT seq FROM inbox INDEXED BY inbox_by_peer WHERE receiver = ? AND sender = ? AND {_SENT} "
+                "ORDER BY seq DESC LIMIT 1", (receiver, sender),
             ).fetchone()
-            head = self._peer_heads[key] = int(row[0] or 0)
+            head = self._peer_heads[key] = 0 if row is None else int(row[0])
         return head
 
     def find_sent(self, sender: str, message_id: str) -> StoredMessage | None:
@@ -111,14 +123,26 @@ class InboxStore:
 
     def append(self, receiver: str, sender: str, message_id: str, row: dict[str, Any]) -> StoredMessage:
         """Give ``row`` the next seq of ``receiver``'s inbox and store it (in the open transaction)."""
+        stored = self._insert(receiver, sender, message_id, row)
+        self._peer_heads[(receiver, sender)] = stored.seq
+        return stored
+
+    def append_copy(self, receiver: str, sender: str, from_seq: int, row: dict[str, Any]) -> StoredMessage:
+        """Store a re-issued copy of the message at ``from_seq`` at the inbox head (in the open
+        transaction). Its key is not the sender's, so a retried send still finds the original; its
+        ``prev_peer_seq`` is the fanout chain's (a queue member is told its own), and it does not
+        become the head of that chain."""
+        return self._insert(receiver, sender, f" moved {from_seq} {row['message_id']}", row)
+
+    def _insert(self, receiver: str, sender: str, key: str, row: dict[str, Any]) -> StoredMessage:
         seq = self.head(receiver) + 1
         row = {**row, "seq": seq, "prev_peer_seq": self.peer_head(receiver, sender)}
         with self.db.atomic() as conn:
             conn.execute(
                 "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
-                (receiver, seq, sender, message_id, json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)),
+                (receiver, seq, sender, key, json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)),
             )
-        self._heads[receiver] = self._peer_heads[(receiver, sender)] = seq
+        self._heads[receiver] = seq
         return StoredMessage(receiver, seq, row)
 
     def forget_cached_heads(self) -> None:
@@ -129,10 +153,10 @@ class InboxStore:
     def pull(
         self, receiver: str, sender: str, after_seq: int, limit: int, max_bytes: int | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Rows from ``sender`` with seq > ``after_seq``: at most ``limit``, and no more once they
-        reach ``max_bytes`` (at least one). Returns them and whether more remain."""
+        """Rows from ``sender`` with seq > ``after_seq``, copies left out: at most ``limit``, and no
+        more once they reach ``max_bytes`` (at least one). Returns them and whether more remain."""
         bodies = self.db.conn.execute(
-            "SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? ORDER BY seq LIMIT ?",
+            f"SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? AND {_SENT} ORDER BY seq LIMIT ?",
             (receiver, sender, after_seq, limit + 1),
         ).fetchall()
         return page_of(bodies, limit, max_bytes)
@@ -161,11 +185,13 @@ class InboxStore:
         self, receiver: str, device_id: str, slot_id: str, *, pending_only: bool, after_sender: str = "",
         limit: int | None = None,
     ) -> list[PeerEntry]:
-        """The senders of ``receiver``'s inbox, in sender order, with this device's cursor for each."""
-        heads = self.db.conn.execute(
-            "SELECT sender, MAX(seq) FROM inbox WHERE receiver = ? AND sender > ? GROUP BY sender ORDER BY sender",
+        """The senders of ``receiver``'s inbox, in sender order, with this device's cursor for each
+        (heads and next pending messages of the messages as sent, copies left out)."""
+        senders = self.db.conn.execute(
+            "SELECT DISTINCT sender FROM inbox WHERE receiver = ? AND sender > ? ORDER BY sender",
             (receiver, after_sender),
         ).fetchall()
+        heads = [(sender, head) for (sender,) in senders if (head := self.peer_head(receiver, sender))]
         acks = dict(self.db.conn.execute(
             "SELECT sender, ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ?",
             (receiver, device_id, slot_id),
@@ -175,10 +201,12 @@ class InboxStore:
             ack = int(acks.get(sender, 0))
             if pending_only and head <= ack:
                 continue
+            # The first match in index order (MIN() would read every pending row to test its key).
             next_row = self.db.conn.execute(
-                "SELECT MIN(seq) FROM inbox WHERE receiver = ? AND sender = ? AND seq > ?", (receiver, sender, ack)
+                f"SELECT seq FROM inbox INDEXED BY inbox_by_peer WHERE receiver = ? AND sender = ? AND seq > ? "
+                f"AND {_SENT} ORDER BY seq LIMIT 1", (receiver, sender, ack),
             ).fetchone()
-            entries.append(PeerEntry(sender, int(head), ack, None if next_row[0] is None else int(next_row[0])))
+            entries.append(PeerEntry(sender, int(head), ack, None if next_row is None else int(next_row[0])))
             if limit is not None and len(entries) >= limit:
                 break
         return entries

@@ -77,6 +77,11 @@ class GatewayLimits:
             own key wrap in each encrypted group message, so a group's size is a message's size.
         max_groups_per_aid: groups one AID may own at once (a dissolved one no longer counts);
             creating past it is refused with -33004 (``scope`` ``groups``).
+        queue_rejoin_grace: seconds after the gateway starts during which the unacknowledged queue
+            messages of a member that was connected before the restart stay that member's (a member
+            coming back first does not take them; a sender's new messages under ``sender_affinity``
+            wait with them); only then do those of a member still not back go to the others. 0
+            hands them over at the first member's connect. At most an hour.
     """
 
     max_frame_bytes: int = 1_000_000
@@ -104,6 +109,11 @@ class GatewayLimits:
     queue_affinity_senders: int = 10_000
     max_group_members: int = 1000
     max_groups_per_aid: int = 1000
+    # The AUN client reconnects 16 to 32 s after the server closed its connection (its backoff starts
+    # at 16 s then, with up to as much jitter again): with a gateway back within 16 s, a minute lets
+    # every member return before another takes its work, and is well inside the five minutes AUN's
+    # own queue keeps a message.
+    queue_rejoin_grace: float = 60.0
 
     def __post_init__(self) -> None:
         if self.hard_frame_bytes < self.max_frame_bytes:
@@ -113,5 +123,7 @@ class GatewayLimits:
                      "max_page", "queue_affinity_senders", "max_group_members", "max_groups_per_aid"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 0 <= self.queue_rejoin_grace <= 3600:
+            raise ValueError("queue_rejoin_grace must be from 0 to 3600 seconds")
         if self.descriptor_reserve < 0:
             raise ValueError("descriptor_reserve must not be negative")

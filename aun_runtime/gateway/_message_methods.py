@@ -20,7 +20,7 @@ from typing import Any
 
 from ._auth_methods import check_aid
 from ._core import Call, Method
-from ._errors import RPCError
+from ._errors import ErrorCode, RPCError
 from ._inboxes import StoredMessage
 
 __all__ = ["MESSAGE_METHODS"]
@@ -61,20 +61,43 @@ async def send(call: Call) -> dict[str, Any]:
         if previous.receiver != to:
             raise RPCError.bad_param("message_id", f"message_id {message_id!r} was already used for another recipient")
         return _send_result(previous, "duplicate")
+    if "device_id" not in params.raw:  # a message for one device of the receiver is wrapped for it alone
+        _check_recipients(call, to, payload)
     row = {
         "message_id": message_id, "from_aid": sender, "sender_aid": sender, "to": to, "version": "v1",
         "legacy_v1": {"payload": payload, "to": to}, "type": kind, "t_server": int(time.time() * 1000),
         "need_render": need_render, "sender_device_id": call.session.device_id,
     }
     stored = core.inboxes.append(to, sender, message_id, row)
-    member = core.queue.route(stored)  # in queue mode: the one connection it goes to, recorded with it
+    # In queue mode: the one connection it goes to, recorded with it (or the member, not online,
+    # that it waits for with the sender's other messages: then nobody is pushed).
+    queued, member = core.queue.route(stored)
     await core.db.commit()  # durable before anyone hears of it
     if member is not None:
         pushed = int(core.queue.push(stored, member))
+    elif queued:
+        pushed = 0
     else:
         pushed = core.push(to, "message.received", lambda s: stored.push_params(s.device_id, s.slot_id))
     core.events.emit("message.stored", sender=sender, to=to, seq=stored.seq, message_id=message_id, pushed=pushed)
     return _send_result(stored, "delivered" if pushed else "stored")
+
+
+def _check_recipients(call: Call, to: str, payload: dict[str, Any]) -> None:
+    """Refuse an encrypted message to a queue AID that a member with a published prekey cannot read
+    (see ``QueueRouter.unwrapped_members``): the AUN client fetches the bootstrap again and resends."""
+    missing = call.core.queue.unwrapped_members(to, payload)
+    if not missing:
+        return
+    published = {device["device_id"] for device in call.core.identities.prekeys(to)}
+    missing = [device for device in missing if device in published]
+    if missing:
+        raise RPCError(
+            ErrorCode.E2EE_RECIPIENTS_STALE,
+            f"recipient_devices_changed: the message is not wrapped for {to}'s device(s) {', '.join(missing)}; "
+            "fetch message.v2.bootstrap again and wrap it for every device",
+            reason="recipient_devices_changed", field="payload.recipients", missing_devices=missing, retryable=True,
+        )
 
 
 async def peers(call: Call) -> dict[str, Any]:

@@ -12,9 +12,10 @@ loses none). When it is stored while members are online, the router picks one (r
 sender's member under ``sender_affinity``) and records the *assignment* ``(receiver, seq) -> member``
 in the same transaction, then pushes the message to that member only. An end-to-end encrypted
 message is given only to a member whose device it is wrapped for (the envelope's ``recipients``
-routing field, see :func:`readers`), while one is online: a member that joined after the sender
-learnt the AID's devices would only turn it into an unreadable arrival. A message stored while no
-member is online is unassigned; the first member that pulls it claims it.
+routing field, see :func:`readers`), while one is online; a message not wrapped for an online
+member that could be is refused before it is stored (:meth:`QueueRouter.unwrapped_members`), so the
+sender's client wraps it again for every member. A message stored while no member is online is
+unassigned; the first member that pulls it claims it.
 
 **One chain per member.** The AUN client checks each pushed message against the sender's stream it
 has seen: it takes the push as it is only when ``prev_peer_seq`` is at most what it has consumed
@@ -34,17 +35,31 @@ already be past it, and the client would take them for consumed. So each is *re-
 (same ``message_id``, same payload, still end-to-end encrypted for every device of the AID) is
 appended to the inbox under a new seq, at the head, assigned to the taker and open; the original
 is marked moved and leaves every view, so the member that left does not get it again if it comes
-back. The newest copy of each sender is pushed to the taker, whose chain then shows the rest and
-makes its client pull them. A member that leaves while no other is online keeps its messages
+back. A copy is the same message, not a new one: a fanout connection of the AID never sees copies
+(see :mod:`._inboxes`), only the message as it was sent. The newest copy of each sender is pushed
+to the taker, whose chain then shows the rest and makes its client pull them. A member that leaves while no other is online keeps its messages
 (it gets them when it returns); a member that connects takes over the open messages of every
 member that is not online. Delivery stays at least once: a message its member handled but had not
 yet acknowledged when it went is delivered again, to the taker, with the same ``message_id``.
+
+**After a restart.** Members reconnect on their own schedules, and the first one back must not
+take the others' work. For ``queue_rejoin_grace`` after the start, a member of an AID that had open
+messages then and that has not connected since is *expected back*: no take-over touches its open
+messages. Under ``sender_affinity`` the sender's member is read from the inbox during the grace
+(what memory held went with the restart), and a sender's new message whose previous one is open on
+a member expected back is assigned to that member too, unpushed: the sender's messages stay on one
+member, in order. At the end of the grace (:meth:`QueueRouter.end_rejoin_grace`) the open messages
+of the members still not back are re-issued to the online ones, in seq order. The same rule keeps a
+sender's order during any take-over: a new message whose previous one is still open on a member that
+left waits on it and is moved after it, rather than being pushed ahead of the copies. The grace
+follows the AUN client, which reconnects 16 to 32 s after the server closed its connection.
 
 **Bounds.** Members per AID are bounded by ``max_connections_per_aid``. Sender affinities are kept
 for at most ``queue_affinity_senders`` senders per AID (the least recently used is forgotten and
 gets a member by turn again). A take-over moves at most :data:`TAKEOVER_BATCH` messages per event
 loop turn and pushes one copy per sender and batch, so a member that left with a large backlog
-neither stalls the gateway nor floods the taker's outbound queue.
+neither stalls the gateway nor floods the taker's outbound queue. What the grace keeps in memory
+(the AIDs that had open messages at the start, the members back since) is dropped when it ends.
 
 Group messages are not affected: AUN group messages are always fanout, so each member of a group
 that is an AID in queue mode gets every group message on every connection, as in fanout mode.
@@ -101,11 +116,23 @@ def _member(session: Session) -> Member:
 class QueueRouter:
     """The delivery modes of the connected AIDs and the queue of those in ``queue`` mode."""
 
-    def __init__(self, db: Database, inboxes: InboxStore, events: GatewayEvents, affinity_senders: int) -> None:
+    def __init__(self, db: Database, inboxes: InboxStore, events: GatewayEvents, affinity_senders: int,
+                 rejoin_grace: float = 0.0) -> None:
         self.db = db
         self.inboxes = inboxes
         self.events = events
         self.affinity_senders = affinity_senders
+        # Until then, a member of one of these AIDs (with open messages at the start) that has not
+        # connected since is expected back (it was connected before a restart): its messages stay its own.
+        self._grace_ends = time.monotonic() + rejoin_grace if rejoin_grace > 0 else 0.0
+        self._restarted: set[str] = set()
+        if self._grace_ends:  # through the partial index of open assignments: they are few
+            self._restarted = {aid for (aid,) in db.conn.execute(
+                "SELECT DISTINCT receiver FROM queue_assignments INDEXED BY queue_open WHERE open = 1")}
+        self._back: set[tuple[str, str, str]] = set()  # (aid, device, slot) connected during the grace
+        self._grace_timer: asyncio.TimerHandle | None = None
+        # Take-overs under way per AID: meanwhile a sender's new message joins its open ones (see _pick).
+        self._moving: dict[str, int] = {}
         # Every authenticated connection by AID, in the order they connected (what the mode check reads).
         self._connections: dict[str, dict[Session, None]] = {}
         self._turns: dict[str, int] = {}
@@ -156,11 +183,16 @@ class QueueRouter:
         self._connections.setdefault(session.aid, {})[session] = None
         if not (session.delivery_mode.queue and session.kind == "long"):
             return False
+        if self._in_grace(session.aid):
+            self._back.add((session.aid, *_member(session)))
+            if self._grace_timer is None:
+                delay = max(0.0, self._grace_ends - time.monotonic())
+                self._grace_timer = asyncio.get_running_loop().call_later(delay, self.end_rejoin_grace)
         # The first batch is moved before auth.connect is answered, so the member's first
         # message.peers already lists it; a longer backlog follows in the background, pushed.
         moved, more = self._take_over(session.aid, None)
         if more:
-            self._spawn(self._take_over_rest(session.aid, None))
+            self._spawn_take_over([session.aid], None)
         return bool(moved)
 
     def detached(self, session: Session) -> None:
@@ -175,54 +207,161 @@ class QueueRouter:
             self._turns.pop(aid, None)
             self._affinity.pop(aid, None)
         if session.delivery_mode.queue and session.kind == "long" and self.members(aid):
-            self._spawn(self._take_over_rest(aid, _member(session)))
+            self._spawn_take_over([aid], _member(session))
 
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+    def _spawn_take_over(self, aids: list[str], owner: Member | None) -> None:
+        """Move the open messages of ``owner`` (None: of every member not online and not expected
+        back) of each AID in turn, in the background; each AID counts as moving from now on."""
+        for aid in aids:
+            self._moving[aid] = self._moving.get(aid, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._take_over_each(aids, owner))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    # -- after a restart -----------------------------------------------------------------------
+
+    def _in_grace(self, aid: str) -> bool:
+        """Whether ``aid`` had open messages when the gateway started and the grace is not over."""
+        return aid in self._restarted and time.monotonic() < self._grace_ends
+
+    def _awaited(self, aid: str, owner: Member) -> bool:
+        """Whether ``owner`` is a member expected back after a restart (its messages wait for it)."""
+        return self._in_grace(aid) and (aid, *owner) not in self._back
+
+    def end_rejoin_grace(self) -> None:
+        """End the grace period after a start (``queue_rejoin_grace``; its timer calls this): the
+        open messages of members not back by now go to the members online, in order."""
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
+        if not self._grace_ends:
+            return
+        self._grace_ends = 0.0
+        self._back.clear()
+        aids = [aid for aid in self._restarted if self.members(aid)]
+        self._restarted.clear()
+        if aids:
+            self._spawn_take_over(aids, None)
+
+    def close(self) -> None:
+        """Stop the grace timer (the gateway is stopping)."""
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
+
     # -- routing -------------------------------------------------------------------------------
 
-    def route(self, stored: StoredMessage) -> Session | None:
+    def unwrapped_members(self, receiver: str, payload: dict[str, Any]) -> list[str]:
+        """The devices of ``receiver``'s online queue members an end-to-end encrypted ``payload`` is
+        not wrapped for (empty for a plaintext payload, an AID-scoped wrap or a fanout receiver).
+
+        A sender's client keeps the receiver's devices from ``message.v2.bootstrap`` for an hour; a
+        member that joined since then is missing from its envelopes, and every message wrapped
+        without it would go to the members that can read it, never to the newcomer. So ``message.send``
+        refuses such a message (while the newcomer has published a prekey, so that a fresh bootstrap
+        does list it): the AUN client answers that refusal by fetching the bootstrap again and sending
+        the message once more, wrapped for every member.
+        """
+        mode = self.mode_of(receiver)
+        if mode is None or not mode.queue:
+            return []
+        wrapped = readers({"to": receiver, "legacy_v1": {"payload": payload}})
+        if wrapped is None or "" in wrapped:  # plaintext, or wrapped for the AID, not per device
+            return []
+        return sorted({m.device_id for m in self.members(receiver)} - wrapped)
+
+    def route(self, stored: StoredMessage) -> tuple[bool, Session | None]:
         """Assign a message just stored (in the open transaction) to one member of its receiver, if
-        the receiver is served in queue mode and a member is online. Push it once committed."""
+        the receiver is served in queue mode and a member is online. Returns whether it was assigned
+        and the member to push it to once committed: None when it waits, with the sender's other
+        open messages, for a member that is not online (see :meth:`_pick`)."""
         mode = self.mode_of(stored.receiver)
         if mode is None or not mode.queue:
-            return None
-        member = self._pick(stored.receiver, stored.row["sender_aid"], mode, readers(stored.row))
-        if member is not None:
-            # One statement, in the transaction the append just opened (no savepoint of its own:
-            # this is on every queue send's path, and a failed INSERT changes nothing anyway).
-            self.db.conn.execute(_INSERT, (stored.receiver, stored.seq, stored.row["sender_aid"], *_member(member)))
-            self._assigned(stored, member, "push")
-        return member
+            return False, None
+        sender = stored.row["sender_aid"]
+        member = self._pick(stored.receiver, sender, mode, readers(stored.row), new_seq=stored.seq)
+        if member is None:
+            return False, None
+        owner = member if isinstance(member, tuple) else _member(member)
+        # One statement, in the transaction the append just opened (no savepoint of its own:
+        # this is on every queue send's path, and a failed INSERT changes nothing anyway).
+        self.db.conn.execute(_INSERT, (stored.receiver, stored.seq, sender, *owner))
+        if isinstance(member, tuple):
+            self.events.emit("message.assigned", receiver=stored.receiver, sender=sender, seq=stored.seq,
+                             message_id=stored.row["message_id"], connection_id=None, device_id=owner[0], how="held")
+            return True, None
+        self._assigned(stored, member, "push")
+        return True, member
 
-    def _pick(self, aid: str, sender: str, mode: DeliveryMode, devices: set[str] | None) -> Session | None:
+    def _pick(self, aid: str, sender: str, mode: DeliveryMode, devices: set[str] | None,
+              new_seq: int | None = None) -> Session | Member | None:
+        """The member a message of ``sender`` goes to (None: no member online). For a new message
+        (``new_seq``) under ``sender_affinity`` while members are expected back or messages are being
+        moved, the owner of the sender's previous message, even one not online: the message waits
+        with the sender's others (a ``Member``, not a ``Session``), so they stay on one member in order
+        and a take-over moves them all, in seq order."""
         members = self.members(aid)
         if devices is not None:  # only members that can decrypt it, while there is one
             members = [m for m in members if m.device_id in devices] or members
         if not members:
             return None
+        if mode.affinity and new_seq is not None and (self._in_grace(aid) or self._moving.get(aid)):
+            waiting = self._waiting_owner(aid, sender)
+            if waiting is not None:  # the sender's earlier messages wait for it, or to be moved
+                return waiting
+            # The sender's member as the inbox knows it: what memory knew went with a restart.
+            owner = self._last_owner(aid, sender, new_seq)
+            chosen = next((m for m in members if _member(m) == owner), None)
+            if chosen is not None and owner is not None:
+                self._remember(aid, sender, owner)
+                return chosen
         if mode.affinity:
-            affinities = self._affinity.setdefault(aid, OrderedDict())
-            now = time.monotonic()
-            kept = affinities.get(sender)
-            if kept is not None and (mode.affinity_ttl_ms == 0 or (now - kept[1]) * 1000 < mode.affinity_ttl_ms):
+            known = self._affinity.get(aid)
+            kept = None if known is None else known.get(sender)
+            idle_ms = 0.0 if kept is None else (time.monotonic() - kept[1]) * 1000
+            if kept is not None and (mode.affinity_ttl_ms == 0 or idle_ms < mode.affinity_ttl_ms):
                 chosen = next((m for m in members if _member(m) == kept[0]), None)
                 if chosen is not None:
-                    affinities[sender] = (kept[0], now)
-                    affinities.move_to_end(sender)
+                    self._remember(aid, sender, kept[0])
                     return chosen
         turn = self._turns.get(aid, 0)
         chosen = members[turn % len(members)]
         self._turns[aid] = turn + 1
         if mode.affinity:
-            affinities[sender] = (_member(chosen), now)
-            affinities.move_to_end(sender)
-            while len(affinities) > self.affinity_senders:
-                affinities.popitem(last=False)
+            self._remember(aid, sender, _member(chosen))
         return chosen
+
+    def _remember(self, aid: str, sender: str, member: Member) -> None:
+        affinities = self._affinity.setdefault(aid, OrderedDict())
+        affinities[sender] = (member, time.monotonic())
+        affinities.move_to_end(sender)
+        while len(affinities) > self.affinity_senders:
+            affinities.popitem(last=False)
+
+    def _last_owner(self, aid: str, sender: str, before_seq: int) -> Member | None:
+        """The member ``sender``'s newest message before ``before_seq`` is assigned to (None if that
+        message is unassigned or was moved)."""
+        row = self.db.conn.execute(
+            f"SELECT a.device_id, a.slot_id, a.moved_to {_JOIN} WHERE i.receiver = ? AND i.sender = ? "
+            "AND i.seq < ? ORDER BY i.seq DESC LIMIT 1", (aid, sender, before_seq),
+        ).fetchone()
+        if row is None or row[0] is None or row[2] is not None:
+            return None
+        return str(row[0]), str(row[1])
+
+    def _waiting_owner(self, aid: str, sender: str) -> Member | None:
+        """A member not online that still holds open messages of ``sender`` which wait for it (it is
+        expected back) or are about to be moved (a take-over is under way), if there is one."""
+        online = {_member(m) for m in self.members(aid)}
+        # Through the index of open assignments: open ones are few.
+        for device_id, slot_id in self.db.conn.execute(
+            "SELECT device_id, slot_id FROM queue_assignments INDEXED BY queue_open WHERE receiver = ? "
+            "AND sender = ? AND open = 1 GROUP BY device_id, slot_id ORDER BY MAX(seq) DESC", (aid, sender),
+        ):
+            owner = (str(device_id), str(slot_id))
+            if owner not in online and (self._awaited(aid, owner) or self._moving.get(aid)):
+                return owner
+        return None
 
     def push(self, stored: StoredMessage, member: Session) -> bool:
         """Push ``stored`` to the member it is assigned to, in that member's chain."""
@@ -341,7 +480,7 @@ class QueueRouter:
             if not found:
                 break
             last = int(found[-1][0])
-            rows.extend(r for r in found if (r[2], r[3]) not in online)
+            rows.extend(r for r in found if (r[2], r[3]) not in online and not self._awaited(aid, (r[2], r[3])))
             if len(rows) >= TAKEOVER_BATCH:
                 more = True
         rows = rows[:TAKEOVER_BATCH]
@@ -361,12 +500,10 @@ class QueueRouter:
         (body,) = self.db.conn.execute("SELECT body FROM inbox WHERE receiver = ? AND seq = ?", (aid, seq)).fetchone()
         original = json.loads(body)
         taker = self._pick(aid, sender, mode, readers(original))
-        if taker is None:
+        if not isinstance(taker, Session):  # no member online (a re-issue is never held)
             return None
         row = {key: value for key, value in original.items() if key not in ("seq", "prev_peer_seq")}
-        # The idempotency key of a copy starts with a space, which no message_id a sender gives has
-        # (they are stripped): a retried send still finds the original.
-        copy = self.inboxes.append(aid, sender, f" moved {seq} {original['message_id']}", row)
+        copy = self.inboxes.append_copy(aid, sender, seq, row)
         with self.db.atomic() as conn:
             conn.execute("UPDATE queue_assignments SET moved_to = ?, open = 0 WHERE receiver = ? AND seq = ?",
                          (copy.seq, aid, seq))
@@ -376,11 +513,25 @@ class QueueRouter:
         self._assigned(copy, taker, "reissue")
         return taker, copy
 
+    async def _take_over_each(self, aids: list[str], owner: Member | None) -> None:
+        done = 0
+        try:
+            for aid in aids:
+                done += 1
+                await self._take_over_rest(aid, owner)
+        finally:  # cancelled (the loop is closing): the AIDs not reached are not moving any more
+            for aid in aids[done:]:
+                self._moved(aid)
+
     async def _take_over_rest(self, aid: str, owner: Member | None) -> None:
         """Move ``owner``'s open messages batch by batch, committing and pushing after each."""
+        moving = True
         try:
             while True:
                 newest, more = self._take_over(aid, owner)
+                if not more:  # at once, in the turn of the last look: a message routed later is not held
+                    self._moved(aid)
+                    moving = False
                 await self.db.commit()
                 for taker, copy in newest:
                     self.push(copy, taker)
@@ -391,3 +542,13 @@ class QueueRouter:
             log.debug("take-over of %s's messages stopped: the gateway is closing", aid)
         except Exception:  # a failed commit rolled back: the messages stay open, taken over next time
             log.exception("take-over of %s's open queue messages failed", aid)
+        finally:
+            if moving:
+                self._moved(aid)
+
+    def _moved(self, aid: str) -> None:
+        left = self._moving.get(aid, 0) - 1
+        if left > 0:
+            self._moving[aid] = left
+        else:
+            self._moving.pop(aid, None)

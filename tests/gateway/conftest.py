@@ -11,6 +11,7 @@ import asyncio
 import base64
 import itertools
 import json
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -86,6 +87,45 @@ async def make_agent(gateway: GatewayServer, tmp_path: Path) -> AsyncIterator[Ag
         clients.append(client)
         if connect:
             await client.connect({"auto_reconnect": True})
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+MemberFactory = Callable[..., Awaitable[AUNClient]]
+
+
+@pytest.fixture
+async def make_member(gateway: GatewayServer, tmp_path: Path, make_agent: AgentFactory) -> AsyncIterator[MemberFactory]:
+    """``await make_member("bob", 2, mode)``: a real client for the AID of ``make_agent("bob")``,
+    from a copy of its key and certificate in a directory of its own (so its own device id), connected
+    with ``delivery_mode`` ``mode``. Member 1 is the original directory."""
+    clients: list[AUNClient] = []
+
+    async def make(name: str, index: int, mode: dict[str, Any] | None, *, connect: bool = True,
+                   on_message: Callable[[dict[str, Any]], Any] | None = None) -> AUNClient:
+        aid = f"{name}.{gateway.issuer}"
+        if index == 1:
+            client = await make_agent(name, connect=False)
+        else:
+            source = tmp_path / "agents" / name / "AIDs" / aid
+            home = tmp_path / "members" / f"{name}-{index}"
+            for part in ("private", "public"):  # the AID's identity; not its device id, tokens or cursors
+                shutil.copytree(source / part, home / "AIDs" / aid / part, dirs_exist_ok=True)
+            LocalIdentityStore(str(home), encryption_seed=SEED).set_metadata_value(aid, "gateway_url", gateway.url)
+            loaded = AIDStore(home, SEED, root_ca_path=str(gateway.root_ca_path)).load(aid)
+            assert loaded.ok and loaded.data is not None, loaded.error
+            client = AUNClient(loaded.data["aid"])
+            clients.append(client)
+        if on_message is not None:
+            client.on("message.received", on_message)
+        if connect:
+            options: dict[str, Any] = {"auto_reconnect": True}
+            if mode is not None:
+                options["delivery_mode"] = mode
+            await client.connect(options)
         return client
 
     yield make

@@ -6,63 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aun_core import AIDStore, AUNClient
+from aun_core import AUNClient
 from aun_core.errors import AUNError
-from aun_core.keystore.local_identity_store import LocalIdentityStore
 
 from aun_runtime.gateway import ErrorCode, GatewayLimits, GatewayServer, _queue
 
-from .conftest import SEED, AgentFactory, Events, RawConnection, RawIdentity, raw_register, unique_name
+from .conftest import (
+    AgentFactory,
+    Events,
+    MemberFactory,
+    RawConnection,
+    RawIdentity,
+    raw_register,
+    unique_name,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:ConnectionClosed.code is deprecated:DeprecationWarning")
 
 ROUND_ROBIN = {"mode": "queue", "routing": "round_robin"}
 AFFINITY = {"mode": "queue", "routing": "sender_affinity"}
-
-MemberFactory = Callable[..., Awaitable[AUNClient]]
-
-
-@pytest.fixture
-async def make_member(gateway: GatewayServer, tmp_path: Path, make_agent: AgentFactory) -> AsyncIterator[MemberFactory]:
-    """``await make_member("bob", 2, mode)``: a real client for the AID of ``make_agent("bob")``,
-    from a copy of its key and certificate in a directory of its own (so its own device id), connected
-    with ``delivery_mode`` ``mode``. Member 1 is the original directory."""
-    clients: list[AUNClient] = []
-
-    async def make(name: str, index: int, mode: dict[str, Any] | None, *, connect: bool = True,
-                   on_message: Callable[[dict[str, Any]], Any] | None = None) -> AUNClient:
-        aid = f"{name}.{gateway.issuer}"
-        if index == 1:
-            client = await make_agent(name, connect=False)
-        else:
-            source = tmp_path / "agents" / name / "AIDs" / aid
-            home = tmp_path / "members" / f"{name}-{index}"
-            for part in ("private", "public"):  # the AID's identity; not its device id, tokens or cursors
-                shutil.copytree(source / part, home / "AIDs" / aid / part, dirs_exist_ok=True)
-            LocalIdentityStore(str(home), encryption_seed=SEED).set_metadata_value(aid, "gateway_url", gateway.url)
-            loaded = AIDStore(home, SEED, root_ca_path=str(gateway.root_ca_path)).load(aid)
-            assert loaded.ok and loaded.data is not None, loaded.error
-            client = AUNClient(loaded.data["aid"])
-            clients.append(client)
-        if on_message is not None:
-            client.on("message.received", on_message)
-        if connect:
-            options: dict[str, Any] = {"auto_reconnect": True}
-            if mode is not None:
-                options["delivery_mode"] = mode
-            await client.connect(options)
-        return client
-
-    yield make
-    for client in clients:
-        await client.close()
-
 
 def connection_of(gateway: GatewayServer, aid: str, device_id: str) -> Any:
     (session,) = [s for s in gateway.core.sessions_of(aid) if s.device_id == device_id]
@@ -381,14 +347,15 @@ async def test_a_large_backlog_moves_in_batches_with_one_push_per_batch(
 
 async def test_open_messages_survive_a_gateway_restart_and_go_to_the_member_that_connects(tmp_path: Path) -> None:
     data = tmp_path / "restarted"
-    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as gateway:
+    no_grace = GatewayLimits(queue_rejoin_grace=0)  # with one, see test_queue_restart.py
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data, limits=no_grace) as gateway:
         alice, bob = await raw_register(gateway, unique_name("alice")), await raw_register(gateway, unique_name("bob"))
         sender = await alice.connect(gateway, device_id="alice-device")
         await queue_connect(gateway, bob, "bob-1", ROUND_ROBIN)
         sent = [(await sender.call("message.send", {"to": bob.aid, "payload": {"text": str(i)}}))["result"]
                 for i in range(3)]
         assert {s["status"] for s in sent} == {"delivered"}  # pushed to bob-1, never acknowledged
-    async with GatewayServer("127.0.0.1", port=0, data_dir=data) as gateway:
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data, limits=no_grace) as gateway:
         other = await queue_connect(gateway, bob, "bob-2", ROUND_ROBIN)  # before bob-1 is back
         peers = (await other.call("message.peers", {"filter": "pending"}))["result"]["peers"]
         page = (await other.call("message.v2.pull", {"sender_aid": alice.aid, "after_seq": 0}))["result"]
@@ -451,3 +418,20 @@ async def next_push(conn: RawConnection) -> dict[str, Any]:
 def session_id(gateway: GatewayServer, message_id: str) -> str:
     (assigned,) = gateway.events.find("message.assigned", message_id=message_id)
     return str(assigned.fields["connection_id"])
+
+
+async def send(sender: RawConnection, to: str, text: str, **extra: Any) -> dict[str, Any]:
+    answer = await sender.call("message.send", {"to": to, "payload": {"text": text}, **extra})
+    assert "result" in answer, answer
+    return dict(answer["result"])
+
+
+async def pull(conn: RawConnection, sender_aid: str, after: int = 0) -> dict[str, Any]:
+    answer = await conn.call("message.v2.pull", {"sender_aid": sender_aid, "after_seq": after, "limit": 200})
+    assert "result" in answer, answer
+    return dict(answer["result"])
+
+
+def owner_of(gateway: GatewayServer, message_id: str) -> str:
+    (assigned,) = gateway.events.find("message.assigned", message_id=message_id)
+    return str(assigned.fields["device_id"])

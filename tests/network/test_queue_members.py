@@ -1,6 +1,7 @@
 """One AID served by two ``aun-runtime run`` processes as AUN queue members (``AUN_GATEWAY_QUEUE``):
 its direct messages are spread over the two, and when one is killed (SIGKILL) in the middle of a
-stream, nothing is lost: the rest, and what it had not acknowledged, reach the other."""
+stream, nothing is lost: the rest, and what it had not acknowledged, reach the other. When the
+gateway restarts, each gets back its own unacknowledged messages, whichever reconnects first."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aun_runtime import Archive, RecordKind
-from aun_runtime.gateway import GatewayServer
+from aun_runtime.gateway import GatewayLimits, GatewayServer
 from aun_runtime.network import GatewayAgentConfig
 
 from .conftest import SEED, Child, Children, PlainClient, eventually, info_of, read_archive
@@ -126,3 +127,49 @@ def test_queue_routing_is_checked_and_becomes_the_clients_delivery_mode(tmp_path
     assert config.delivery_mode == {"mode": "queue", "routing": "sender_affinity"}
     with pytest.raises(ValueError, match="queue_routing"):
         GatewayAgentConfig(data_dir=tmp_path, queue_routing="random")
+
+
+async def test_after_a_gateway_restart_each_runtime_gets_back_its_own_unacknowledged_messages(
+    tmp_path: Path, children: Children, plain_clients: Callable[..., Awaitable[PlainClient]],
+) -> None:
+    data = tmp_path / "gateway"
+    # A grace far longer than the test, so that only the fix, not the clock, keeps the messages.
+    limits = GatewayLimits(queue_rejoin_grace=600)
+    async with GatewayServer("127.0.0.1", port=0, data_dir=data, limits=limits) as before:
+        sink, port = f"sink.{before.issuer}", before.port
+        first = member(children, "first", before, "round_robin")
+        await first.connected(sink)
+        share_identity(tmp_path, sink, "first", "second")
+        second = member(children, "second", before, "round_robin")
+        await second.connected(sink)
+        first_device = (tmp_path / "first" / "identities" / sink / ".device_id").read_text().strip()
+        (second_device,) = {s.device_id for s in before.core.sessions_of(sink)} - {first_device}
+        first_archive, second_archive = read_archive(children.archive("first")), read_archive(children.archive("second"))
+        sender = await plain_clients(info_of(before), "feeder")
+
+        def handled() -> tuple[list[int], list[int]]:
+            return (numbers(first_archive, sink, sender.aid, RecordKind.THOUGHT),
+                    numbers(second_archive, sink, sender.aid, RecordKind.THOUGHT))
+
+        # The first runtime frozen: it holds its share of ten messages, unacknowledged, when the gateway stops.
+        first.process.send_signal(signal.SIGSTOP)
+        frozen = time.time()
+        sent = {}
+        for n in range(10):
+            sent[(await sender.send(sink, {"type": "text", "text": f"n={n}"}))["message_id"]] = n
+        stranded = {sent[e.fields["message_id"]] for e in before.events.find("message.assigned", receiver=sink,
+                                                                              device_id=first_device) if e.at >= frozen}
+        assert len(stranded) == 5
+        await eventually(lambda: set(handled()[1]) == set(range(10)) - stranded, what="the second runtime's share")
+    async with GatewayServer("127.0.0.1", port=port, data_dir=data, limits=limits) as after:
+        # The second runtime reconnects first (the first is still frozen) and takes nothing of the first's.
+        await after.events.wait("connected", aid=sink, device_id=second_device, timeout=60)
+        assert after.events.find("message.reissued", receiver=sink) == []
+        first.process.send_signal(signal.SIGCONT)
+        await after.events.wait("connected", aid=sink, device_id=first_device, timeout=60)
+        await eventually(lambda: stranded <= set(handled()[0]), timeout=60, what="the first runtime's own share")
+        assert not stranded & set(handled()[1])  # never handed to the other one
+        assert after.events.find("message.reissued", receiver=sink) == []
+        assert first_archive.dead_letters() == [] and second_archive.dead_letters() == []
+    first_archive.close()
+    second_archive.close()
