@@ -14,9 +14,14 @@ in one process, two of its habits cost more than the messages it carries:
   name, in a SQLite file of its own directory, open all the time: two connections and five
   descriptors per AID for the same few host names. :func:`share_dns_cache` points them all at one
   file of the gateway agent's data directory.
-* Its identity and token stores keep a SQLite connection each to the AID's ``aun.db``, each with a
-  page cache of up to 2 MB that its start-up reads fill; a connected AID reads them seldom.
-  :func:`trim_stores` holds each to :data:`STORE_CACHE_KB` and gives back what it cached.
+* Its identity and token stores (three of them, the client's and its AID store's) each open the
+  AID's ``aun.db`` with a connection of their own: about 200 KB of memory and three descriptors
+  each, for one file. :func:`share_store_database` has them all use one (the client's
+  ``AIDDatabase`` serialises its users with a lock of its own and begins and commits each
+  transaction within one call, so one connection serves them as it serves the client's threads).
+  That connection keeps a page cache of up to 2 MB that its start-up reads fill; a connected AID
+  reads it seldom. :func:`trim_stores` holds it to :data:`STORE_CACHE_KB` and gives back what it
+  cached.
 * Its delivery cursor (which sequence number of each sender it has seen) is committed to its
   SQLite file once per message received, on the event loop. :func:`batch_cursor_writes` makes
   those writes coalesce: the newest cursor of each namespace is kept in memory and committed
@@ -42,7 +47,7 @@ from typing import Any
 
 __all__ = [
     "CURSOR_DELAY", "ON_WIRE", "STORE_CACHE_KB", "CursorBatch", "LoopActor", "batch_cursor_writes", "flush_cursors", "run_on_loop",
-    "share_dns_cache", "short_calls_on_loop", "trim_stores",
+    "share_dns_cache", "share_store_database", "short_calls_on_loop", "trim_stores",
 ]
 
 log = logging.getLogger("aun_runtime.gateway")
@@ -156,20 +161,65 @@ def share_dns_cache(path: str, *holders: Any) -> int:
     return moved
 
 
+#: Where the pinned client keeps stores that open the AID's ``aun.db`` (each with ``_aid_dbs``).
+_STORES = ("_token_store", "_aid_store._token_store", "_aid_store._keystore", "_auth._token_store",
+           "_aid_store._peer_auth._token_store", "_aid_store._register_flow._keystore",
+           "_aid_store._register_flow._certs._store")
+
+
+def _stores(client: Any) -> list[Any]:
+    found: list[Any] = []
+    for path in _STORES:
+        holder = client
+        for name in path.split("."):
+            holder = getattr(holder, name, None)
+        if isinstance(getattr(holder, "_aid_dbs", None), dict) and callable(getattr(holder, "_get_db", None)) and not any(
+            holder is seen for seen in found
+        ):
+            found.append(holder)
+    return found
+
+
+def share_store_database(client: Any, aid: str) -> int:
+    """Have every store of ``client`` use one database object (one connection) for ``aid``'s
+    ``aun.db``: the client's token store's, which its end-to-end encryption session uses too.
+    Call it before the client connects, once nothing else of the process holds the file open.
+    Returns how many others were replaced (and closed); none if the stores are not where the pinned
+    client keeps them."""
+    stores = _stores(client)
+    if not stores:
+        return 0
+    shared = stores[0]._get_db(aid)
+    path = getattr(shared, "_db_path", None)
+    replaced = 0
+    for store in stores[1:]:
+        own = store._get_db(aid)  # made on first use otherwise: the store's entry is what it will use
+        if own is shared or getattr(own, "_db_path", None) != path:
+            continue
+        for key, database in list(store._aid_dbs.items()):
+            if database is own:
+                store._aid_dbs[key] = shared
+        own.close()
+        replaced += 1
+    # SQLite keeps a closed connection's descriptor for as long as another connection of the
+    # process holds the file (POSIX locks belong to the process). Closing the shared one as well
+    # lets every descriptor go; it opens again, once, on its next use.
+    shared.close()
+    return replaced
+
+
 def trim_stores(client: Any) -> int:
     """Hold the page cache of each SQLite connection ``client``'s stores have open to
     :data:`STORE_CACHE_KB` and release what they cached (on the loop, between their
     transactions). Returns how many connections were trimmed."""
-    aid_store = getattr(client, "_aid_store", None)
-    stores = (getattr(client, "_token_store", None), getattr(aid_store, "_keystore", None),
-              getattr(aid_store, "_token_store", None))
     trimmed = 0
-    for store in stores:
-        databases = getattr(store, "_aid_dbs", None)
-        for database in list(databases.values()) if isinstance(databases, dict) else ():
+    seen: set[int] = set()
+    for store in _stores(client):
+        for database in list(store._aid_dbs.values()):
             connection = getattr(database, "_conn", None)
-            if not isinstance(connection, sqlite3.Connection):
+            if not isinstance(connection, sqlite3.Connection) or id(connection) in seen:
                 continue
+            seen.add(id(connection))
             try:
                 connection.execute(f"PRAGMA cache_size = -{STORE_CACHE_KB}")
                 connection.execute("PRAGMA shrink_memory")

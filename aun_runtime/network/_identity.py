@@ -26,7 +26,13 @@ from typing import Any
 
 from protocols.errors import AUNError
 
-from ._client_io import batch_cursor_writes, run_on_loop, share_dns_cache, short_calls_on_loop
+from ._client_io import (
+    batch_cursor_writes,
+    run_on_loop,
+    share_dns_cache,
+    share_store_database,
+    short_calls_on_loop,
+)
 from ._config import GatewayAgentConfig
 from ._frame_guard import guard_client
 
@@ -89,6 +95,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     if config.gateway_url:
         keys = LocalIdentityStore(str(path), encryption_seed=seed, logger=NullLogger())
         keys.set_metadata_value(aid, "gateway_url", config.gateway_url)
+        keys.close()  # its connection to the AID's database would otherwise stay open with it
     store = AIDStore(
         path,
         seed,
@@ -121,6 +128,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     short_calls_on_loop(getattr(client, "_auth", None))
     batch_cursor_writes(client)
     share_dns_cache(str(config.data_dir / "dns_cache.db"), client)
+    share_store_database(client, aid)
     return client
 
 

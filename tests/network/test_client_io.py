@@ -1,15 +1,26 @@
 """The AUN client's delivery cursors, committed in batches: on the client's real token store, in a
-real SQLite file, read back by a store that knows nothing of the batching."""
+real SQLite file, read back by a store that knows nothing of the batching. And an exposed AID's
+stores sharing one connection to its database."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 
 from aun_core.keystore.local_token_store import LocalTokenStore
 
+from aun_runtime import AUNRuntime, Inbox
+from aun_runtime.gateway import GatewayServer
+from aun_runtime.network import GatewayAgent
 from aun_runtime.network._client_io import CURSOR_DELAY, batch_cursor_writes, flush_cursors
+
+from .conftest import PlainClient, eventually, info_of
+
+Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
+Clients = Callable[..., Awaitable[PlainClient]]
 
 AID = "cursor.aun.localhost"
 NS = "p2p.peer.v1/sender.aun.localhost"
@@ -55,3 +66,28 @@ def test_a_store_that_is_not_the_clients_is_left_alone() -> None:
     other = SimpleNamespace(save_sync_states=lambda *args: None)
     assert batch_cursor_writes(SimpleNamespace(_token_store=other)) is None
     assert batch_cursor_writes(SimpleNamespace()) is None
+
+
+async def test_an_exposed_aids_stores_share_one_connection_to_its_database(
+    tmp_path: Path, gateway: GatewayServer, bridged: Bridged, plain_clients: Clients
+) -> None:
+    aid = f"onedb.{gateway.issuer}"
+    inboxes: list[Inbox] = []
+
+    async def register(runtime: AUNRuntime) -> None:
+        inboxes.append(await runtime.open_inbox(aid))
+
+    await bridged(info_of(gateway), "onedb", register)
+    user = await plain_clients(info_of(gateway), "user")
+    await user.send(aid, {"type": "text", "text": "through every store"})  # keys, cursor, session: all used
+    await eventually(lambda: len(inboxes[0].received) == 1, what="the message")
+    [database] = (tmp_path / "onedb" / "identities" / aid).rglob("aun.db")
+    opened = [fd for fd in os.listdir("/proc/self/fd") if _target(fd) == str(database)]
+    assert len(opened) == 1  # the client's three stores open it once between them
+
+
+def _target(fd: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # closed meanwhile
+        return None

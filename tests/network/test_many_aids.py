@@ -24,11 +24,11 @@ COUNT = 1000
 #: Threads the process may gain in all, whatever the count (the archive's and the outbox's writers,
 #: the loop's resolver pool...), not per AID.
 MAX_THREADS = 16
-#: Descriptors per exposed AID: its WebSocket and its client's SQLite files (``aun.db`` and its WAL
-#: and shared-memory files, the DNS cache).
-MAX_FDS_PER_AID = 12
+#: Descriptors per exposed AID: its WebSocket and its client's one connection to ``aun.db`` with its
+#: WAL and shared-memory files (4), and a little room.
+MAX_FDS_PER_AID = 6
 #: Memory per exposed AID: its client object with its key stores, its socket's buffers.
-MAX_KB_PER_AID = 1000
+MAX_KB_PER_AID = 800
 
 
 class Echo(AUNAgent):
