@@ -278,6 +278,29 @@ async def raw_register(server: GatewayServer, name: str) -> RawIdentity:
     return RawIdentity(login.aid, login.key, login.cert_pem, phase2["access_token"], phase2["refresh_token"])
 
 
+async def raw_member(server: GatewayServer, name: str) -> tuple[str, RawConnection]:
+    """A new AID (a unique name from ``name``), registered by hand and connected: ``(aid, connection)``."""
+    identity = await raw_register(server, unique_name(name))
+    return identity.aid, await identity.connect(server)
+
+
+def error_of(answer: dict[str, Any]) -> tuple[int, str | None]:
+    """The JSON-RPC error code of ``answer`` and the parameter it names (``data.field``), if any."""
+    assert "error" in answer, answer
+    return answer["error"]["code"], answer["error"].get("data", {}).get("field")
+
+
+async def refused(client: AUNClient, method: str, params: dict[str, Any]) -> int:
+    """The error code the network answers ``client``'s ``method`` call with (it must refuse it)."""
+    from aun_core import AUNError
+
+    with pytest.raises(AUNError) as caught:
+        await client.call(method, params)
+    code = caught.value.code
+    assert isinstance(code, int)
+    return code
+
+
 @pytest.fixture
 def small_limits() -> GatewayLimits:
     return GatewayLimits(rate_per_second=5.0, rate_burst=5)

@@ -7,27 +7,13 @@ names in the group's next signed state, so the new member reads encrypted messag
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-from aun_core import AUNClient
-from aun_core.errors import AUNError
-
 from aun_runtime.gateway import GatewayServer
 
-from .conftest import AgentFactory, Events, Owner, unique_name
+from .conftest import AgentFactory, Events, Owner, refused, unique_name
 
 
 def _text(text: str) -> dict[str, object]:
     return {"type": "text", "text": text}
-
-
-async def _refused(client: AUNClient, method: str, params: dict[str, Any]) -> int:
-    with pytest.raises(AUNError) as caught:
-        await client.call(method, params)
-    code = caught.value.code
-    assert isinstance(code, int)
-    return code
 
 
 async def test_create_group_invites_its_members_and_those_who_accept_read_encrypted_messages(
@@ -51,7 +37,7 @@ async def test_create_group_invites_its_members_and_those_who_accept_read_encryp
     assert accepted["status"] == "accepted" and accepted["member"]["aid"] == bob.aid
     rejected = await carol.group.reject_invite({"invite_id": to_carol["invite_id"]})
     assert rejected["status"] == "rejected"
-    assert await _refused(carol, "group.accept_invite", {"invite_id": to_carol["invite_id"]}) == -33008
+    assert await refused(carol, "group.accept_invite", {"invite_id": to_carol["invite_id"]}) == -33008
     assert (await bob.group.list_my_invites({}))["items"] == [] and (await carol.group.list_my_invites({}))["items"] == []
 
     # The owner's client hears bob joined and signs a state naming him; he reads what follows.
@@ -60,7 +46,7 @@ async def test_create_group_invites_its_members_and_those_who_accept_read_encryp
     await alice.call("group.send", {"group_id": group_id, "payload": _text("welcome, bob")})
     got = await at_bob.next()
     assert (got["from"], got["payload"]["text"], got["encrypted"]) == (alice.aid, "welcome, bob", True)
-    assert await _refused(carol, "group.send", {"group_id": group_id, "payload": _text("me too?")}) == -33006
+    assert await refused(carol, "group.send", {"group_id": group_id, "payload": _text("me too?")}) == -33006
 
 
 async def test_an_invitation_is_revoked_by_its_sender_only_and_reaches_the_invitee_once(
@@ -73,15 +59,15 @@ async def test_an_invitation_is_revoked_by_its_sender_only_and_reaches_the_invit
     again = await alice.group.invite_member({"group_id": group_id, "invitee_aid": dave.aid})
     assert again["invite_id"] == first["invite_id"]  # a retried call answers the first invitation
     assert (await heard.next())["invite_ids"] == [first["invite_id"]]
-    assert await _refused(bob, "group.invite_member", {"group_id": group_id, "invitee_aid": dave.aid}) == -33006
+    assert await refused(bob, "group.invite_member", {"group_id": group_id, "invitee_aid": dave.aid}) == -33006
     await alice.call("group.add_member", {"group_id": group_id, "aid": bob.aid})
     # A private group: only the owner and admins invite.
-    assert await _refused(bob, "group.invite_member", {"group_id": group_id, "invitee_aid": dave.aid}) == -33007
-    assert await _refused(alice, "group.invite_member", {"group_id": group_id, "invitee_aid": bob.aid}) == -33005
-    assert await _refused(bob, "group.revoke_invite", {"invite_id": first["invite_id"]}) == -32004
+    assert await refused(bob, "group.invite_member", {"group_id": group_id, "invitee_aid": dave.aid}) == -33007
+    assert await refused(alice, "group.invite_member", {"group_id": group_id, "invitee_aid": bob.aid}) == -33005
+    assert await refused(bob, "group.revoke_invite", {"invite_id": first["invite_id"]}) == -32004
 
     revoked = await alice.group.revoke_invite({"invite_id": first["invite_id"]})
     assert revoked["status"] == "revoked"
     assert (await dave.group.list_my_invites({}))["items"] == []
-    assert await _refused(dave, "group.accept_invite", {"invite_id": first["invite_id"]}) == -33008
+    assert await refused(dave, "group.accept_invite", {"invite_id": first["invite_id"]}) == -33008
     assert gateway.core.groups.member(group_id, dave.aid) is None

@@ -10,14 +10,12 @@ import json
 import time
 from typing import Any
 
-import pytest
 from aun_core import AUNClient
-from aun_core.errors import AUNError
 
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.gateway._group_e2ee_store import GroupE2EEStore
 
-from .conftest import AgentFactory, Events, unique_name
+from .conftest import AgentFactory, Events, refused, unique_name
 
 
 def _text(text: str) -> dict[str, object]:
@@ -32,14 +30,6 @@ async def _encrypted_group(gateway: GatewayServer, owner: AUNClient, *members: A
     everyone = tuple(sorted([str(owner.aid), *(str(m.aid) for m in members)]))
     await gateway.events.wait("group.state.confirmed", group_id=group_id, aids=everyone)
     return group_id
-
-
-async def _refused(client: AUNClient, method: str, params: dict[str, Any]) -> int:
-    with pytest.raises(AUNError) as caught:
-        await client.call(method, params)
-    code = caught.value.code
-    assert isinstance(code, int)
-    return code
 
 
 async def _next_action(events: Events, action: str) -> dict[str, Any]:
@@ -86,9 +76,9 @@ async def test_after_a_member_leaves_the_next_encrypted_messages_carry_no_key_fo
     # Each message has its own key, wrapped per recipient device: none of bob's devices has one.
     assert bob.aid not in _wrapped_aids(gateway, group_id, sent["seq"])
     assert at_bob.drain() == []
-    assert await _refused(bob, "group.v2.pull", {"group_id": group_id, "after_seq": 0}) == -33006
-    assert await _refused(bob, "group.send", {"group_id": group_id, "payload": _text("still here?")}) == -33006
-    assert await _refused(bob, "group.leave", {"group_id": group_id}) == -33006
+    assert await refused(bob, "group.v2.pull", {"group_id": group_id, "after_seq": 0}) == -33006
+    assert await refused(bob, "group.send", {"group_id": group_id, "payload": _text("still here?")}) == -33006
+    assert await refused(bob, "group.leave", {"group_id": group_id}) == -33006
     assert gateway.core.groups.member(group_id, bob.aid) is None
 
 
@@ -102,20 +92,20 @@ async def test_admins_remove_members_and_nobody_removes_the_owner(
     heard_by_carol = Events(carol, "group.changed")
     at_carol = Events(carol, "group.message_created")
 
-    assert await _refused(carol, "group.kick", {"group_id": group_id, "aid": dave.aid}) == -33007
-    assert await _refused(bob, "group.kick", {"group_id": group_id, "aid": alice.aid}) == -32004
-    assert await _refused(alice, "group.leave", {"group_id": group_id}) == -33002
+    assert await refused(carol, "group.kick", {"group_id": group_id, "aid": dave.aid}) == -33007
+    assert await refused(bob, "group.kick", {"group_id": group_id, "aid": alice.aid}) == -32004
+    assert await refused(alice, "group.leave", {"group_id": group_id}) == -33002
     removed = await bob.group.kick({"group_id": group_id, "aid": carol.aid})
     assert removed["removed_aid"] == carol.aid
     change = await _next_action(heard_by_carol, "member_removed")  # the removed member is told too
     assert (change["member_aid"], change["actor_aid"]) == (carol.aid, bob.aid)
-    assert await _refused(bob, "group.remove_member", {"group_id": group_id, "aid": carol.aid}) == -33006
+    assert await refused(bob, "group.remove_member", {"group_id": group_id, "aid": carol.aid}) == -33006
     await gateway.events.wait("group.state.confirmed", group_id=group_id,
                               aids=tuple(sorted([alice.aid, bob.aid, dave.aid])))
 
     sent = await dave.call("group.send", {"group_id": group_id, "payload": _text("carol is gone")})
     assert _wrapped_aids(gateway, group_id, sent["seq"]) == {alice.aid, bob.aid}
-    assert await _refused(carol, "group.send", {"group_id": group_id, "payload": _text("let me back")}) == -33006
+    assert await refused(carol, "group.send", {"group_id": group_id, "payload": _text("let me back")}) == -33006
     assert at_carol.drain() == []
     members = await alice.call("group.get_members", {"group_id": group_id})
     assert {m["aid"] for m in members["members"]} == {alice.aid, bob.aid, dave.aid}
@@ -129,12 +119,12 @@ async def test_a_dissolved_group_refuses_everything_and_keeps_its_name(
     alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
     group_id = await _encrypted_group(gateway, alice, bob)
     heard = Events(bob, "group.changed")
-    assert await _refused(bob, "group.dissolve", {"group_id": group_id}) == -33007
+    assert await refused(bob, "group.dissolve", {"group_id": group_id}) == -33007
     dissolved = await alice.group.dissolve({"group_id": group_id})
     assert dissolved["status"] == "dissolved"
     await _next_action(heard, "dissolved")
     for client in (alice, bob):
-        assert await _refused(client, "group.send", {"group_id": group_id, "payload": _text("hello?")}) == -33002
+        assert await refused(client, "group.send", {"group_id": group_id, "payload": _text("hello?")}) == -33002
         assert group_id not in {g["group_id"] for g in (await client.call("group.list_my", {}))["groups"]}
     base = group_id.partition(".")[0]
-    assert await _refused(alice, "group.create", {"group_id": base}) == -32602
+    assert await refused(alice, "group.create", {"group_id": base}) == -32602

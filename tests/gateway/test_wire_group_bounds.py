@@ -11,7 +11,7 @@ import pytest
 
 from aun_runtime.gateway import GatewayLimits, GatewayServer
 
-from .conftest import RawConnection, raw_register, unique_name
+from .conftest import RawConnection, raw_member, unique_name
 
 LIMITS = GatewayLimits(max_group_members=3, max_groups_per_aid=2)
 
@@ -20,11 +20,6 @@ LIMITS = GatewayLimits(max_group_members=3, max_groups_per_aid=2)
 async def bounded(tmp_path: Path) -> AsyncIterator[GatewayServer]:
     async with GatewayServer("127.0.0.1", port=0, data_dir=tmp_path / "gateway", limits=LIMITS) as server:
         yield server
-
-
-async def _connect(gateway: GatewayServer, name: str) -> tuple[str, RawConnection]:
-    identity = await raw_register(gateway, unique_name(name))
-    return identity.aid, await identity.connect(gateway)
 
 
 def _limit(answer: dict[str, Any]) -> tuple[int, str, int]:
@@ -38,7 +33,7 @@ async def _members(conn: RawConnection, group_id: str) -> list[str]:
 
 
 async def test_a_full_group_takes_no_member_added_or_invited_until_one_leaves(bounded: GatewayServer) -> None:
-    (alice, a), (bob, b), (carol, _), (dave, d) = [await _connect(bounded, n) for n in ("alice", "bob", "carol", "dave")]
+    (alice, a), (bob, b), (carol, _), (dave, d) = [await raw_member(bounded, n) for n in ("alice", "bob", "carol", "dave")]
     group_id = (await a.call("group.create", {"group_id": unique_name("full")}))["result"]["group"]["group_id"]
     for aid in (bob, carol):
         assert "result" in await a.call("group.add_member", {"group_id": group_id, "aid": aid})
@@ -53,7 +48,7 @@ async def test_a_full_group_takes_no_member_added_or_invited_until_one_leaves(bo
 
 
 async def test_an_aid_owns_so_many_groups_and_a_dissolved_one_frees_its_place(bounded: GatewayServer) -> None:
-    (alice, a), (_, b) = [await _connect(bounded, n) for n in ("alice", "bob")]
+    (alice, a), (_, b) = [await raw_member(bounded, n) for n in ("alice", "bob")]
     owned = [(await a.call("group.create", {"group_id": unique_name("own")}))["result"]["group"]["group_id"]
              for _ in range(2)]
     assert _limit(await a.call("group.create", {"group_id": unique_name("own")})) == (-33004, "groups", 2)

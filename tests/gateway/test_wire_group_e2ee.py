@@ -23,7 +23,7 @@ from aun_runtime.gateway._group_e2ee_send import MAX_ENVELOPE_CHARS, MAX_RECIPIE
 from aun_runtime.gateway._group_e2ee_state import MAX_SNAPSHOT_CHARS
 from aun_runtime.gateway._group_e2ee_store import MAX_DEVICES_PER_MEMBER, GroupE2EEStore
 
-from .conftest import RawConnection, RawIdentity, raw_register, unique_name
+from .conftest import RawConnection, RawIdentity, error_of, raw_register, unique_name
 
 DEVICE = "raw-device"
 
@@ -67,11 +67,6 @@ def _send(group_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
     return {"group_id": group_id, "message_id": envelope["aad"]["message_id"], "envelope": envelope}
 
 
-def _error(answer: dict[str, Any]) -> tuple[int, str | None]:
-    assert "error" in answer, answer
-    return answer["error"]["code"], answer["error"].get("data", {}).get("field")
-
-
 async def test_a_well_formed_envelope_is_stored_and_pushed_to_the_other_members(gateway: GatewayServer) -> None:
     group_id, (alice, bob) = await _group(gateway, "alice", "bob")
     envelope = _envelope(alice, group_id, "m-1", [bob.aid])
@@ -94,21 +89,21 @@ async def test_envelopes_made_by_or_for_someone_else_are_refused(gateway: Gatewa
 
     forged = _envelope(alice, group_id, "m-forged", to)
     forged["aad"]["from"] = bob.aid  # alice posing as bob
-    assert _error(await alice.call("group.v2.send", _send(group_id, forged))) == (-32004, "envelope.aad.from")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, forged))) == (-32004, "envelope.aad.from")
     other_device = _envelope(alice, group_id, "m-device", to)
     other_device["aad"]["from_device"] = "someone-elses-phone"
-    assert _error(await alice.call("group.v2.send", _send(group_id, other_device))) == (-32004, "envelope.aad.from_device")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, other_device))) == (-32004, "envelope.aad.from_device")
     elsewhere = _envelope(alice, f"other{group_id}", "m-elsewhere", to)
-    assert _error(await alice.call("group.v2.send", _send(group_id, elsewhere))) == (-32602, "envelope.aad.group_id")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, elsewhere))) == (-32602, "envelope.aad.group_id")
     mismatched = _envelope(alice, group_id, "m-a", to)
-    assert _error(await alice.call("group.v2.send", {**_send(group_id, mismatched), "message_id": "m-b"})) == (
+    assert error_of(await alice.call("group.v2.send", {**_send(group_id, mismatched), "message_id": "m-b"})) == (
         -32602, "envelope.aad.message_id")
 
     not_member = _envelope(outsider, group_id, "m-out", [alice.aid])
-    assert _error(await outsider.call("group.v2.send", _send(group_id, not_member)))[0] == -33006
-    assert _error(await outsider.call("group.v2.bootstrap", {"group_id": group_id}))[0] == -33006
+    assert error_of(await outsider.call("group.v2.send", _send(group_id, not_member)))[0] == -33006
+    assert error_of(await outsider.call("group.v2.bootstrap", {"group_id": group_id}))[0] == -33006
     stranger = _envelope(alice, group_id, "m-stranger", [*to, outsider.aid])
-    assert _error(await alice.call("group.v2.send", _send(group_id, stranger))) == (-33006, "envelope.recipients")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, stranger))) == (-33006, "envelope.recipients")
     missing = await alice.call("group.v2.send", _send(group_id, _envelope(alice, group_id, "m-missing", [bob.aid])))
     assert missing["error"]["code"] == -33052 and missing["error"]["data"]["expected_peer_aids"] == [carol.aid]
     assert gateway.core.groups.get(group_id).message_seq == 0  # type: ignore[union-attr]
@@ -127,24 +122,24 @@ async def test_malformed_and_oversize_envelopes_are_refused(gateway: GatewayServ
     group_id, (alice, bob) = await _group(gateway, "alice", "bob")
     plain = _envelope(alice, group_id, "m-type", [bob.aid])
     plain["type"] = "text"
-    assert _error(await alice.call("group.v2.send", _send(group_id, plain))) == (-32602, "envelope.type")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, plain))) == (-32602, "envelope.type")
     no_tag = _envelope(alice, group_id, "m-tag", [bob.aid])
     del no_tag["tag"]
-    assert _error(await alice.call("group.v2.send", _send(group_id, no_tag))) == (-32602, "envelope.tag")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, no_tag))) == (-32602, "envelope.tag")
     bad_row = _envelope(alice, group_id, "m-row", [bob.aid])
     bad_row["recipients"][0] = bad_row["recipients"][0][:3]
-    assert _error(await alice.call("group.v2.send", _send(group_id, bad_row))) == (-32602, "envelope.recipients")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, bad_row))) == (-32602, "envelope.recipients")
     bad_role = _envelope(alice, group_id, "m-role", [bob.aid])
     bad_role["recipients"][0][2] = "owner"
-    assert _error(await alice.call("group.v2.send", _send(group_id, bad_role))) == (-32602, "envelope.recipients")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, bad_role))) == (-32602, "envelope.recipients")
     too_many = _envelope(alice, group_id, "m-many", [bob.aid] * (MAX_RECIPIENTS + 1))
     answer = await alice.call("group.v2.send", _send(group_id, too_many))
-    assert _error(answer) == (-32602, "envelope.recipients") and answer["error"]["data"]["limit"] == MAX_RECIPIENTS
+    assert error_of(answer) == (-32602, "envelope.recipients") and answer["error"]["data"]["limit"] == MAX_RECIPIENTS
     huge = _envelope(alice, group_id, "m-huge", [bob.aid])
     huge["ciphertext"] = "A" * MAX_ENVELOPE_CHARS
     answer = await alice.call("group.v2.send", _send(group_id, huge))
-    assert _error(answer) == (-32602, "envelope") and answer["error"]["data"]["limit"] == MAX_ENVELOPE_CHARS
-    assert _error(await alice.call("group.v2.send", {"group_id": group_id, "message_id": "m-x"})) == (-32602, "envelope")
+    assert error_of(answer) == (-32602, "envelope") and answer["error"]["data"]["limit"] == MAX_ENVELOPE_CHARS
+    assert error_of(await alice.call("group.v2.send", {"group_id": group_id, "message_id": "m-x"})) == (-32602, "envelope")
     assert gateway.core.groups.get(group_id).message_seq == 0  # type: ignore[union-attr]
 
 
@@ -170,15 +165,15 @@ async def test_group_prekeys_are_checked_against_the_aids_certificate(gateway: G
     assert [(d["device_id"], d["key_source"], d["spk_id"]) for d in bobs] == [(DEVICE, "group_device_prekey", good["spk_id"])]
 
     by_alice = _spk(bob.identity, signer=alice.identity.key)  # bob publishing a key alice signed
-    assert _error(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **by_alice})) == (-32003, "spk_signature")
+    assert error_of(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **by_alice})) == (-32003, "spk_signature")
     wrong_id = {**_spk(bob.identity), "spk_id": "sha256:0000000000000000"}
-    assert _error(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **wrong_id})) == (-32602, "spk_id")
+    assert error_of(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **wrong_id})) == (-32602, "spk_id")
     not_a_key = {**_spk(bob.identity), "spk_pk": base64.b64encode(b"not a key").decode()}
-    assert _error(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **not_a_key})) == (-32602, "spk_pk")
+    assert error_of(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **not_a_key})) == (-32602, "spk_pk")
     other_device = {**_spk(bob.identity), "device_id": "alices-phone"}
-    assert _error(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **other_device})) == (-32004, "device_id")
+    assert error_of(await bob.call("group.v2.put_group_pk", {"group_id": group_id, **other_device})) == (-32004, "device_id")
     outsider = await _member(gateway, "mallory")
-    assert _error(await outsider.call("group.v2.put_group_pk", {"group_id": group_id, **_spk(outsider.identity)}))[0] == -33006
+    assert error_of(await outsider.call("group.v2.put_group_pk", {"group_id": group_id, **_spk(outsider.identity)}))[0] == -33006
 
 
 def test_group_prekeys_per_member_are_bounded(gateway: GatewayServer) -> None:
@@ -206,28 +201,28 @@ async def test_signed_states_are_proposed_by_admins_confirmed_once_and_gate_the_
 ) -> None:
     group_id, (alice, bob, carol) = await _group(gateway, "alice", "bob", "carol")
     # Only the owner signs the first state; only owners and admins propose or confirm.
-    assert _error(await bob.call("group.v2.propose_state", _proposal(bob, group_id, 1, [alice.aid])))[0] == -33007
+    assert error_of(await bob.call("group.v2.propose_state", _proposal(bob, group_id, 1, [alice.aid])))[0] == -33007
     forged = _proposal(alice, group_id, 1, [alice.aid, bob.aid], signer=bob.identity.key)
-    assert _error(await alice.call("group.v2.propose_state", forged)) == (-32003, "signature")
-    assert _error(await alice.call("group.v2.propose_state", _proposal(alice, group_id, 2, [alice.aid])))[0] == -33050
+    assert error_of(await alice.call("group.v2.propose_state", forged)) == (-32003, "signature")
+    assert error_of(await alice.call("group.v2.propose_state", _proposal(alice, group_id, 2, [alice.aid])))[0] == -33050
     outsider = await _member(gateway, "mallory")
     with_outsider = _proposal(alice, group_id, 1, [alice.aid, outsider.aid])
-    assert _error(await alice.call("group.v2.propose_state", with_outsider)) == (-33006, "membership_snapshot")
+    assert error_of(await alice.call("group.v2.propose_state", with_outsider)) == (-33006, "membership_snapshot")
     not_json = _proposal(alice, group_id, 1, [], snapshot="[not json")
-    assert _error(await alice.call("group.v2.propose_state", not_json)) == (-32602, "membership_snapshot")
+    assert error_of(await alice.call("group.v2.propose_state", not_json)) == (-32602, "membership_snapshot")
     huge = _proposal(alice, group_id, 1, [], snapshot="x" * (MAX_SNAPSHOT_CHARS + 1))
-    assert _error(await alice.call("group.v2.propose_state", huge)) == (-32602, "membership_snapshot")
+    assert error_of(await alice.call("group.v2.propose_state", huge)) == (-32602, "membership_snapshot")
 
     # A state naming alice and bob: carol is pending, so she is no recipient until a state names her.
     first = _proposal(alice, group_id, 1, [alice.aid, bob.aid])
     proposal_id = (await alice.call("group.v2.propose_state", first))["result"]["proposal_id"]
     pending = (await bob.call("group.v2.get_proposal", {"group_id": group_id}))["result"]["proposal"]
     assert (pending["proposal_id"], pending["state_version"], pending["proposer_aid"]) == (proposal_id, 1, alice.aid)
-    assert _error(await bob.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": proposal_id}))[0] == -33007
-    assert _error(await alice.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": "sp-nope"}))[0] == -33050
+    assert error_of(await bob.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": proposal_id}))[0] == -33007
+    assert error_of(await alice.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": "sp-nope"}))[0] == -33050
     confirmed = (await alice.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": proposal_id}))["result"]
     assert confirmed["state_version"] == 1 and confirmed["state_chain"]
-    assert _error(await alice.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": proposal_id}))[0] == -33050
+    assert error_of(await alice.call("group.v2.confirm_state", {"group_id": group_id, "proposal_id": proposal_id}))[0] == -33050
     await carol.conn.call("meta.ping", {})
     assert [p["params"]["state_version"] for p in carol.conn.pushes if p["method"] == "event/group.v2.state_confirmed"] == [1]
 
@@ -235,11 +230,11 @@ async def test_signed_states_are_proposed_by_admins_confirmed_once_and_gate_the_
     assert (boot["state_version"], boot["pending_adds"], boot["state_actor_aid"]) == (1, [carol.aid], alice.aid)
     assert carol.aid not in {d["aid"] for d in boot["devices"]}
     wraps_carol = _envelope(alice, group_id, "m-carol", [bob.aid, carol.aid], state_version=1)
-    assert _error(await alice.call("group.v2.send", _send(group_id, wraps_carol))) == (-33006, "envelope.recipients")
+    assert error_of(await alice.call("group.v2.send", _send(group_id, wraps_carol))) == (-33006, "envelope.recipients")
     assert "result" in await alice.call("group.v2.send", _send(group_id, _envelope(alice, group_id, "m-ok", [bob.aid],
                                                                                         state_version=1)))
     # The next state must build on this one's hash.
-    assert _error(await alice.call("group.v2.propose_state", _proposal(alice, group_id, 2, [alice.aid])))[0] == -33050
+    assert error_of(await alice.call("group.v2.propose_state", _proposal(alice, group_id, 2, [alice.aid])))[0] == -33050
     second = _proposal(alice, group_id, 2, [alice.aid, bob.aid, carol.aid], prev=confirmed["state_hash"])
     assert "result" in await alice.call("group.v2.propose_state", second)
     state = (await carol.call("group.get_state", {"group_id": group_id}))["result"]
@@ -271,9 +266,9 @@ async def test_a_tail_window_pull_answers_the_newest_messages_and_the_window_the
     assert [m["seq"] for m in late["messages"]] == [4, 5] and late["window_start_seq"] == 1
 
     head_mode = await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "head", "after_seq": 0})
-    assert _error(head_mode) == (-32602, "window_mode")
+    assert error_of(head_mode) == (-32602, "window_mode")
     acking = await bob.call("group.v2.pull", {"group_id": group_id, "window_mode": "tail", "ack_up_to_seq": 5})
-    assert _error(acking) == (-32602, "ack_up_to_seq")
+    assert error_of(acking) == (-32602, "ack_up_to_seq")
 
 
 async def test_a_tail_window_cut_by_the_page_byte_bound_proves_only_what_it_holds(tmp_path: Path) -> None:
@@ -303,7 +298,7 @@ async def test_a_wrap_for_a_member_who_left_since_the_state_was_signed_asks_for_
     assert (boot["committed_member_aids"], boot["pending_removes"]) == ([alice.aid, bob.aid], [carol.aid])
     stale = await alice.call("group.v2.send", _send(group_id, _envelope(alice, group_id, "m-1", [bob.aid, carol.aid],
                                                                           state_version=1)))
-    assert _error(stale) == (-33050, None) and stale["error"]["data"]["departed_aids"] == [carol.aid]
+    assert error_of(stale) == (-33050, None) and stale["error"]["data"]["departed_aids"] == [carol.aid]
     fresh = _envelope(alice, group_id, "m-2", [bob.aid], state_version=1)
     assert "result" in await alice.call("group.v2.send", _send(group_id, fresh))
     # Her group prekeys are gone, and a pending proposal that named her is dropped with her.

@@ -14,17 +14,7 @@ from aun_runtime.gateway._group_invite_store import (
     Invite,
 )
 
-from .conftest import RawConnection, raw_register, unique_name
-
-
-async def _connect(gateway: GatewayServer, name: str) -> tuple[str, RawConnection]:
-    identity = await raw_register(gateway, unique_name(name))
-    return identity.aid, await identity.connect(gateway)
-
-
-def _error(answer: dict[str, Any]) -> tuple[int, str | None]:
-    assert "error" in answer, answer
-    return answer["error"]["code"], answer["error"].get("data", {}).get("field")
+from .conftest import RawConnection, error_of, raw_member, raw_register, unique_name
 
 
 async def _new_group(conn: RawConnection, **params: Any) -> str:
@@ -37,22 +27,22 @@ def _pushed(conn: RawConnection, event: str) -> list[dict[str, Any]]:
 
 
 async def test_bad_invitations_and_answers_get_their_own_errors(gateway: GatewayServer) -> None:
-    (alice, a), (bob, b), (_, c) = [await _connect(gateway, n) for n in ("alice", "bob", "carol")]
+    (alice, a), (bob, b), (_, c) = [await raw_member(gateway, n) for n in ("alice", "bob", "carol")]
     group_id = await _new_group(a)
     nobody = f"nobody.{gateway.issuer}"
-    assert _error(await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": nobody})) == (
+    assert error_of(await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": nobody})) == (
         -32602, "invitee_aid")
-    assert _error(await a.call("group.invite_member", {"group_id": group_id, "aid": "Not An AID"})) == (-32602, "aid")
-    assert _error(await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob,
+    assert error_of(await a.call("group.invite_member", {"group_id": group_id, "aid": "Not An AID"})) == (-32602, "aid")
+    assert error_of(await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob,
                                                        "member_type": "robot"})) == (-32602, "member_type")
-    assert _error(await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": alice}))[0] == -33005
-    assert _error(await c.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob}))[0] == -33006
+    assert error_of(await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": alice}))[0] == -33005
+    assert error_of(await c.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob}))[0] == -33006
     invite = (await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob}))["result"]
-    assert _error(await c.call("group.accept_invite", {"invite_id": invite["invite_id"]})) == (-33008, "invite_id")
-    assert _error(await c.call("group.reject_invite", {"invite_id": invite["invite_id"]})) == (-33008, "invite_id")
-    assert _error(await b.call("group.accept_invite", {})) == (-32602, "invite_id")
-    assert _error(await a.call("group.revoke_invite", {"invite_id": "gi-none"})) == (-33008, "invite_id")
-    assert _error(await b.call("group.revoke_invite", {"invite_id": invite["invite_id"]})) == (-32004, "invite_id")
+    assert error_of(await c.call("group.accept_invite", {"invite_id": invite["invite_id"]})) == (-33008, "invite_id")
+    assert error_of(await c.call("group.reject_invite", {"invite_id": invite["invite_id"]})) == (-33008, "invite_id")
+    assert error_of(await b.call("group.accept_invite", {})) == (-32602, "invite_id")
+    assert error_of(await a.call("group.revoke_invite", {"invite_id": "gi-none"})) == (-33008, "invite_id")
+    assert error_of(await b.call("group.revoke_invite", {"invite_id": invite["invite_id"]})) == (-32004, "invite_id")
     # What bob's connection was told: one pending aggregate, not yet finalized.
     await b.call("meta.ping", {})
     created = _pushed(b, "group.invite_created")
@@ -63,7 +53,7 @@ async def test_bad_invitations_and_answers_get_their_own_errors(gateway: Gateway
 
 
 async def test_several_inviters_make_one_aggregate_that_accepting_ends_as_a_whole(gateway: GatewayServer) -> None:
-    (_, a), (bob, b), (carol, c) = [await _connect(gateway, n) for n in ("alice", "bob", "carol")]
+    (_, a), (bob, b), (carol, c) = [await raw_member(gateway, n) for n in ("alice", "bob", "carol")]
     group_id = await _new_group(a, visibility="public")
     assert "result" in await a.call("group.add_member", {"group_id": group_id, "aid": bob})
     # A public group: any member invites.
@@ -84,28 +74,28 @@ async def test_several_inviters_make_one_aggregate_that_accepting_ends_as_a_whol
 
 
 async def test_a_dissolved_group_ends_its_invitations(gateway: GatewayServer) -> None:
-    (_, a), (bob, b) = [await _connect(gateway, n) for n in ("alice", "bob")]
+    (_, a), (bob, b) = [await raw_member(gateway, n) for n in ("alice", "bob")]
     group_id = await _new_group(a)
     invite = (await a.call("group.invite_member", {"group_id": group_id, "invitee_aid": bob}))["result"]
     assert "result" in await a.call("group.dissolve", {"group_id": group_id})
-    assert _error(await b.call("group.accept_invite", {"invite_id": invite["invite_id"]}))[0] == -33008
+    assert error_of(await b.call("group.accept_invite", {"invite_id": invite["invite_id"]}))[0] == -33008
     await b.call("meta.ping", {})
     assert [p["status"] for p in _pushed(b, "group.invite_finalized")] == ["ended"]
 
 
 async def test_pending_invitations_are_bounded_per_group_and_per_invitee(gateway: GatewayServer) -> None:
-    (alice, a), (bob, _), (carol, _) = [await _connect(gateway, n) for n in ("alice", "bob", "carol")]
+    (alice, a), (bob, _), (carol, _) = [await raw_member(gateway, n) for n in ("alice", "bob", "carol")]
     store, now = GroupInviteStore(gateway.core.db), time.time()
     full = await _new_group(a)
     for n in range(MAX_PENDING_INVITES_PER_GROUP):
         store.add(Invite(f"gi-g{n}", full, f"x{n}.{gateway.issuer}", alice, "human", now, now + 60))
     refused = await a.call("group.invite_member", {"group_id": full, "invitee_aid": bob})
-    assert _error(refused)[0] == -33004 and refused["error"]["data"]["scope"] == "group"
+    assert error_of(refused)[0] == -33004 and refused["error"]["data"]["scope"] == "group"
 
     for n in range(MAX_PENDING_INVITES_PER_AID):
         store.add(Invite(f"gi-a{n}", f"other{n}.{gateway.issuer}", carol, alice, "human", now, now + 60))
     refused = await a.call("group.invite_member", {"group_id": await _new_group(a), "invitee_aid": carol})
-    assert _error(refused) == (-33004, "invitee_aid") and refused["error"]["data"]["scope"] == "invitee"
+    assert error_of(refused) == (-33004, "invitee_aid") and refused["error"]["data"]["scope"] == "invitee"
 
     # Expired invitations count for nothing and are read as gone.
     for n in range(MAX_PENDING_INVITES_PER_AID):
@@ -136,6 +126,6 @@ async def test_pending_invitations_and_departures_survive_a_restart(tmp_path: Pa
         assert (await b.call("group.accept_invite", {"invite_id": invite["invite_id"]}))["result"]["status"] == "accepted"
         events = (await c.call("group.pull_events", {"group_id": group_id}))["result"]["events"]
         assert events[-1]["action"] == "member_left"  # carol reads up to her departure, and no further
-        assert _error(await c.call("group.send", {"group_id": group_id, "payload": {"text": "x"}}))[0] == -33006
+        assert error_of(await c.call("group.send", {"group_id": group_id, "payload": {"text": "x"}}))[0] == -33006
         await b.close()
         await c.close()

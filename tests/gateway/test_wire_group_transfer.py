@@ -12,12 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from aun_runtime.gateway import GatewayServer
 
-from .conftest import RawConnection, RawIdentity, raw_register, spki_b64, unique_name
-
-
-def _error(answer: dict[str, Any]) -> tuple[int, str | None]:
-    assert "error" in answer, answer
-    return answer["error"]["code"], answer["error"].get("data", {}).get("field")
+from .conftest import RawConnection, RawIdentity, error_of, raw_register, spki_b64, unique_name
 
 
 def _proof(key: ec.EllipticCurvePrivateKey, *parts: str, issued_ms: int | None = None) -> dict[str, Any]:
@@ -68,20 +63,20 @@ async def test_asking_for_a_transfer_needs_the_owner_a_member_and_the_group_keys
     group = await _named(gateway, "alice", "bob", "carol")
     (alice, a), (bob, b), (carol, _) = group.members
     outsider = await raw_register(gateway, unique_name("mallory"))
-    assert _error(await b.call("group.transfer_owner", group.auth(carol.aid)))[0] == -33007
-    assert _error(await a.call("group.transfer_owner", group.auth(outsider.aid)))[0] == -33006
-    assert _error(await a.call("group.transfer_owner", group.auth(alice.aid))) == (-32602, "new_owner")
-    assert _error(await a.call("group.transfer_owner", group.auth(bob.aid, key=alice.key))) == (
+    assert error_of(await b.call("group.transfer_owner", group.auth(carol.aid)))[0] == -33007
+    assert error_of(await a.call("group.transfer_owner", group.auth(outsider.aid)))[0] == -33006
+    assert error_of(await a.call("group.transfer_owner", group.auth(alice.aid))) == (-32602, "new_owner")
+    assert error_of(await a.call("group.transfer_owner", group.auth(bob.aid, key=alice.key))) == (
         -32003, "transfer_auth.signature")
     stale = group.auth(bob.aid, issued_ms=int(time.time() * 1000) - 3_600_000)
-    assert _error(await a.call("group.transfer_owner", stale)) == (-32602, "transfer_auth.issued_ms")
-    assert _error(await a.call("group.transfer_owner", {"group_id": group.group_id, "new_owner": bob.aid})) == (
+    assert error_of(await a.call("group.transfer_owner", stale)) == (-32602, "transfer_auth.issued_ms")
+    assert error_of(await a.call("group.transfer_owner", {"group_id": group.group_id, "new_owner": bob.aid})) == (
         -32602, "transfer_auth")
     # A group without an AID of its own has nothing to transfer this way.
     plain = (await a.call("group.create", {"group_id": unique_name("plain")}))["result"]["group"]["group_id"]
     assert "result" in await a.call("group.add_member", {"group_id": plain, "aid": bob.aid})
     unbound = await a.call("group.transfer_owner", {**group.auth(bob.aid), "group_id": plain})
-    assert _error(unbound)[0] == -33002 and unbound["error"]["data"]["reason"] == "no_group_aid"
+    assert error_of(unbound)[0] == -33002 and unbound["error"]["data"]["reason"] == "no_group_aid"
     # Asking changes nothing yet.
     assert gateway.core.groups.get(group.group_id).owner_aid == alice.aid  # type: ignore[union-attr]
 
@@ -92,14 +87,14 @@ async def test_only_the_pending_new_owner_completes_with_a_new_key_of_its_own_si
     group = await _named(gateway, "alice", "bob", "carol")
     (alice, a), (bob, b), (carol, c) = group.members
     new_key = ec.generate_private_key(ec.SECP256R1())
-    assert _error(await b.call("group.complete_transfer", group.accept(bob, new_key)))[0] == -33002
+    assert error_of(await b.call("group.complete_transfer", group.accept(bob, new_key)))[0] == -33002
     asked = (await a.call("group.transfer_owner", group.auth(bob.aid)))["result"]
     assert (asked["status"], asked["new_owner"]) == ("pending_rekey", bob.aid)
-    assert _error(await c.call("group.complete_transfer", group.accept(carol, new_key)))[0] == -32004
+    assert error_of(await c.call("group.complete_transfer", group.accept(carol, new_key)))[0] == -32004
     same_key = group.accept(bob, group.key)
-    assert _error(await b.call("group.complete_transfer", same_key)) == (-32602, "public_key")
+    assert error_of(await b.call("group.complete_transfer", same_key)) == (-32602, "public_key")
     forged = group.accept(bob, new_key, signer=carol.key)
-    assert _error(await b.call("group.complete_transfer", forged)) == (-32003, "transfer_accept.signature")
+    assert error_of(await b.call("group.complete_transfer", forged)) == (-32003, "transfer_accept.signature")
 
     done = (await b.call("group.complete_transfer", group.accept(bob, new_key)))["result"]
     assert (done["status"], done["old_owner"], done["new_owner"]) == ("transferred", alice.aid, bob.aid)
@@ -109,7 +104,7 @@ async def test_only_the_pending_new_owner_completes_with_a_new_key_of_its_own_si
     members = (await a.call("group.get_members", {"group_id": group.group_id}))["result"]["members"]
     assert {m["aid"]: m["role"] for m in members}[alice.aid] == "admin"
     # The old group key authorises nothing now; the new one does.
-    assert _error(await b.call("group.transfer_owner", group.auth(carol.aid)))[0] == -32003
+    assert error_of(await b.call("group.transfer_owner", group.auth(carol.aid)))[0] == -32003
     group.key = new_key
     assert "result" in await b.call("group.transfer_owner", group.auth(carol.aid))
 
@@ -122,4 +117,4 @@ async def test_a_pending_transfer_ends_when_its_new_owner_leaves(gateway: Gatewa
     assert "result" in await a.call("group.add_member", {"group_id": group.group_id, "aid": bob.aid})
     new_key = ec.generate_private_key(ec.SECP256R1())
     ended = await b.call("group.complete_transfer", group.accept(bob, new_key))
-    assert _error(ended)[0] == -33002 and ended["error"]["data"]["reason"] == "no_pending_transfer"
+    assert error_of(ended)[0] == -33002 and ended["error"]["data"]["reason"] == "no_pending_transfer"
