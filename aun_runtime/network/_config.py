@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ._outbox import DEFAULT_OUTBOX_CAPACITY
 
@@ -26,6 +27,9 @@ ENV_SEED = "AUN_GATEWAY_SEED"
 ENV_PLAINTEXT = "AUN_GATEWAY_PLAINTEXT"
 ENV_RECONNECT = "AUN_GATEWAY_RECONNECT_MAX_DELAY"
 ENV_QUEUE = "AUN_GATEWAY_QUEUE"
+ENV_INVITATIONS = "AUN_GATEWAY_ACCEPT_INVITATIONS"
+#: Whether an AID may be put into a group by an invitation: ``accept(aid, invitation)``.
+AcceptInvitation = Callable[[str, Mapping[str, Any]], bool]
 #: The values of :attr:`GatewayAgentConfig.queue_routing` (AUN's ``delivery_mode.routing``).
 QUEUE_ROUTINGS = ("round_robin", "sender_affinity")
 DEFAULT_DATA_DIR = "aun-agent-data"
@@ -73,6 +77,13 @@ class GatewayAgentConfig:
             seed) share its direct messages, each message going to one of them, in turn or by
             sender. Every runtime serving one AID must say the same (the gateway refuses the
             others with ``delivery_mode_conflict``); group messages reach every runtime either way.
+        accept_invitations: what an exposed AID does with an invitation into a network group (the
+            AUN client's ``group.invite_received``; its own ``create_group(members=...)`` invites).
+            False (the default): nothing, the invitation waits and is logged; who puts this
+            runtime's agents into groups is this runtime's code (``create_group``, or an owner's
+            ``group.add_member``). True: every invitation is accepted. A callable
+            ``accept(aid, invitation)`` (the event as the client gives it: ``group_id``,
+            ``inviter_aids``, ``invite_id``...) accepts those it returns True for.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
@@ -90,6 +101,7 @@ class GatewayAgentConfig:
     client_log_level: str = "error"
     thoughts: bool = False
     queue_routing: str | None = None
+    accept_invitations: bool | AcceptInvitation = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -113,8 +125,9 @@ class GatewayAgentConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> GatewayAgentConfig:
         """A config from ``AUN_GATEWAY_URL``, ``AUN_GATEWAY_DATA``, ``AUN_GATEWAY_EXPOSE`` (comma
         separated), ``AUN_GATEWAY_ROOT_CA``, ``AUN_GATEWAY_SEED``, ``AUN_GATEWAY_PLAINTEXT=1``,
-        ``AUN_GATEWAY_RECONNECT_MAX_DELAY`` (seconds) and ``AUN_GATEWAY_QUEUE`` (a
-        ``queue_routing``); keyword arguments win over the environment."""
+        ``AUN_GATEWAY_RECONNECT_MAX_DELAY`` (seconds), ``AUN_GATEWAY_QUEUE`` (a
+        ``queue_routing``) and ``AUN_GATEWAY_ACCEPT_INVITATIONS=1``; keyword arguments win over
+        the environment."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         if env.get(ENV_URL):
@@ -133,6 +146,8 @@ class GatewayAgentConfig:
             values["reconnect_max_delay"] = float(env[ENV_RECONNECT])
         if env.get(ENV_QUEUE):
             values["queue_routing"] = env[ENV_QUEUE].strip()
+        if env.get(ENV_INVITATIONS, "").strip().lower() in ("1", "true", "yes"):
+            values["accept_invitations"] = True
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)  # type: ignore[arg-type]
 

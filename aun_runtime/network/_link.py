@@ -39,6 +39,7 @@ from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._host_answers import share_host_answers
 from ._identity import IdentityError, open_client
+from ._invitations import Invitations
 from ._outbox import Outbox, OutboxItem
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
 
@@ -139,6 +140,7 @@ class AIDLink:
         self._connected = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
         self._pages: set[asyncio.Task[Any]] = set()  # the client's tasks running a page handler now
+        self.invitations: Invitations | None = None  # once the client is made
         self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -166,6 +168,8 @@ class AIDLink:
         for page in self._pages:  # a page waiting for a stopped runtime is never acknowledged
             page.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.invitations is not None:
+            await self.invitations.close()
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
@@ -202,6 +206,8 @@ class AIDLink:
         client.on("message.batch", self._on_direct_page)
         client.on("group.message_batch", self._on_group_page)
         client.on("state_change", self._on_state_change)
+        self.invitations = Invitations(self.aid, client, self.config.accept_invitations)
+        client.on("group.invite_received", self.invitations.heard)
         await self._connect()
         return True
 
@@ -245,7 +251,9 @@ class AIDLink:
                 self.state = LinkState.RECONNECTING
                 await self._connect()
 
-    def _on_state_change(self, event: dict[str, Any]) -> None:
+    async def _on_state_change(self, event: dict[str, Any]) -> None:
+        # A coroutine, so the client runs it on the loop (a plain function it runs on a thread,
+        # and an asyncio.Event is not to be set from one).
         if self.client is not None and self._connected.is_set() and not self._stopping:
             self.state = LinkState.CONNECTED if self.client.is_ready else LinkState.RECONNECTING
         self._state_changed.set()
