@@ -53,7 +53,9 @@ def copy_message_id(message_id: str, member: str) -> str:
     return f"{message_id[: _MAX_WIRE_ID - len(digest) - 1]}.{digest}"
 
 
-def send_call(message: AUNMessage, recipient: str | None, *, encrypt: bool) -> tuple[str, dict[str, Any]]:
+def send_call(
+    message: AUNMessage, recipient: str | None, *, encrypt: bool, traceparent: str | None = None
+) -> tuple[str, dict[str, Any]]:
     """The RPC that puts ``message`` on the network: ``(method, params)``.
 
     Args:
@@ -61,10 +63,13 @@ def send_call(message: AUNMessage, recipient: str | None, *, encrypt: bool) -> t
         recipient: the direct recipient, or the member a local group's copy is for; None for a
             message to a network group.
         encrypt: end-to-end encrypt the message, direct or group (the client's default).
+        traceparent: the W3C trace context it was sent in (:mod:`._trace_context`), if any.
     """
     payload = payload_to_wire(message)
     added: list[str] = []
     envelope: dict[str, Any] = {"hops": message.hops}
+    if traceparent is not None:
+        envelope["traceparent"] = traceparent
     if message.in_reply_to is not None and "reply_to" not in payload:
         payload["reply_to"] = {"message_id": message.in_reply_to}
         added.append("reply_to")

@@ -34,6 +34,7 @@ from ._identity import require_client
 from ._link import FIRST_CONNECTIONS, AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
 from ._thoughts import ThoughtRelay
+from ._trace_context import current_traceparent
 
 if TYPE_CHECKING:
     from aun_runtime import AUNRuntime
@@ -214,7 +215,7 @@ class GatewayAgent:
                 f"{message.from_aid} is not exposed on the AUN network, so it cannot reach "
                 f"{recipient or message.group_id}: add it to GatewayAgentConfig.expose"
             )
-        item = await self._outbox.put(message.from_aid, recipient, message)
+        item = await self._outbox.put(message.from_aid, recipient, message, current_traceparent())
         link.enqueue(item)
 
     def _exposes_all(self, aid: str) -> bool:

@@ -41,6 +41,7 @@ from ._host_answers import share_host_answers
 from ._identity import IdentityError, open_client
 from ._invitations import Invitations
 from ._outbox import Outbox, OutboxItem
+from ._trace_context import continued, traceparent_of
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
 
 __all__ = ["FIRST_CONNECTIONS", "AIDLink", "LinkState", "LinkStats"]
@@ -275,6 +276,7 @@ class AIDLink:
     async def _take_page(self, page: dict[str, Any], *, group: bool) -> None:
         # The client acknowledges the page to the network when this returns, and not if it raises.
         arrivals: list[tuple[AUNMessage, str]] = []
+        traces: list[str | None] = []  # the sender's trace context of each arrival (None: none)
         refused = self.stats.refused
         for item in page.get("items") or ():
             if not isinstance(item, dict):
@@ -284,6 +286,7 @@ class AIDLink:
                 continue  # recalls and the network's unread hints carry no message
             try:
                 arrivals.append((message_from_event(body, self.aid, group=group), self.aid))
+                traces.append(traceparent_of(body))
             except Exception as exc:  # whatever is wrong with one arrival, the next ones still come
                 self.stats.refused += 1
                 origin = f"message {body.get('message_id')!r} from {body.get('from') or body.get('sender_aid')!r}"
@@ -296,7 +299,12 @@ class AIDLink:
         if task is not None:
             self._pages.add(task)
         try:
-            await self._deliver(arrivals)  # also commits the dead letters recorded above
+            if not any(traces):
+                await self._deliver(arrivals)  # also commits the dead letters recorded above
+            else:  # each in the trace its sender sent it in
+                for arrival, traceparent in zip(arrivals, traces, strict=True):
+                    with continued(traceparent):
+                        await self._deliver([arrival])
         finally:
             self._pages.discard(task)
 
@@ -342,7 +350,7 @@ class AIDLink:
         """Send ``item`` until the network has it or refuses it for good. ``wire`` is told once its
         request is written; a try after a failure waits for ``before`` (the lane's message ahead
         of it) to be settled, so that what is sent again leaves in the lane's order as well."""
-        method, params = send_call(item.message, item.recipient, encrypt=self.config.encrypt)
+        method, params = send_call(item.message, item.recipient, encrypt=self.config.encrypt, traceparent=item.trace)
         if wire is not None:
             ON_WIRE.set(partial(_tell_sent, wire, f'"method":"{method}"'))
         failures, delay = 0, FIRST_RETRY_DELAY

@@ -15,6 +15,8 @@ Schema::
                                           -- NULL for a message to a network group
         body         TEXT NOT NULL        -- the AUNMessage as JSON
         enqueued_at  INTEGER NOT NULL     -- ms since the epoch
+        trace        TEXT                 -- the W3C traceparent it was sent in, when tracing
+                                          -- (added to files made before it by ALTER TABLE)
 
 Writes are group commits: every row put while one commit runs goes into the next, so a burst of
 sends costs one transaction, not one each. They run on one worker thread (sqlite3 releases the GIL),
@@ -54,7 +56,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     sender TEXT NOT NULL,
     recipient TEXT,
     body TEXT NOT NULL,
-    enqueued_at INTEGER NOT NULL
+    enqueued_at INTEGER NOT NULL,
+    trace TEXT
 );
 """
 
@@ -65,12 +68,14 @@ class OutboxWriteError(UndeliverableError):
 
 @dataclass(frozen=True, slots=True)
 class OutboxItem:
-    """One message waiting to leave: who sends it, to whom, and the message."""
+    """One message waiting to leave: who sends it, to whom, the message, and the trace it was sent
+    in (a W3C ``traceparent``; None when the sender does not trace)."""
 
     id: int
     sender: str
     recipient: str | None
     message: AUNMessage
+    trace: str | None = None
 
     @property
     def lane(self) -> str:
@@ -97,12 +102,14 @@ class Outbox:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # survives a process crash; a commit per burst
         self._db.executescript(_SCHEMA)
-        rows = self._db.execute("SELECT id, sender, recipient, body FROM outbox ORDER BY id").fetchall()
-        self._waiting = [OutboxItem(int(i), str(s), r, AUNMessage.from_json(b)) for i, s, r, b in rows]
+        if "trace" not in {column[1] for column in self._db.execute("PRAGMA table_info(outbox)")}:
+            self._db.execute("ALTER TABLE outbox ADD COLUMN trace TEXT")  # a file from before it
+        rows = self._db.execute("SELECT id, sender, recipient, body, trace FROM outbox ORDER BY id").fetchall()
+        self._waiting = [OutboxItem(int(i), str(s), r, AUNMessage.from_json(b), t) for i, s, r, b, t in rows]
         self._next_id = (self._waiting[-1].id if self._waiting else 0) + 1
         self._size = len(self._waiting)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aun-outbox")
-        self._inserts: list[tuple[int, str, str | None, str, int]] = []
+        self._inserts: list[tuple[int, str, str | None, str, int, str | None]] = []
         self._removals: list[int] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._committer: asyncio.Task[None] | None = None
@@ -119,8 +126,8 @@ class Outbox:
         waiting, self._waiting = self._waiting, []
         return waiting
 
-    async def put(self, sender: str, recipient: str | None, message: AUNMessage) -> OutboxItem:
-        """Take ``message``; return once it is committed.
+    async def put(self, sender: str, recipient: str | None, message: AUNMessage, trace: str | None = None) -> OutboxItem:
+        """Take ``message`` (sent in the trace ``trace``, if any); return once it is committed.
 
         Raises:
             OutboxFullError: ``capacity`` messages are waiting already.
@@ -133,10 +140,10 @@ class Outbox:
                 f"the outbox holds {self.capacity} messages waiting for the network; "
                 "this one was refused (raise GatewayAgentConfig.outbox_capacity, or restore the connection)"
             )
-        item = OutboxItem(self._next_id, sender, recipient, message)
+        item = OutboxItem(self._next_id, sender, recipient, message, trace)
         self._next_id += 1
         self._size += 1
-        self._inserts.append((item.id, sender, recipient, message.to_json(), time.time_ns() // 1_000_000))
+        self._inserts.append((item.id, sender, recipient, message.to_json(), time.time_ns() // 1_000_000, trace))
         done = asyncio.get_running_loop().create_future()
         self._waiters.append(done)
         self._commit_soon()
@@ -198,12 +205,12 @@ class Outbox:
         finally:
             self._committer = None
 
-    def _write(self, inserts: list[tuple[int, str, str | None, str, int]], removals: list[int]) -> None:
+    def _write(self, inserts: list[tuple[int, str, str | None, str, int, str | None]], removals: list[int]) -> None:
         db = self._db
         db.execute("BEGIN")
         try:
             db.executemany(
-                "INSERT INTO outbox (id, sender, recipient, body, enqueued_at) VALUES (?, ?, ?, ?, ?)", inserts
+                "INSERT INTO outbox (id, sender, recipient, body, enqueued_at, trace) VALUES (?, ?, ?, ?, ?, ?)", inserts
             )
             db.executemany("DELETE FROM outbox WHERE id = ?", [(row,) for row in removals])
         except BaseException:
