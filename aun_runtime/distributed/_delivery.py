@@ -20,6 +20,7 @@ from opentelemetry.trace import Tracer
 from protocols.aun import AUNMessage
 
 from .._archive import RecordKind
+from .._trace_context import TRACEPARENT_KEY, context_of, well_formed
 from ._inbound import Inbound
 from ._journal import DELIVERY, Delivery, JournalArchive
 from ._outbox import Outbox
@@ -139,13 +140,16 @@ class DeliveryPath:
                 sender=sender, topic_id=topic_id, is_rpc=False, cancellation_token=CancellationToken(), message_id=event.id
             )
             with MessageHandlerContext.populate_context(agent.id):
-                await self._traced(recipient.type, agent.on_message(message, ctx))
+                await self._traced(recipient.type, agent.on_message(message, ctx), attributes)
 
-    async def _traced(self, aid: str, handling: Awaitable[Any]) -> None:
+    async def _traced(self, aid: str, handling: Awaitable[Any], attributes: Any) -> None:
         if self._tracer is None:
             await handling
             return
-        with self._tracer.start_as_current_span(f"aun deliver {aid}"):
+        # A child of the span the sending worker sent it from, when it says which.
+        sent_from = well_formed(attributes[TRACEPARENT_KEY].ce_string) if TRACEPARENT_KEY in attributes else None
+        parent = context_of(sent_from) if sent_from is not None else None
+        with self._tracer.start_as_current_span(f"aun deliver {aid}", context=parent):
             await handling
 
     def _seal(self, scope: Delivery) -> None:

@@ -14,6 +14,7 @@ from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 
 from protocols.aun import AUNMessage
 
+from .._trace_context import TRACEPARENT_KEY, current_traceparent
 from ._wire import ORIGIN_ATTR
 
 __all__ = ["EventBuilder", "Serializers"]
@@ -39,11 +40,14 @@ class EventBuilder:
     Args:
         origin: the worker's name, carried by every event (the receiver acknowledges to it).
         registry: serializers for anything that is not an AUN envelope.
+        traced: the worker traces: each event carries the span it was sent from as its
+            ``traceparent`` attribute (see :mod:`aun_runtime._trace_context`).
     """
 
-    def __init__(self, origin: str, registry: Serializers) -> None:
+    def __init__(self, origin: str, registry: Serializers, *, traced: bool = False) -> None:
         self._origin = origin
         self._registry = registry
+        self._traced = traced  # a worker that traces: each event names the span it was sent from
         self._templates: dict[tuple[str, ...], cloudevent_pb2.CloudEvent] = {}
 
     def build(self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str) -> cloudevent_pb2.CloudEvent:
@@ -77,4 +81,6 @@ class EventBuilder:
         event.CopyFrom(template)
         event.id = message_id
         event.binary_data = data
+        if self._traced and (traceparent := current_traceparent()) is not None:
+            event.attributes[TRACEPARENT_KEY].ce_string = traceparent
         return event

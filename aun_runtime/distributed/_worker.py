@@ -189,7 +189,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         )
         self._outbox.load()
         self._inbound = Inbound(self.archive)
-        self._events = EventBuilder(self.name, self._serialization_registry)
+        self._events = EventBuilder(self.name, self._serialization_registry, traced=tracer_provider is not None)
         self._acks = Acknowledger(self.name, self._link.send, lambda: self._outbox.connected)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
         # The delivery path is given what it uses (autogen-ext's registry, subscriptions and agent

@@ -28,13 +28,13 @@ from protocols.aun import AUNMessage, DispatchMode, aid_domain, parse_dispatch_m
 from protocols.errors import AUNError
 
 from .._errors import UndeliverableError
+from .._trace_context import current_traceparent
 from ._card import card_text
 from ._config import GatewayAgentConfig
 from ._identity import require_client
 from ._link import FIRST_CONNECTIONS, AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
 from ._thoughts import ThoughtRelay
-from ._trace_context import current_traceparent
 
 if TYPE_CHECKING:
     from aun_runtime import AUNRuntime

@@ -33,6 +33,7 @@ from typing import Any
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
+from .._trace_context import continued, traceparent_of
 from ._card import publish_card
 from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
@@ -41,7 +42,6 @@ from ._host_answers import share_host_answers
 from ._identity import IdentityError, open_client
 from ._invitations import Invitations
 from ._outbox import Outbox, OutboxItem
-from ._trace_context import continued, traceparent_of
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
 
 __all__ = ["FIRST_CONNECTIONS", "AIDLink", "LinkState", "LinkStats"]

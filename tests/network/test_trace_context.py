@@ -17,7 +17,7 @@ from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, Messa
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network._outbox import Outbox
-from aun_runtime.network._trace_context import traceparent_of
+from aun_runtime._trace_context import traceparent_of
 
 from .conftest import PlainClient, agent_config, eventually, info_of
 

@@ -1,4 +1,6 @@
-"""Trace context across the AUN network: a receiving runtime's spans continue the sender's trace.
+"""Trace context across processes: a receiving runtime's spans continue the sender's trace.
+
+Over the AUN network (the gateway agent):
 
 When the sending runtime traces (its core was given a tracer provider, or one is installed: see
 :mod:`aun_runtime._actor_tracing`), the span a message is sent from (the sending agent's
@@ -10,6 +12,10 @@ sender's span, in the sender's trace, and its ``autogen process`` span links to 
 autogen-core's process spans link to their create span within one runtime. A runtime that does
 not trace writes nothing, and reads no more than whether the field is there; any other AUN client
 sees one more field in a place it does not look.
+
+Between workers of one gRPC host, the same ``traceparent`` rides as the CloudEvent's
+``traceparent`` attribute (the CloudEvents distributed-tracing extension): a traced worker's
+``aun deliver`` span is then a child of the span the sending worker sent it from.
 
 Only the W3C ``traceparent`` travels (no ``tracestate``, no baggage): what ties the spans together,
 nothing an application put there.
@@ -26,7 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-__all__ = ["TRACEPARENT_KEY", "continued", "current_traceparent", "traceparent_of"]
+__all__ = ["TRACEPARENT_KEY", "context_of", "continued", "current_traceparent", "traceparent_of", "well_formed"]
 
 #: The envelope field that carries it.
 TRACEPARENT_KEY = "traceparent"
@@ -45,13 +51,22 @@ def current_traceparent() -> str | None:
     return carrier.get(TRACEPARENT_KEY)
 
 
+def well_formed(value: Any) -> str | None:
+    """``value`` if it is a W3C ``traceparent`` (version 00), else None: what came from elsewhere."""
+    return value if isinstance(value, str) and _TRACEPARENT.fullmatch(value) else None
+
+
 def traceparent_of(event: dict[str, Any]) -> str | None:
     """The ``traceparent`` a message event's envelope carries, if it is well formed."""
     payload = event.get("payload")
     context = payload.get("client_context") if isinstance(payload, dict) else None
     envelope = context.get("aun_envelope") if isinstance(context, dict) else None
-    value = envelope.get(TRACEPARENT_KEY) if isinstance(envelope, dict) else None
-    return value if isinstance(value, str) and _TRACEPARENT.fullmatch(value) else None
+    return well_formed(envelope.get(TRACEPARENT_KEY) if isinstance(envelope, dict) else None)
+
+
+def context_of(traceparent: str) -> otel_context.Context:
+    """The context whose (remote) current span is the one ``traceparent`` names."""
+    return _PROPAGATOR.extract({TRACEPARENT_KEY: traceparent})
 
 
 @contextlib.contextmanager
@@ -60,7 +75,7 @@ def continued(traceparent: str | None) -> Iterator[None]:
     if traceparent is None:
         yield
         return
-    token = otel_context.attach(_PROPAGATOR.extract({TRACEPARENT_KEY: traceparent}))
+    token = otel_context.attach(context_of(traceparent))
     try:
         yield
     finally:
