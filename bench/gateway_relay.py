@@ -152,6 +152,15 @@ def medians(rounds: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.median(r[key] for r in rounds), 3) for key in rounds[0]}
 
 
+def ratios(measured: dict[str, float], baseline: dict[str, float]) -> dict[str, float]:
+    """Throughput, p50 and p99 of ``measured`` over those of its same-run ``baseline``."""
+    return {
+        "throughput_ratio": round(measured["msgs_per_s"] / baseline["msgs_per_s"], 3),
+        "p50_ratio": round(measured["p50_ms"] / baseline["p50_ms"], 2),
+        "p99_ratio": round(measured["p99_ms"] / baseline["p99_ms"], 2),
+    }
+
+
 async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
     payload = {"type": "text", "text": "x" * 100}
     with tempfile.TemporaryDirectory() as data:
@@ -188,10 +197,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
                 process.wait(10)
     return {
         "bench": "gateway_relay", "messages": messages, "window": window, "rounds": rounds, "payload_bytes": len(json.dumps(payload)),
-        "gateway": gateway_figures, "echo": echo_figures,
-        "throughput_ratio": round(gateway_figures["msgs_per_s"] / echo_figures["msgs_per_s"], 3),
-        "p50_ratio": round(gateway_figures["p50_ms"] / echo_figures["p50_ms"], 2),
-        "p99_ratio": round(gateway_figures["p99_ms"] / echo_figures["p99_ms"], 2),
+        "gateway": gateway_figures, "echo": echo_figures, **ratios(gateway_figures, echo_figures),
     }
 
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from gateway_relay import Path, connect, login, measure, medians, start
+from gateway_relay import Path, connect, login, measure, medians, ratios, start
 
 PUSH = '{"jsonrpc":"2.0","method":"event/message.received"'
 
@@ -99,9 +99,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
     return {
         "bench": "queue_delivery", "messages": messages, "window": window, "rounds": rounds,
         "fanout": fanout_figures, "queue": queue_figures, "queue_split": split,
-        "throughput_ratio": round(queue_figures["msgs_per_s"] / fanout_figures["msgs_per_s"], 3),
-        "p50_ratio": round(queue_figures["p50_ms"] / fanout_figures["p50_ms"], 2),
-        "p99_ratio": round(queue_figures["p99_ms"] / fanout_figures["p99_ms"], 2),
+        **ratios(queue_figures, fanout_figures),
     }
 
 
