@@ -22,7 +22,7 @@ from aun_core.keystore.local_identity_store import LocalIdentityStore
 from aun_core.logger import NullLogger
 
 from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
-from aun_runtime.network import GatewayAgent, LinkState
+from aun_runtime.network import GatewayAgent, GatewayAgentConfig, LinkState
 
 from .conftest import SEED, Children, GatewayInfo, agent_config, plain_client
 
@@ -34,6 +34,15 @@ class Echo(AUNAgent):
     @event
     async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
         await self.reply(f"echo {message.text}")
+
+
+async def echo_runtime(tmp_path: Path, name: str, gateway: GatewayInfo, aid: str,
+                       config: GatewayAgentConfig) -> tuple[AUNRuntime, GatewayAgent]:
+    """A started runtime holding ``aid`` (an :class:`Echo`) and its gateway agent, not yet started."""
+    runtime = AUNRuntime(archive=tmp_path / f"{name}.sqlite", domain=gateway.issuer)
+    await runtime.start()
+    await runtime.register_agent(aid, Echo)
+    return runtime, GatewayAgent(runtime, config)
 
 
 async def answers(gateway: GatewayInfo, tmp_path: Path, aid: str) -> None:
@@ -55,19 +64,13 @@ async def test_a_first_connection_that_timed_out_is_tried_again_and_the_aid_conn
     config = agent_config(gateway, tmp_path / "agent")
 
     # Registered once, so the second start needs the gateway only to log in and connect.
-    runtime = AUNRuntime(archive=tmp_path / "first.sqlite", domain=gateway.issuer)
-    await runtime.start()
-    await runtime.register_agent(aid, Echo)
-    agent = GatewayAgent(runtime, config)
+    runtime, agent = await echo_runtime(tmp_path, "first", gateway, aid, config)
     await agent.start()
     await asyncio.wait_for(agent.wait_connected(), 60)
     await agent.stop()
     await runtime.stop()
 
-    runtime = AUNRuntime(archive=tmp_path / "second.sqlite", domain=gateway.issuer)
-    await runtime.start()
-    await runtime.register_agent(aid, Echo)
-    agent = GatewayAgent(runtime, config)
+    runtime, agent = await echo_runtime(tmp_path, "second", gateway, aid, config)
     gateway_process.process.send_signal(signal.SIGSTOP)
     try:
         await agent.start()
@@ -100,10 +103,7 @@ async def test_a_first_log_in_that_failed_is_made_again_once_the_gateway_is_back
     assert registered.ok, registered.error
 
     gateway_process.kill()  # gone when the first log-in is made
-    runtime = AUNRuntime(archive=tmp_path / "runtime.sqlite", domain=gateway.issuer)
-    await runtime.start()
-    await runtime.register_agent(aid, Echo)
-    agent = GatewayAgent(runtime, config)
+    runtime, agent = await echo_runtime(tmp_path, "runtime", gateway, aid, config)
     try:
         await agent.start()
         await asyncio.sleep(3)  # the first log-in fails meanwhile, and the link tries again
