@@ -1,8 +1,9 @@
-"""A tiny, deterministic MCP server over stdio, for the tests that use MCP tools through a workbench.
+"""The gazetteer MCP server (agents/gazetteer.py) with two tools more for the tests, over stdio.
 
 Run as ``python tests/agents/mcp_server.py``: it speaks MCP on stdin/stdout until stdin closes.
-``--slow-start=SECONDS`` makes it wait that long before it answers anything (a server still
-starting); any other argument is ignored (a test may tag its server's command line with one).
+``stall`` waits as long as it is asked to (a tool that hangs). ``--slow-start=SECONDS`` makes the
+server wait that long before it answers anything (a server still starting); any other argument is
+ignored (a test may tag its server's command line with one).
 """
 
 from __future__ import annotations
@@ -11,27 +12,7 @@ import asyncio
 import sys
 import time
 
-from mcp.server.fastmcp import FastMCP
-
-CITIES = {
-    "paris": "Paris: France, 2.1 million people, on the Seine.",
-    "lagos": "Lagos: Nigeria, 15.4 million people, on the Gulf of Guinea.",
-    "osaka": "Osaka: Japan, 2.7 million people, on Osaka Bay.",
-}
-
-server = FastMCP("aun-test-tools", log_level="WARNING")  # no log line per request on stderr
-
-
-@server.tool()
-def word_count(text: str) -> int:
-    """Count the words in a text (separated by whitespace)."""
-    return len(text.split())
-
-
-@server.tool()
-def lookup(city: str) -> str:
-    """Look a city up in a small gazetteer."""
-    return CITIES.get(city.strip().lower(), f"no entry for {city!r}")
+from agents.gazetteer import server
 
 
 @server.tool()
