@@ -122,18 +122,22 @@ async def run_app_with_console(
     await runtime.start()
     console = Console(runtime, host=args.host, port=args.port, allow_send=args.allow_send)
     run = AppRun(app, runtime)
+    settled = False
     try:
         url = await _start(console)
         print(f"console: {url}", flush=True)
         if await run.setup(stop):
-            await stop.unless_stopped(runtime.settle())
-            summary(runtime, args.archive)
-            sending = "sending enabled" if args.allow_send else "read-only"
-            print(f"\nconsole: {url}  ({sending}; serving until Ctrl-C)", flush=True)
-            await stop.wait()
+            settled, _ = await stop.unless_stopped(runtime.settle())
+            if settled:
+                summary(runtime, args.archive)
+                sending = "sending enabled" if args.allow_send else "read-only"
+                print(f"\nconsole: {url}  ({sending}; serving until Ctrl-C)", flush=True)
+                await stop.wait()
     finally:
         await console.stop()
         await runtime.stop(grace=STOP_GRACE)
+        if not settled and not run.failed:  # stopped before it settled: the summary, with what the stop recorded
+            summary(runtime, args.archive)
         runtime.archive.close()
     print("console stopped", flush=True)
     return stop.exit_code(failed=run.failed)
