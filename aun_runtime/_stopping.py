@@ -11,7 +11,8 @@ Every long-running command (``run`` with any option, ``demo``, ``worker``, ``hos
 * **Nothing holds the process**: whatever hangs (a handler that ignores cancellation, a library's
   shutdown, a thread), the process is gone :data:`EXIT_DEADLINE` seconds after the first signal.
   When the command ends by itself, the tasks it left behind (an application's workbench, tasks of
-  its own) are cancelled and given :data:`WIND_DOWN` seconds, and are left behind after that.
+  its own) are cancelled and given :data:`WIND_DOWN` seconds, and are left behind after that; a
+  thread it left running holds the process for :data:`WIND_DOWN` seconds at most (:func:`bound_exit`).
 
 Both signals get a handler of their own (a process started with ``&`` by a non-interactive shell
 inherits SIGINT ignored, and would otherwise never hear Ctrl-C), installed with ``signal.signal``
@@ -51,6 +52,7 @@ __all__ = [
     "WIND_DOWN",
     "ExitCode",
     "StopRequest",
+    "bound_exit",
     "run_command",
 ]
 
@@ -188,6 +190,21 @@ def run_command(main: Callable[[StopRequest], Awaitable[int]], *, serving: bool)
             loop.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+
+def bound_exit(code: int) -> None:
+    """The process ends with ``code`` within :data:`WIND_DOWN` seconds of now, whatever holds it
+    (a thread the application left running, which the interpreter would wait for, or a library's
+    exit hook). For a command that owns its process: call it as the command returns."""
+    timer = threading.Timer(WIND_DOWN, _exit_held, (code,))
+    timer.daemon = True  # a clean exit does not wait for it
+    timer.start()
+
+
+def _exit_held(code: int) -> None:
+    alive = [thread.name for thread in threading.enumerate() if not thread.daemon and thread is not threading.main_thread()]
+    _say(f"the process was still held {WIND_DOWN:g} s after the command ended (threads: {', '.join(alive) or 'none'}); exiting")
+    os._exit(code)
 
 
 def _wind_down(loop: asyncio.AbstractEventLoop) -> None:

@@ -29,7 +29,7 @@ from importlib.metadata import EntryPoint, entry_points
 from ._app import App, AppRun, load_app
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
-from ._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
+from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
 from .network._cli import (
@@ -232,11 +232,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = commands.add_parser(
         "run",
         help="run an application given as module:function; serve until Ctrl-C",
-        description="Run an application (an `async def app(runtime)` given as module:function) and print "
-        "its transcript as it grows, one line per message. It serves until SIGINT/SIGTERM (exit 0, "
-        "after the counters), for --for SECONDS, or with --until-idle until everything the app set off "
-        "has settled (scheduled actions are cancelled then). A run that ends by itself exits 1 if it "
-        "had dead letters, loop stops or budget stops, and says so in one line.",
+        description="Run an application (an `async def app(runtime)`, or an async generator that tears "
+        "down after its `yield`, given as module:function) and print its transcript as it grows, one line "
+        "per message. It serves until SIGINT/SIGTERM (exit 0, after the counters), for --for SECONDS, or "
+        "with --until-idle until everything the app set off has settled (scheduled actions are cancelled "
+        "then). On a signal, turns in flight get 5 s, a second signal exits at once, and the process is "
+        "gone within 10 s. A run that ends by itself exits 1 if it had dead letters, loop stops or budget "
+        "stops, and says so in one line; 130/143 if a signal ended it first. An app that raises has its "
+        "traceback printed and exits 1.",
     )
     run.add_argument("app", help="e.g. agents.demo:app")
     run.set_defaults(run=_run_app)
@@ -276,13 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Every subcommand names its own entry point: one way to dispatch.
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
     except SystemExit as exc:
         if not isinstance(exc.code, str):
             raise
         # A usage or configuration error that says what to do: its own exit code, as argparse's.
         print(exc.code, file=sys.stderr, flush=True)
         raise SystemExit(ExitCode.USAGE) from None
+    if argv is None:  # the command is the program: nothing the app left running may hold its exit
+        bound_exit(code)
+    return code
 
 if __name__ == "__main__":
     raise SystemExit(main())

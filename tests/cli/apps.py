@@ -109,3 +109,11 @@ async def mcp_then_raise(runtime: AUNRuntime) -> None:
     [child] = [p for p in psutil.Process().children(recursive=True) if os.environ["MCP_TAG"] in p.cmdline()]
     print(f"tools: {tools} from the MCP server with pid {child.pid}", flush=True)
     raise RuntimeError("the app failed after starting its workbench")
+
+
+async def thread_then_raise(runtime: AUNRuntime) -> None:
+    """Starts a thread that never ends (the interpreter would wait for it at exit), then raises."""
+    import threading
+
+    threading.Thread(target=threading.Event().wait, name="app-thread", daemon=False).start()
+    raise RuntimeError("the app failed after starting a thread")

@@ -148,6 +148,16 @@ def test_an_app_that_raises_after_starting_a_workbench_is_shown_and_ends_the_run
         time.sleep(0.1)
 
 
+def test_a_thread_the_app_left_running_does_not_hold_the_process(procs: list[Process]) -> None:
+    process = Process(["run", f"{APPS}:thread_then_raise", "--until-idle"])
+    procs.append(process)
+    process.wait_for_line(lambda line: line.startswith("error: the app raised RuntimeError"))
+    failed_at = time.monotonic()
+    assert process.finish(timeout=30) == 1, process.output
+    assert time.monotonic() - failed_at < STOPPED_BY
+    assert "was still held 3 s after the command ended (threads: app-thread); exiting" in process.output
+
+
 @pytest.mark.parametrize(
     ("how", "flags", "env", "code"),
     [
