@@ -119,9 +119,9 @@ class TurnWatch:
 
     def begin(self, aid: str, message: AUNMessage | None, timeout: float | None, what: str = "the handler") -> Turn:
         """A turn of ``aid`` begins in this task; end it with :meth:`end` whatever happens."""
-        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None  # every core runs handlers in tasks
-        loop = task.get_loop()
         turns = self._turns
         turn = Turn(task, aid, what, message, loop.time(), timeout, turns.get(task))
         turns[task] = turn
