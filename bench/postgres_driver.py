@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sqlite3
 import statistics
@@ -181,14 +182,9 @@ async def psycopg_commits(url: str, commits: int, *, pipeline: bool) -> float:
         await conn.execute("INSERT INTO streams VALUES ('w1', 0)")
         began = time.perf_counter()
         for seq in range(1, commits + 1):
-            if pipeline:
-                async with conn.pipeline(), conn.transaction():
-                    await conn.execute("INSERT INTO claims VALUES (%s, %s, %s, false) ON CONFLICT (origin, seq) DO NOTHING", ("w1", seq, "i1"))
-                    await conn.execute("UPDATE streams SET through = %s WHERE origin = %s", (seq, "w1"))
-            else:
-                async with conn.transaction():
-                    await conn.execute("INSERT INTO claims VALUES (%s, %s, %s, false) ON CONFLICT (origin, seq) DO NOTHING", ("w1", seq, "i1"))
-                    await conn.execute("UPDATE streams SET through = %s WHERE origin = %s", (seq, "w1"))
+            async with conn.pipeline() if pipeline else contextlib.nullcontext(), conn.transaction():
+                await conn.execute("INSERT INTO claims VALUES (%s, %s, %s, false) ON CONFLICT (origin, seq) DO NOTHING", ("w1", seq, "i1"))
+                await conn.execute("UPDATE streams SET through = %s WHERE origin = %s", (seq, "w1"))
         return time.perf_counter() - began
     finally:
         await conn.close()
