@@ -4,6 +4,11 @@ Each agent is a plain :class:`~aun_runtime.AUNAgent` configured by its construct
 test registers it with ``runtime.register_agent(aid, lambda: Replier(times=3))``. They live in an
 importable module so that the same agents can run in worker processes.
 
+Beside them, the parts a test of a distributed app needs and no test should fake:
+:class:`PostgresServer` (a throwaway PostgreSQL server, made with ``initdb`` in a temporary
+directory) and :class:`PrivateNetwork` (network namespaces joined by a bridge: machines that are
+apart, with links a test can cut). Their pytest fixtures are in :mod:`aun_runtime.testing.pytest_plugin`.
+
 Example:
     .. code-block:: python
 
@@ -25,20 +30,29 @@ from autogen_core.models import UserMessage
 
 from protocols.aun import AUNMessage
 
-from ._agent import AUNAgent, event
-from .models import ScriptedChatCompletionClient, metered
+from .._agent import AUNAgent, event
+from ..models import ScriptedChatCompletionClient, metered
+from ._namespaces import Namespace, PrivateNetwork, namespaces_unavailable
+from ._postgres import ExternalPostgres, PostgresServer, PostgresUnavailableError, postgres_bin_dir
 
 __all__ = [
     "Bouncer",
+    "ExternalPostgres",
     "Forwarder",
     "Gate",
+    "Namespace",
     "Pondering",
+    "PostgresServer",
+    "PostgresUnavailableError",
+    "PrivateNetwork",
     "Raiser",
     "Recorder",
     "Replier",
     "Silent",
     "Speaker",
     "Stuck",
+    "namespaces_unavailable",
+    "postgres_bin_dir",
 ]
 
 
