@@ -15,9 +15,12 @@ anything is sent at all.
 * The response's inner messages (tool call requests and results, thoughts, memory queries) are
   archived as thoughts, one line each, and never sent.
 * The runtime's budgets hold for it as for every agent (:class:`~aun_runtime.Budgets`): when no
-  answer could go out (a thread it overheard and already spoke in), the chat agent is not asked;
-  each turn is counted as a model call, with every token the turn reports, and a turn past the
-  agent's model budgets is refused before the chat agent sees the message (a budget stop).
+  answer could go out (a thread it overheard and already spoke in), the chat agent is not asked.
+  **Every model call is metered**: the adapter wraps each model client the chat agent holds (and
+  those of the agents and teams it holds, such as a ``SocietyOfMindAgent``'s) in a
+  :class:`~aun_runtime.models.MeteredChatCompletionClient`, so one turn of an ``AssistantAgent``
+  that calls its tools forty times spends forty calls of the budget, not one; the call past a
+  budget is refused before it is made (a budget stop) and ends the turn.
 * :meth:`AgentChatAgent.save_state` wraps the chat agent's own state, so its memory survives the
   runtime's idle eviction and, with a durable state store (``SQLiteStateStore``), a restart.
 
@@ -42,16 +45,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from autogen_agentchat.base import ChatAgent, Response
+from autogen_agentchat.base import ChatAgent, Response, Team
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMessage
 from autogen_core import CancellationToken
+from autogen_core.models import ChatCompletionClient
 
-from aun_runtime import AUNAgent, AUNMessage, MessageContext, ModelBudgetExceeded, event
+from aun_runtime import AUNAgent, AUNMessage, BudgetExceeded, MessageContext, event
+from aun_runtime.models import MeteredChatCompletionClient, metered
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
 from ._model_calls import speaker_name
 
-__all__ = ["DEFAULT_SILENCE_MARKER", "AgentChatAgent", "ChatAgentSource", "from_agentchat"]
+__all__ = ["DEFAULT_SILENCE_MARKER", "AgentChatAgent", "ChatAgentSource", "from_agentchat", "meter_model_clients"]
 
 #: An answer that starts with this is the chat agent choosing to say nothing.
 DEFAULT_SILENCE_MARKER = "__SILENT__"
@@ -87,6 +92,7 @@ class AgentChatAgent(AUNAgent):
         if not isinstance(agent, ChatAgent):
             raise TypeError(f"the factory returned a {type(agent).__name__}, not an agentchat ChatAgent")
         super().__init__(agent.description)
+        meter_model_clients(agent)
         self.chat_agent = agent
         self.silence_marker = silence_marker
         #: Model tokens (prompt + completion) the chat agent reported using, and turns it was asked for.
@@ -108,28 +114,22 @@ class AgentChatAgent(AUNAgent):
         if text is None:
             self.think(f"nothing to read in a {message.payload.type} payload from {message.from_aid}")
             return
-        ledger = self.aun.ledger
-        refusal = ledger.reply_refusal(self.aid, message)
+        refusal = self.aun.ledger.reply_refusal(self.aid, message)
         if refusal is not None:  # no answer could go out: the chat agent is not asked
             self.think(f"not asking the model about {message.from_aid}'s message: {refusal}")
             return
-        thread = message.thread or message.message_id
-        refusal = ledger.model_call_refusal(self.aid, thread)
-        if refusal is not None:
-            self.aun.record_budget_stop(self.aid, ModelBudgetExceeded(refusal), message)
-            return
-        # One turn of a chat agent may call its model several times (tools); its budget counts the
-        # turn as one call, and every token the turn reports.
-        call = ledger.begin_model_call(self.aid, thread)
         self.model_turns += 1
-        response = await self.chat_agent.on_messages(
-            [TextMessage(content=text, source=speaker_name(message.from_aid))], CancellationToken()
-        )
+        try:
+            # Each model call the turn makes (one per tool round) spends the budgets on its own.
+            response = await self.chat_agent.on_messages(
+                [TextMessage(content=text, source=speaker_name(message.from_aid))], CancellationToken()
+            )
+        except BudgetExceeded as exc:  # recorded as a budget stop by the call that was refused
+            self.think(f"the turn on {message.from_aid}'s message ended at a budget: {exc.reason}")
+            return
         for inner in response.inner_messages or ():
             self.think(_one_line(inner))
-        tokens = _tokens(response)
-        self.tokens_used += tokens
-        ledger.end_model_call(self.aid, thread, call, tokens)
+        self.tokens_used += _tokens(response)
 
         answer = response.chat_message.to_text()
         if not answer.strip():
@@ -178,6 +178,34 @@ def from_agentchat(
         return AgentChatAgent(factory, silence_marker=silence_marker)
 
     return make
+
+
+def meter_model_clients(root: ChatAgent | Team) -> int:
+    """Wrap every model client ``root`` keeps, and those of the chat agents and teams it keeps (in
+    attributes, or lists of them), in a :class:`~aun_runtime.models.MeteredChatCompletionClient`.
+
+    agentchat keeps a model client as a plain attribute of the agent (or team) and reads it at the
+    start of each turn, so wrapping it there meters every call the agent makes, each tool round
+    included. A client already metered is left as it is. Returns how many clients were wrapped.
+    """
+    wrapped = 0
+    seen: set[int] = set()
+    todo: list[object] = [root]
+    while todo:
+        holder = todo.pop()
+        if id(holder) in seen:
+            continue
+        seen.add(id(holder))
+        for name, value in list(getattr(holder, "__dict__", {}).items()):
+            if isinstance(value, ChatCompletionClient):
+                if not isinstance(value, MeteredChatCompletionClient):
+                    setattr(holder, name, metered(value))
+                    wrapped += 1
+            elif isinstance(value, ChatAgent | Team):
+                todo.append(value)
+            elif isinstance(value, list | tuple):
+                todo.extend(item for item in value if isinstance(item, ChatAgent | Team))
+    return wrapped
 
 
 def _tokens(response: Response) -> int:

@@ -24,6 +24,10 @@ The code keeps the cost bounded, whatever the model does:
   there), no model call is made: the message waits in the archive as context for a later turn;
 * one turn makes at most ``max_rounds`` model calls (a round ends the turn unless the model used a
   local tool, whose result it must see);
+* each local tool call (and each listing of a workbench's tools) gets ``tool_timeout`` seconds: one
+  that hangs is cancelled, the model sees an error result that says it timed out, and so does the
+  conversation (the ``tool_result`` annotation, ``ok`` false); the turn itself is bounded by the
+  runtime's handler timeout, and each model call by its client's own timeout;
 * every call spends the agent's model budgets (:class:`~aun_runtime.Budgets`): past one, the call is
   refused and recorded as a budget stop.
 
@@ -43,7 +47,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from autogen_core import CancellationToken
 from autogen_core.models import (
     AssistantMessage,
     FunctionExecutionResult,
@@ -52,7 +55,7 @@ from autogen_core.models import (
     SystemMessage,
     UserMessage,
 )
-from autogen_core.tools import BaseTool, StaticWorkbench, ToolSchema, Workbench
+from autogen_core.tools import BaseTool, ToolSchema, Workbench
 
 from aun_runtime import (
     AUNAgent,
@@ -67,6 +70,7 @@ from protocols.aun import ToolCallPayload, ToolResultPayload
 from protocols.errors import AUNError
 
 from ._context import CONTEXT_KINDS, addressing, context_lines, describe, where
+from ._local_tools import DEFAULT_TOOL_TIMEOUT, LocalTools
 from ._model_calls import ModelLike, speaker_name, use_model
 from ._send_tools import (
     POST_TO_GROUP,
@@ -82,6 +86,7 @@ __all__ = [
     "DEFAULT_CONTEXT_RECORDS",
     "DEFAULT_CONTEXT_TOKENS",
     "DEFAULT_MAX_ROUNDS",
+    "DEFAULT_TOOL_TIMEOUT",
     "MAX_FOLLOW_UP_DELAY",
     "AutonomousAgent",
     "FunctionCallingRequiredError",
@@ -134,6 +139,8 @@ class AutonomousAgent(AUNAgent):
         context_tokens: the token budget of the context read from the archive.
         context_records: how many archive records are read before the token budget trims them.
         max_rounds: model calls one turn may make.
+        tool_timeout: seconds one local tool call may take before it is cancelled (None: no limit
+            of its own; the turn's handler timeout still holds).
         description: one line for metadata and consoles.
 
     Raises:
@@ -157,6 +164,7 @@ class AutonomousAgent(AUNAgent):
         context_tokens: int = DEFAULT_CONTEXT_TOKENS,
         context_records: int = DEFAULT_CONTEXT_RECORDS,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         description: str = "a model-backed agent that thinks, and speaks through its send tools",
     ) -> None:
         super().__init__(description)
@@ -170,14 +178,12 @@ class AutonomousAgent(AUNAgent):
             )
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
-        if isinstance(tools, Workbench):
-            self.workbench: Workbench | None = tools
-        else:
-            names = [tool.name for tool in tools or ()]
-            clash = sorted(SEND_TOOL_NAMES.intersection(names))
+        if not isinstance(tools, Workbench):
+            clash = sorted(SEND_TOOL_NAMES.intersection(tool.name for tool in tools or ()))
             if clash:
                 raise ValueError(f"local tools may not be named like the send tools: {', '.join(clash)}")
-            self.workbench = StaticWorkbench(list(tools)) if tools else None
+        self.local_tools = LocalTools.of(tools, timeout=tool_timeout)
+        self.workbench: Workbench | None = self.local_tools.workbench if self.local_tools else None
         self.instructions = instructions
         self.annotate_tools = annotate_tools
         self.follow_ups = follow_ups
@@ -189,7 +195,6 @@ class AutonomousAgent(AUNAgent):
         #: Model calls made so far by this instance, and the last request's messages (for inspection).
         self.model_calls = 0
         self.last_request: list[LLMMessage] = []
-        self._local_schemas: list[ToolSchema] | None = None
         self._pending_follow_ups = 0
         # Handler turns take their messages one at a time already; a follow-up turn waits its turn too.
         self._turn = asyncio.Lock()
@@ -345,28 +350,26 @@ class AutonomousAgent(AUNAgent):
     # -- local tools -------------------------------------------------------------------------------
 
     async def _local_tool_schemas(self) -> list[ToolSchema]:
-        if self.workbench is None:
+        if self.local_tools is None:
             return []
-        if self._local_schemas is None:
-            schemas = list(await self.workbench.list_tools())
-            self._local_schemas = [s for s in schemas if s["name"] not in SEND_TOOL_NAMES]
-            for shadowed in sorted(s["name"] for s in schemas if s["name"] in SEND_TOOL_NAMES):
-                self.think(f"not offering the workbench tool {shadowed}: a send tool has that name")
-        return self._local_schemas
+
+        def offered(schema: ToolSchema) -> bool:
+            if schema["name"] in SEND_TOOL_NAMES:
+                self.think(f"not offering the workbench tool {schema['name']}: a send tool has that name")
+                return False
+            return True
+
+        return await self.local_tools.schemas(offered)
 
     async def _use_local_tool(
         self, call_id: str, name: str, arguments: dict[str, Any], about: AUNMessage
     ) -> tuple[str, bool]:
         """Run a local tool, announcing the call and its outcome to the conversation."""
         known = {schema["name"] for schema in await self._local_tool_schemas()}
-        if self.workbench is None or name not in known:
+        if self.local_tools is None or name not in known:
             return f"there is no tool named {name!r}", True
         await self._annotate(about, ToolCallPayload(call_id=call_id, name=name, arguments=arguments))
-        try:
-            result = await self.workbench.call_tool(name, arguments, CancellationToken(), call_id=call_id)
-            text, failed = result.to_text(replace_image="<image>"), result.is_error
-        except Exception as exc:  # a tool that raises is an outcome the model should see, not a crash
-            text, failed = f"{type(exc).__name__}: {exc}", True
+        text, failed = await self.local_tools.call(name, arguments, call_id)
         outcome = (
             ToolResultPayload(call_id=call_id, ok=False, error=text)
             if failed

@@ -51,6 +51,7 @@ from ._errors import (
     AgentRegistrationError,
     BudgetExceeded,
     HandlerDefinitionError,
+    HandlerTimeoutError,
     HopLimitExceeded,
     MailboxFullError,
     ModelBudgetExceeded,
@@ -71,10 +72,13 @@ from ._payload import PayloadLike
 from ._runtime import AUNRuntime, GroupInfo
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
+from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
     "DEFAULT_BUDGETS",
+    "DEFAULT_HANDLER_TIMEOUT",
+    "RUNTIME_DEFAULT",
     "AUNActorRuntime",
     "AUNAgent",
     "AUNContract",
@@ -97,6 +101,7 @@ __all__ = [
     "DispatchMode",
     "GroupInfo",
     "HandlerDefinitionError",
+    "HandlerTimeoutError",
     "HopLimitExceeded",
     "Inbox",
     "InvalidAIDError",

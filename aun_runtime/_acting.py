@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import BudgetExceeded, HopLimitExceeded
 
@@ -38,37 +38,55 @@ INBOUND: contextvars.ContextVar[AUNMessage | None] = contextvars.ContextVar("aun
 ACTING: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("aun_acting", default=None)
 
 
-async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]]) -> None:
-    """Run ``action`` as ``actor``, answering no message: what it sends starts threads of its own.
+async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]], *, what: str = "a proactive action") -> bool:
+    """Run ``action`` as ``actor``, answering no message, as one turn under the actor's handler
+    timeout: what it sends starts threads of its own.
 
-    A loop or budget stop ends it (already recorded by the refused send or call); any other failure
-    is the actor's dead letter.
+    A loop or budget stop ends it (already recorded by the refused send or call); any other failure,
+    a timeout included, is the actor's dead letter. While the runtime stops, it does not run.
+
+    Returns:
+        True if the action ran to its end; False if it did not run or failed (a repeating action
+        then stops, see :func:`repeating`).
     """
+    host = actor.aun
+    turns = host.turns
+    if turns.closing:
+        return False
+    turn = turns.begin(actor.aid, None, host.handler_timeout_of(actor.aid), what)
     token = INBOUND.set(None)
     acting = ACTING.set(actor)
     try:
         await action()
+        return True
     except (HopLimitExceeded, BudgetExceeded):
-        pass
+        return False
+    except asyncio.CancelledError:
+        cause = turns.cut_off(turn)
+        if cause is None:
+            raise
+        host.record_dead_letter(actor.aid, None, cause)
+        return False
     except Exception as exc:
-        actor.aun.record_dead_letter(actor.aid, None, exc)
+        host.record_dead_letter(actor.aid, None, turns.cut_off(turn) or exc)
+        return False
     finally:
+        turns.end(turn)
         ACTING.reset(acting)
         INBOUND.reset(token)
 
 
 def repeating(
-    action: Callable[[], Awaitable[None]], *, delay: float, every: float | None
-) -> Callable[[], Awaitable[None]]:
-    """``action`` run after ``delay`` seconds, then (if ``every`` is set) every ``every`` seconds."""
+    run_once: Callable[[], Awaitable[bool]], *, delay: float, every: float | None
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """``run_once`` run after ``delay`` seconds, then (if ``every`` is set) every ``every`` seconds,
+    for as long as each run succeeds (returns True). The waits between runs are no turns: only the
+    runs are held to the handler timeout."""
 
     async def run() -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        while True:
-            await action()
-            if every is None:
-                return
+        while await run_once() and every is not None:  # noqa: ASYNC110 - a timer, not a wait for a condition
             await asyncio.sleep(every)
 
     return run

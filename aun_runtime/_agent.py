@@ -266,8 +266,14 @@ class AUNAgent(RoutedAgent):
             await endpoint.deliver(self._dispatch, message, ctx)
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
-        """Run the matching handler for one admitted message; failures become dead letters."""
-        token = INBOUND.set(message if isinstance(message, AUNMessage) else None)
+        """Run the matching handler for one admitted message, as one turn under the agent's
+        handler timeout (see :mod:`aun_runtime._turns`); failures become dead letters."""
+        envelope = message if isinstance(message, AUNMessage) else None
+        endpoint = self._endpoint
+        assert endpoint is not None  # only an attached agent's endpoint dispatches
+        turns = endpoint.runtime.turns
+        turn = turns.begin(self.aid, envelope, endpoint.handler_timeout)
+        token = INBOUND.set(envelope)
         acting = ACTING.set(self)
         try:
             target = message
@@ -289,9 +295,15 @@ class AUNAgent(RoutedAgent):
                 await self.on_unhandled_message(target, ctx)
         except (HopLimitExceeded, BudgetExceeded):
             pass  # recorded as a loop or budget stop by the send or model call that was refused
+        except asyncio.CancelledError:
+            cause = turns.cut_off(turn)
+            if cause is None:
+                raise  # cancelled by the core (the runtime stopping), not by the watch
+            self.aun.record_dead_letter(self.aid, envelope, cause)
         except Exception as exc:
-            self.aun.record_dead_letter(self.aid, message if isinstance(message, AUNMessage) else None, exc)
+            self.aun.record_dead_letter(self.aid, envelope, turns.cut_off(turn) or exc)
         finally:
+            turns.end(turn)
             ACTING.reset(acting)
             INBOUND.reset(token)
 
@@ -429,7 +441,7 @@ class AUNAgent(RoutedAgent):
             The task; cancel it to stop a repeating action. The runtime cancels it on stop.
         """
         task = asyncio.get_running_loop().create_task(
-            run_proactive(self, repeating(action, delay=delay, every=every)), name=f"aun:{self.aid}"
+            repeating(lambda: run_proactive(self, action), delay=delay, every=every)(), name=f"aun:{self.aid}"
         )
         self.aun.keep_task(task)
         if self._scheduled is None:

@@ -26,7 +26,7 @@ from autogen_core import MessageContext
 from protocols.aun import AUNMessage
 
 from ._channel import Admission, Channel
-from ._errors import MailboxFullError
+from ._errors import MailboxFullError, RuntimeStoppedError
 from ._mailbox import Mailbox
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class Endpoint:
         "card",
         "description",
         "eager",
+        "handler_timeout",
         "last_seq",
         "mailbox",
         "receipts",
@@ -88,13 +89,23 @@ class Endpoint:
     )
 
     def __init__(
-        self, runtime: AgentHost, aid: str, mailbox: Mailbox, description: str, eager: bool, *, reload: bool
+        self,
+        runtime: AgentHost,
+        aid: str,
+        mailbox: Mailbox,
+        description: str,
+        eager: bool,
+        *,
+        reload: bool,
+        handler_timeout: float | None,
     ) -> None:
         self.runtime = runtime
         self.aid = aid
         self.mailbox = mailbox
         self.description = description
         self.eager = eager
+        #: Seconds one turn of this agent may run (None: no limit); see :mod:`aun_runtime._turns`.
+        self.handler_timeout = handler_timeout
         self.card: AgentCard | None = None
         self.last_seq = 0  # the inbox position of the last direct message
         # (sender, message_id) -> resolved once the channel has archived its verdict on that message
@@ -159,11 +170,21 @@ class Endpoint:
             mailbox.release()
 
     async def handle(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
-        """Membership, channel and handler for a message whose turn it is."""
+        """Membership, channel and handler for a message whose turn it is.
+
+        While the runtime stops, the message waits instead (it is no turn in flight): the core's stop
+        cancels the wait, or, on a core that does not, it becomes a dead letter once the core stopped.
+        """
+        runtime = self.runtime
+        if runtime.turns.closing:
+            try:
+                await runtime.turns.held()
+            except RuntimeStoppedError as exc:
+                runtime.record_dead_letter(self.aid, message if isinstance(message, AUNMessage) else None, exc)
+                return
         if not isinstance(message, AUNMessage):  # a raw autogen-core publish: no envelope, so no channel
             await dispatch(message, ctx)
             return
-        runtime = self.runtime
         group_id = message.group_id
         if group_id is not None and message.seq is not None and not runtime.was_member(group_id, self.aid, message.seq):
             if self.receipts:

@@ -51,6 +51,24 @@ class RuntimeStoppedError(UndeliverableError):
     interrupted); it was recorded as a dead letter, so it can be found and sent again."""
 
 
+class HandlerTimeoutError(AUNError):
+    """A turn (a handler on one message, or one run of a proactive action) ran past its agent's
+    ``handler_timeout`` and was cancelled; its message is a dead letter and the agent went on with
+    its next one."""
+
+    def __init__(self, aid: str, what: str, ran: float, timeout: float) -> None:
+        super().__init__(
+            f"{what} of {aid} ran {ran:.1f} s, past its handler_timeout of {timeout:g} s, and was cancelled; "
+            "the agent goes on with its next message (give register_agent(..., handler_timeout=...) or "
+            "AUNRuntime(handler_timeout=...) more seconds, or None for no limit, if such turns are intended)"
+        )
+        self.aid = aid
+        #: Seconds the turn ran before it was cut off.
+        self.ran = ran
+        #: The handler timeout it ran past, in seconds.
+        self.timeout = timeout
+
+
 class HopLimitExceeded(AUNError):
     """A conversation thread went past the hop limit: the loop guard stopped it and recorded the stop."""
 

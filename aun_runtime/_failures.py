@@ -7,19 +7,29 @@ and logged:
   sender outside the group, a full mailbox) or whose handler raised, with the reason;
 * a **loop stop**: a send refused by the loop guard (the thread passed ``max_hops``);
 * a **budget stop**: a send or a model call refused by a budget.
+
+A handler that times out is a dead letter whose reason is a :class:`~aun_runtime.HandlerTimeoutError`;
+it is counted in ``handler_timeouts`` as well.
+
+**One line per kind per turn.** Every failure is archived with its detail, but the log gets the
+first of a kind in a turn (a dead letter of one error class, a loop stop, a budget stop, by the
+agent they stop) and, when the turn ends, one line with how many there were: a model agent told to
+spam sends hundreds of refused sends in one turn, and the log shows two lines. Failures outside
+any turn (application code) are logged one by one.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from protocols.aun import AUNMessage
 from protocols.errors import AUNError
 
 from ._archive import Archive, RecordKind
-from ._errors import BudgetExceeded, HopLimitExceeded
+from ._errors import BudgetExceeded, HandlerTimeoutError, HopLimitExceeded
 from ._stats import RuntimeStats
+from ._turns import Turn, TurnWatch
 
 __all__ = ["FailureLog"]
 
@@ -29,21 +39,31 @@ _ErrorT = TypeVar("_ErrorT", bound=BaseException)
 
 
 class FailureLog:
-    """Records a runtime's dead letters, loop stops and budget stops into its archive and stats."""
+    """Records a runtime's dead letters, loop stops and budget stops into its archive and stats.
 
-    __slots__ = ("archive", "stats")
+    Args:
+        archive: where each failure is archived with its reason.
+        stats: the counters.
+        turns: the runtime's turns, to log repeated failures of one turn once (None: log each).
+    """
 
-    def __init__(self, archive: Archive, stats: RuntimeStats) -> None:
+    __slots__ = ("archive", "stats", "turns")
+
+    def __init__(self, archive: Archive, stats: RuntimeStats, turns: TurnWatch | None = None) -> None:
         self.archive = archive
         self.stats = stats
+        self.turns = turns
 
     def dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record that ``message`` could not be delivered to, or handled by, ``owner``."""
-        self.stats.dead_letters += 1
+        stats = self.stats
+        stats.dead_letters += 1
+        if isinstance(error, HandlerTimeoutError):
+            stats.handler_timeouts += 1
         reason = f"{type(error).__name__}: {error}"
         self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
         if isinstance(error, AUNError):
-            logger.warning("dead letter for %s: %s", owner, reason)
+            self._warn(("dead letter", owner, type(error).__name__), f"dead letter for {owner}: {reason}")
         else:
             logger.error("dead letter for %s: handler raised %s", owner, reason, exc_info=error)
 
@@ -56,10 +76,34 @@ class FailureLog:
         """Record a send the loop guard refused."""
         self.stats.loop_stops += 1
         self.archive.record_event(sender, RecordKind.LOOP_STOP, str(error), message)
-        logger.warning("loop guard: %s", error)
+        self._warn(("loop stop", sender), f"loop guard: {error}")
 
     def budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
         """Record that a budget stopped ``owner``: a send (with the message refused) or a model call."""
         self.stats.budget_stops += 1
         self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
-        logger.warning("budget stop for %s: %s", owner, error)
+        self._warn(("budget stop", owner), f"budget stop for {owner}: {error}")
+
+    def _warn(self, key: tuple[Any, ...], line: str) -> None:
+        turn = self.turns.current() if self.turns is not None else None
+        if turn is None:
+            logger.warning("%s", line)
+            return
+        repeats = turn.repeats
+        if repeats is None:
+            turn.repeats = repeats = {}
+        seen = repeats.get(key)
+        if seen is None:
+            repeats[key] = [1, line]
+            logger.warning("%s", line)  # the first of its kind in this turn: at once
+        else:
+            seen[0] += 1
+
+    def summarise(self, turn: Turn) -> None:
+        """A turn that repeated a warning has ended: one line per kind, with the count."""
+        for (kind, *_), (count, first) in (turn.repeats or {}).items():
+            if count > 1:
+                logger.warning(
+                    "%s of %s: %d %ss in this turn, logged once (each is in the archive); the first: %s",
+                    turn.what, turn.aid, count, kind, first,
+                )

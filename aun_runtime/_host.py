@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._groups import GroupInfo
     from ._payload import PayloadLike
     from ._stats import RuntimeStats
+    from ._turns import TurnWatch
     from .agentmd import AgentCard
 
 __all__ = ["AgentHost"]
@@ -54,6 +55,15 @@ class AgentHost(Protocol):
     @property
     def dedup_window(self) -> int:
         """How many recent message keys each agent's channel remembers."""
+        ...
+
+    @property
+    def turns(self) -> TurnWatch:
+        """The turns in flight: each handler run and proactive action, under its handler timeout."""
+        ...
+
+    def handler_timeout_of(self, aid: str) -> float | None:
+        """Seconds a turn of the local agent ``aid`` may run (None: no limit)."""
         ...
 
     @property

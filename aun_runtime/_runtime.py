@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -67,6 +68,7 @@ from ._errors import (
     BudgetExceeded,
     NoRouteError,
     RPCForbiddenError,
+    RuntimeStoppedError,
     UnknownAIDError,
     UnknownGroupError,
 )
@@ -74,14 +76,18 @@ from ._failures import FailureLog
 from ._groups import STILL_MEMBER, GroupInfo, GroupState
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, MailboxOptions, OverflowPolicy
+from ._on_stop import DEFAULT_ON_STOP_TIMEOUT, StopCallback, StopCallbacks
 from ._payload import PayloadLike
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
 from ._transcript import render_transcript
+from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT, RuntimeDefault, Turn, TurnWatch
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
-__all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
+__all__ = ["DEFAULT_MAX_HOPS", "LEFTOVER_WAIT", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
+
+logger = logging.getLogger("aun_runtime")
 
 
 #: Hops a thread may take before the loop guard stops it. Real collaborations (a reflection loop of
@@ -89,6 +95,10 @@ __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "Runtim
 DEFAULT_MAX_HOPS = 32
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
+#: Seconds a stop waits for the turns it cancels itself (those its core left running: autogen-core's
+#: single-threaded core lets handlers run on) to end. A cancelled turn ends at its next await; one
+#: still running after this ignored the cancellation, is logged, and is left to itself.
+LEFTOVER_WAIT = 1.0
 
 AgentT = TypeVar("AgentT", bound=AUNAgent)
 
@@ -109,6 +119,10 @@ class AUNRuntime:
         dedup_window: how many recent message keys each agent remembers.
         budgets: the limits on threads and model use every agent works within, unless registered
             with its own (see :class:`~aun_runtime.Budgets`).
+        handler_timeout: seconds one turn (a handler on one message, one run of a proactive
+            action) may run before it is cancelled and its message becomes a dead letter
+            (:class:`~aun_runtime.HandlerTimeoutError`), unless an agent is registered with its own;
+            None: no limit. See :data:`~aun_runtime.DEFAULT_HANDLER_TIMEOUT` for why five minutes.
         core: the autogen-core runtime that carries the messages, an :class:`~aun_runtime.AUNCore`
             (default: a fresh :class:`AUNActorRuntime`). A core that keeps its own archive (a
             distributed worker journals into it) supplies it when ``archive`` is not given; a core
@@ -140,10 +154,12 @@ class AUNRuntime:
         block_timeout: float | None = None,
         dedup_window: int = DEFAULT_DEDUP_WINDOW,
         budgets: Budgets = DEFAULT_BUDGETS,
+        handler_timeout: float | None = DEFAULT_HANDLER_TIMEOUT,
         core: AUNCore | None = None,
     ) -> None:
         if max_hops < 1:
             raise ValueError("max_hops must be at least 1")
+        _check_timeout(handler_timeout)
         if core is not None and not isinstance(core, AUNCore):
             raise TypeError(
                 f"{type(core).__name__} is not an AUNCore: an AUNRuntime runs on AUNActorRuntime (the "
@@ -180,7 +196,12 @@ class AUNRuntime:
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
-        self._failures = FailureLog(self.archive, self.stats)
+        #: The default of every agent's handler timeout (see register_agent).
+        self.handler_timeout = handler_timeout
+        #: Every turn in flight, under its agent's handler timeout.
+        self.turns = TurnWatch(on_end=lambda turn: self._failures.summarise(turn))
+        self._failures = FailureLog(self.archive, self.stats, self.turns)
+        self._stop_callbacks = StopCallbacks()
         self._sending = SendPath(
             archive=self.archive,
             core=self.core,
@@ -221,6 +242,7 @@ class AUNRuntime:
         """Start delivering; agents that speak first (``on_start``) are created and started now."""
         if self._running:
             return
+        self.turns.reopen()
         started = self.core.start()
         if started is not None:  # a worker's start connects to its host
             await started
@@ -238,21 +260,71 @@ class AUNRuntime:
         self.archive.flush()
 
     async def stop_when_idle(self) -> None:
-        """Wait until everything sent has been handled, then stop."""
+        """Wait until everything sent has been handled, then stop (and run the :meth:`on_stop`
+        callbacks)."""
         await self._cancel_tasks()
         if self._running:
             await self.core.stop_when_idle()
         self._running = False
         self.archive.flush()
+        await self._stop_callbacks.run()
 
-    async def stop(self) -> None:
-        """Stop now. Messages still queued in the core are not handled."""
+    async def stop(self, *, grace: float = 0.0) -> None:
+        """Stop: no new turn starts, the turns in flight get ``grace`` seconds to end, and then
+        whatever still runs is cancelled; then the :meth:`on_stop` callbacks run.
+
+        A message whose turn would come meanwhile is not handled, and neither is anything still
+        queued: each is a dead letter (:class:`~aun_runtime.RuntimeStoppedError`), except on a
+        distributed worker, which leaves it unacknowledged so that its sender sends it again to the
+        worker's next run. A turn cancelled at the end of the grace is recorded the same way.
+
+        Args:
+            grace: seconds the turns in flight may take to end (default 0: cancel them at once).
+                The commands give them :data:`~aun_runtime.STOP_GRACE` after a signal.
+        """
+        turns = self.turns
+        turns.close()
+        if grace > 0 and turns.in_flight and not await turns.wait(grace):
+            for turn in turns.in_flight:
+                logger.warning("%s of %s still ran after the %g s grace of the stop: cancelled", turn.what, turn.aid, grace)
         await self._cancel_tasks()
         if self._running:
             with contextlib.suppress(RuntimeError):  # the core was not running after all
                 await self.core.stop()
         self._running = False
+        # What the core left running (autogen-core's own runtime lets handlers run on) is cut off here.
+        if turns.cut_all(_stopped_while_running):
+            await turns.wait(LEFTOVER_WAIT)
+        turns.release()
         self.archive.flush()
+        await self._stop_callbacks.run()
+
+    def on_stop(self, callback: StopCallback, *, timeout: float = DEFAULT_ON_STOP_TIMEOUT) -> StopCallback:
+        """Run ``callback`` once when this runtime stops, after its last turn: how an application
+        ties what its agents use (a ``McpWorkbench``, an HTTP client) to the run.
+
+        Callbacks run last registered first, each within ``timeout`` seconds (one still running then
+        is cancelled); one that raises is logged with its traceback, and the stop goes on. See
+        :mod:`aun_runtime._on_stop`.
+
+        Args:
+            callback: a coroutine function, or a plain function, taking no arguments.
+            timeout: seconds it may take.
+
+        Returns:
+            ``callback``, so that this works as a decorator too.
+
+        Example:
+            .. code-block:: python
+
+                async def app(runtime: AUNRuntime) -> None:
+                    workbench = McpWorkbench(StdioServerParams(command="my-mcp-server"))
+                    await workbench.start()
+                    runtime.on_stop(workbench.stop)
+                    await runtime.register_agent("scout.local", lambda: AutonomousAgent(model, tools=workbench))
+        """
+        self._stop_callbacks.add(callback, timeout)
+        return callback
 
     async def close(self) -> None:
         """Stop, close the agents (on the actor core: saving their state into a durable state
@@ -278,6 +350,7 @@ class AUNRuntime:
         eager: bool | None = None,
         card: AgentCard | str | None = None,
         budgets: Budgets | None = None,
+        handler_timeout: float | RuntimeDefault | None = RUNTIME_DEFAULT,
     ) -> None:
         """Make ``aid`` a local agent, created by ``factory`` on its first message.
 
@@ -289,6 +362,8 @@ class AUNRuntime:
                 true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
             card: the agent's agent.md (text or parsed); default: the class's ``agent_md``, if any.
             budgets: limits of its own on threads and model use (default: the runtime's).
+            handler_timeout: seconds one of its turns may run (default: the runtime's
+                ``handler_timeout``); None: no limit.
 
         Raises:
             InvalidAIDError: ``aid`` is not a valid AID.
@@ -298,6 +373,9 @@ class AUNRuntime:
         validate_aid(aid)
         if aid in self._endpoints:
             raise AgentRegistrationError(f"{aid} is already registered in this runtime")
+        if handler_timeout is RUNTIME_DEFAULT:
+            handler_timeout = self.handler_timeout
+        _check_timeout(handler_timeout)
         if card is None and isinstance(factory, type):
             card = getattr(factory, "agent_md", None)
         parsed = parse_agent_md(card) if isinstance(card, str) else card
@@ -314,7 +392,10 @@ class AUNRuntime:
                 # Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
                 description = sys.intern(factory.__doc__.strip().splitlines()[0])
         mailbox = self.mailbox_options.mailbox(owner=aid)
-        endpoint = Endpoint(self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty)
+        endpoint = Endpoint(
+            self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty,
+            handler_timeout=handler_timeout,
+        )
         endpoint.card = parsed
         self._endpoints[aid] = endpoint
         if budgets is not None:
@@ -371,7 +452,7 @@ class AUNRuntime:
     async def _start_agent(self, endpoint: Endpoint) -> None:
         agent = await self._instantiate(endpoint.aid)
         # Awaited, not spawned: what agents say first happens in registration order, every run alike.
-        await run_proactive(agent, agent.on_start)
+        await run_proactive(agent, agent.on_start, what="on_start")
 
     def is_local(self, aid: str) -> bool:
         """True if ``aid`` is registered in this runtime."""
@@ -614,6 +695,13 @@ class AUNRuntime:
         group = self._groups.get(group_id)
         return group is None or group.was_member(aid, seq)
 
+    def handler_timeout_of(self, aid: str) -> float | None:
+        """Seconds a turn of the local agent ``aid`` may run (None: no limit)."""
+        endpoint = self._endpoints.get(aid)
+        if endpoint is None:
+            raise UnknownAIDError(f"{aid} is not registered in this runtime")
+        return endpoint.handler_timeout
+
     def keep_task(self, task: asyncio.Task[None]) -> None:
         """Cancel ``task`` (an agent's scheduled action) when the runtime stops."""
         self._tasks.add(task)
@@ -642,6 +730,15 @@ class AUNRuntime:
         ``error`` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
         letter with the reason, counted in :attr:`stats`, logged: never silent."""
         self._failures.dead_letter(owner, message, error)
+
+
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"a handler_timeout is a positive number of seconds, or None for no limit (got {timeout!r})")
+
+
+def _stopped_while_running(turn: Turn) -> RuntimeStoppedError:
+    return RuntimeStoppedError(f"the runtime stopped while {turn.what} of {turn.aid} ran on this message")
 
 
 def _mailbox_options(

@@ -18,3 +18,5 @@ class RuntimeStats:
     dead_letters: int = 0
     loop_stops: int = 0
     budget_stops: int = 0
+    #: Dead letters whose handler ran past its handler timeout (counted in ``dead_letters`` too).
+    handler_timeouts: int = 0

@@ -4,28 +4,32 @@
 (the demos are declared by the application package that is installed, as entry points of the group
 ``aun_runtime.demo``: ``app`` is the demo application, ``gateway`` the scene of ``demo --gateway``; the
 library names no application);
-``aun-runtime run module:function`` runs any application: an ``async def app(runtime)`` that
-registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`, and serves it, printing
+``aun-runtime run module:function`` runs any application (see :mod:`aun_runtime._app` for its three
+forms: ``async def app(runtime)``, an async generator that tears down after its ``yield``, or an
+async context manager) on a started :class:`~aun_runtime.AUNRuntime`, and serves it, printing
 the transcript as it grows, until Ctrl-C (or ``--for SECONDS``, or ``--until-idle``). Applications are
 loaded by import string, so the runtime never imports them. With ``--console`` either one serves the
 web console beside the runtime until Ctrl-C; ``aun-runtime console --archive FILE`` watches the
 archive of a runtime running elsewhere (see :mod:`aun_runtime.console`), and ``aun-runtime transcript
 --archive A --archive B`` prints the archives of several runtimes as one transcript.
+
+Every command stops the same way on SIGINT or SIGTERM, within a grace, and says how it ended in its
+exit code: see :mod:`aun_runtime._stopping`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
+import sys
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
 
-from ._app import App, load_app
+from ._app import App, AppRun, load_app
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
-from ._signals import stop_on_signal
+from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
 from .network._cli import (
@@ -41,56 +45,74 @@ __all__ = ["DEMO_ENTRY_POINTS", "main"]
 #: The entry point group in which an installed application package declares its demos.
 DEMO_ENTRY_POINTS = "aun_runtime.demo"
 
+
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
-    """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and
-    ``run --until-idle`` in tests): scheduled actions are cancelled then."""
-    runtime = AUNRuntime(archive=archive)
-    await runtime.start()
-    try:
-        await app(runtime)
-        await runtime.stop_when_idle()
-    finally:
-        await runtime.stop()
-    if show_transcript:
-        print_summary(runtime, archive)
-    runtime.archive.close()
+    """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and tests):
+    scheduled actions are cancelled then."""
+    runtime, _ = await settle_app(_never_stopped(), app, archive=archive, show_transcript=show_transcript)
     return runtime
 
 
-async def serve_app(app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False) -> int:
-    """``aun-runtime run``: run ``app``, printing the transcript as it grows, until SIGINT/SIGTERM,
-    for ``seconds``, or (``until_idle``) until everything it set off has settled.
-
-    Returns the exit code: 0 when stopped by a signal; a run that ended by itself is 1 if it had
-    dead letters, loop stops or budget stops, else 0.
-    """
+async def settle_app(
+    stop: StopRequest, app: App, *, archive: str, show_transcript: bool = True
+) -> tuple[AUNRuntime, bool]:
+    """:func:`run_app`, ended sooner by a signal; the runtime, and whether the app failed."""
     runtime = AUNRuntime(archive=archive)
-    stop = stop_on_signal()
+    await runtime.start()
+    run = AppRun(app, runtime)
+    try:
+        if await run.setup(stop):
+            await stop.unless_stopped(runtime.stop_when_idle())
+    finally:
+        await runtime.stop(grace=STOP_GRACE)
+    if show_transcript:
+        print_summary(runtime, archive)
+    runtime.archive.close()
+    return runtime, run.failed
+
+
+def _never_stopped() -> StopRequest:
+    stop = StopRequest(serving=False)
+    stop.attach(asyncio.get_running_loop())
+    return stop
+
+
+async def serve_app(
+    stop: StopRequest, app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False
+) -> int:
+    """``aun-runtime run``: run ``app``, printing the transcript as it grows, until SIGINT/SIGTERM,
+    for ``seconds``, or (``until_idle``) until everything it set off has settled; the exit code."""
+    runtime = AUNRuntime(archive=archive)
     follower = TranscriptFollower(is_agent=runtime.is_agent)
     await runtime.start()
     follow = asyncio.create_task(follow_archive(runtime.archive, follower))
-    stopped_by_signal = False
+    run = AppRun(app, runtime)
     try:
-        await app(runtime)
-        if until_idle:
-            await runtime.stop_when_idle()
-        else:
-            if seconds is None:
-                print("serving; stop with Ctrl-C", flush=True)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), seconds)
-            stopped_by_signal = stop.is_set()
+        if await run.setup(stop):
+            if until_idle:
+                await stop.unless_stopped(runtime.stop_when_idle())
+            else:
+                if seconds is None:
+                    print("serving; stop with Ctrl-C", flush=True)
+                await stop.unless_stopped(asyncio.sleep(seconds) if seconds is not None else stop.wait())
     finally:
-        await runtime.stop()
+        await runtime.stop(grace=STOP_GRACE)
         follow.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follow
+        await asyncio.wait({follow})
     print_counters(runtime, archive)
     runtime.archive.close()
-    if stopped_by_signal:
+    return ended(stop, runtime, app_failed=run.failed)
+
+
+def ended(stop: StopRequest, runtime: AUNRuntime, *, app_failed: bool) -> int:
+    """Say in one line how a run ended, if not as it is meant to; return its exit code."""
+    if stop.requested:
         print("stopped", flush=True)
-        return 0
-    return failure_line(runtime)
+        return stop.exit_code(failed=app_failed)
+    if app_failed:
+        print("run failed: the app raised (its traceback is above) (exit 1)", flush=True)
+        return stop.exit_code(failed=True)
+    return stop.exit_code(failed=failure_line(runtime) != 0)
 
 
 def failure_line(runtime: AUNRuntime) -> int:
@@ -151,11 +173,22 @@ def _run_demo(args: argparse.Namespace) -> int:
             raise SystemExit("error: demo --gateway exits by itself; to watch a team on a gateway, use "
                              "`aun-runtime run agents.network:team --gateway-url URL --console`")
         quiet_client_logs(args)
-        return int(asyncio.run(_demo("gateway").load()(args.archive, print_summary)))
+        scene = _demo("gateway").load()
+
+        async def gateway_scene(stop: StopRequest) -> int:
+            done, code = await stop.unless_stopped(scene(args.archive, print_summary))
+            return int(code) if done and code is not None else stop.exit_code(failed=False)
+
+        return run_command(gateway_scene, serving=False)
     app = load_app(_demo("app").value)
     if args.console:
         return _serve_console(app, args)
-    return failure_line(asyncio.run(run_app(app, archive=args.archive)))
+
+    async def demo(stop: StopRequest) -> int:
+        runtime, failed = await settle_app(stop, app, archive=args.archive)
+        return ended(stop, runtime, app_failed=failed)
+
+    return run_command(demo, serving=False)
 
 
 def _run_app(args: argparse.Namespace) -> int:
@@ -167,16 +200,17 @@ def _run_app(args: argparse.Namespace) -> int:
         return run_on_network(app, args, print_summary)
     if args.console:
         return _serve_console(app, args)
-    return asyncio.run(serve_app(app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle))
+    serving = args.seconds is None and not args.until_idle
+    return run_command(
+        lambda stop: serve_app(stop, app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle),
+        serving=serving,
+    )
 
 
 def _serve_console(app: App, args: argparse.Namespace) -> int:
     from .console._cli import run_app_with_console
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_app_with_console(app, args, print_summary))
-    print("console stopped")
-    return 0
+    return run_command(lambda stop: run_app_with_console(stop, app, args, print_summary), serving=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,11 +232,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = commands.add_parser(
         "run",
         help="run an application given as module:function; serve until Ctrl-C",
-        description="Run an application (an `async def app(runtime)` given as module:function) and print "
-        "its transcript as it grows, one line per message. It serves until SIGINT/SIGTERM (exit 0, "
-        "after the counters), for --for SECONDS, or with --until-idle until everything the app set off "
-        "has settled (scheduled actions are cancelled then). A run that ends by itself exits 1 if it "
-        "had dead letters, loop stops or budget stops, and says so in one line.",
+        description="Run an application (an `async def app(runtime)`, or an async generator that tears "
+        "down after its `yield`, given as module:function) and print its transcript as it grows, one line "
+        "per message. It serves until SIGINT/SIGTERM (exit 0, after the counters), for --for SECONDS, or "
+        "with --until-idle until everything the app set off has settled (scheduled actions are cancelled "
+        "then). On a signal, turns in flight get 5 s, a second signal exits at once, and the process is "
+        "gone within 10 s. A run that ends by itself exits 1 if it had dead letters, loop stops or budget "
+        "stops, and says so in one line; 130/143 if a signal ended it first. An app that raises has its "
+        "traceback printed and exits 1.",
     )
     run.add_argument("app", help="e.g. agents.demo:app")
     run.set_defaults(run=_run_app)
@@ -241,7 +278,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     # Every subcommand names its own entry point: one way to dispatch.
-    return int(args.run(args))
+    try:
+        code = int(args.run(args))
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        # A usage or configuration error that says what to do: its own exit code, as argparse's.
+        print(exc.code, file=sys.stderr, flush=True)
+        raise SystemExit(ExitCode.USAGE) from None
+    if argv is None:  # the command is the program: nothing the app left running may hold its exit
+        bound_exit(code)
+    return code
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -13,6 +13,7 @@ from .debate import debate
 from .handoffs import handoffs
 from .observer import DEMO_OBSERVERS, ObserverProfile, ObserverStandIn, observer_group
 from .reflection import reflection_team
+from .scout import gazetteer_scout
 from .workflows import concurrent_workers, mixture_of_agents, sequential_workflow
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "autonomous_agents",
     "concurrent_workers",
     "debate",
+    "gazetteer_scout",
     "handoffs",
     "mixture_of_agents",
     "observer_group",

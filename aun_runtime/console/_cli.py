@@ -10,14 +10,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
-from .._app import App
+from .._app import App, AppRun
 from .._runtime import AUNRuntime
-from .._signals import stop_on_signal
+from .._stopping import STOP_GRACE, StopRequest, run_command
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
@@ -89,46 +87,60 @@ def run_console(args: argparse.Namespace) -> int:
             "watch. Use `aun-runtime demo --console --allow-send` or `aun-runtime run APP --console --allow-send`."
         )
     console = Console(args.archive, host=args.host, port=args.port, poll_interval=args.poll_interval)
-    return _run_until_stopped(_serve_archive(console))
+    return run_command(lambda stop: _serve_archive(stop, console), serving=True)
 
 
-async def _serve_archive(console: Console) -> None:
+async def _serve_archive(stop: StopRequest, console: Console) -> int:
     url = await _start(console)
     print(f"console: {url}  ({console.source}; Ctrl-C stops it)", flush=True)
     try:
-        await _wait_for_stop()
+        await stop.wait()
     finally:
         await console.stop()
+    print("console stopped", flush=True)
+    return stop.exit_code(failed=False)
 
 
 async def run_app_with_console(
+    stop: StopRequest,
     app: App,
     args: argparse.Namespace,
     summary: Callable[[AUNRuntime, str], None],
-) -> None:
+) -> int:
     """Run ``app`` with a console beside it; keep serving (and the runtime running) until stopped.
 
     Args:
+        stop: the command's stop request (a signal ends the serving).
         app: the application.
         args: the parsed command line (``archive``, ``host``, ``port``, ``allow_send``).
         summary: prints the transcript and counters once the application has settled.
+
+    Returns:
+        The exit code (see :mod:`aun_runtime._stopping`).
     """
     runtime = AUNRuntime(archive=args.archive)
     await runtime.start()
     console = Console(runtime, host=args.host, port=args.port, allow_send=args.allow_send)
+    run = AppRun(app, runtime)
+    settled = False
     try:
         url = await _start(console)
         print(f"console: {url}", flush=True)
-        await app(runtime)
-        await runtime.settle()
-        summary(runtime, args.archive)
-        sending = "sending enabled" if args.allow_send else "read-only"
-        print(f"\nconsole: {url}  ({sending}; serving until Ctrl-C)", flush=True)
-        await _wait_for_stop()
+        if await run.setup(stop):
+            settled, _ = await stop.unless_stopped(runtime.settle())
+            if settled:
+                summary(runtime, args.archive)
+                sending = "sending enabled" if args.allow_send else "read-only"
+                print(f"\nconsole: {url}  ({sending}; serving until Ctrl-C)", flush=True)
+                await stop.wait()
     finally:
         await console.stop()
-        await runtime.stop()
+        await runtime.stop(grace=STOP_GRACE)
+        if not settled and not run.failed:  # stopped before it settled: the summary, with what the stop recorded
+            summary(runtime, args.archive)
         runtime.archive.close()
+    print("console stopped", flush=True)
+    return stop.exit_code(failed=run.failed)
 
 
 async def _start(console: Console) -> str:
@@ -139,14 +151,3 @@ async def _start(console: Console) -> str:
             f"error: the console cannot listen on {console.host}:{console.port}: {exc.strerror or exc}. "
             "Pick another --port (0: any free port)."
         ) from None
-
-
-async def _wait_for_stop() -> None:
-    await stop_on_signal().wait()
-
-
-def _run_until_stopped(main: Coroutine[Any, Any, None]) -> int:
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main)
-    print("console stopped", flush=True)
-    return 0

@@ -11,6 +11,7 @@ from types import TracebackType
 from aiohttp import web
 
 from .._archive import Archive
+from .._bad_requests import BadRequestLog
 from .._runtime import AUNRuntime
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
 from ._routes import ConsoleState, build_app
@@ -85,6 +86,7 @@ class Console:
         self.allow_send = allow_send
         self.backlog = backlog
         self._runner: web.AppRunner | None = None
+        self._bad_requests = BadRequestLog()
 
     async def __aenter__(self) -> Console:
         await self.start()
@@ -123,7 +125,11 @@ class Console:
             source=self.source,
         )
         # Open event streams end when the feed closes; a second is plenty for the rest to finish.
-        runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        # Malformed HTTP (no Host header, a bad request line) is answered 400 and logged a line a minute at most.
+        self._bad_requests = BadRequestLog()
+        runner = web.AppRunner(
+            build_app(state), access_log=None, handle_signals=False, shutdown_timeout=1.0, logger=self._bad_requests
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         await site.start()
@@ -149,6 +155,7 @@ class Console:
             return
         await self._feed.close()
         await runner.cleanup()
+        self._bad_requests.close()
         if self._owns_archive and self._feed.archive is not None:
             self._feed.archive.close()
 

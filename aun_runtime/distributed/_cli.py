@@ -19,7 +19,7 @@ import logging
 import sys
 from typing import Any
 
-from .._signals import stop_on_signal
+from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
 from ._errors import HostStateError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._tls import HostTLS, TLSConfig
@@ -95,14 +95,13 @@ def _run_host(args: argparse.Namespace) -> int:
         raise SystemExit("error: --tls-cert and --tls-key go together")
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
-    async def serve() -> int:
+    async def serve(stop: StopRequest) -> int:
         try:
             host = AUNHost(args.address, tls=tls, state=args.state)
-        except HostStateError as exc:
+        except HostStateError as exc:  # a configuration error: the file given is no state file
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return ExitCode.USAGE
         await host.open()
-        stop = stop_on_signal()
         print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
         if host.state_path is None:
             logger.warning("host: no --state file: worker names and AID ownership are forgotten when it restarts")
@@ -111,9 +110,9 @@ def _run_host(args: argparse.Namespace) -> int:
         await stop.wait()
         await host.stop(grace=1)
         logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
-        return 0
+        return stop.exit_code(failed=False)
 
-    return asyncio.run(serve())
+    return run_command(serve, serving=True)
 
 
 def _run_status(args: argparse.Namespace) -> int:
@@ -151,7 +150,7 @@ def _service(spec: str) -> tuple[str, str]:
 
 
 def _run_worker(args: argparse.Namespace) -> int:
-    from .._app import load_app
+    from .._app import AppRun, load_app
     from . import worker_runtime
 
     _logging()
@@ -161,8 +160,7 @@ def _run_worker(args: argparse.Namespace) -> int:
     app = load_app(args.app)
     services = dict(_service(spec) for spec in args.service)
 
-    async def serve() -> int:
-        stop = stop_on_signal()
+    async def serve(stop: StopRequest) -> int:
         try:
             runtime = worker_runtime(
                 args.host,
@@ -176,15 +174,20 @@ def _run_worker(args: argparse.Namespace) -> int:
             await runtime.start()
         except Exception as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return ExitCode.FAILED
         core = runtime.core
-        await app(runtime)
-        core.log_registered()  # type: ignore[attr-defined]
-        print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)  # type: ignore[attr-defined]
-        await stop.wait()
-        await runtime.stop()
+        run = AppRun(app, runtime)
+        try:
+            if await run.setup(stop):
+                core.log_registered()  # type: ignore[attr-defined]
+                print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)  # type: ignore[attr-defined]
+                await stop.wait()
+        finally:
+            # A delivery still running after the grace is cancelled and left unacknowledged: the
+            # host sends it again when this worker is back.
+            await runtime.stop(grace=STOP_GRACE)
         logger.info("worker %s: %s", core.name, core.stats_line())  # type: ignore[attr-defined]
         runtime.archive.close()
-        return 0
+        return stop.exit_code(failed=run.failed)
 
-    return asyncio.run(serve())
+    return run_command(serve, serving=True)

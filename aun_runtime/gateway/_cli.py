@@ -8,13 +8,12 @@ one JSON line instead, for scripts and supervisors that start the gateway as a s
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from .._signals import stop_on_signal
+from .._stopping import ExitCode, StopRequest, run_command
 from ._errors import GatewayStartError
 from ._limits import GatewayLimits
 from ._server import GatewayServer
@@ -65,28 +64,27 @@ def _describe(info: dict[str, Any]) -> str:
     )
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(stop: StopRequest, args: argparse.Namespace) -> int:
     limits = (
         GatewayLimits()
         if args.rate is None
         else GatewayLimits(rate_per_second=args.rate, rate_burst=max(1, int(args.rate * 2)))
     )
-    stop = stop_on_signal()
     async with GatewayServer(
         args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits
     ) as server:
         info = server.describe()
         print(json.dumps(info) if args.json else _describe(info), flush=True)
         await stop.wait()
+    return stop.exit_code(failed=False)
 
 
 def run_gateway(args: argparse.Namespace) -> int:
     try:
-        asyncio.run(serve(args))
+        return run_command(lambda stop: serve(stop, args), serving=True)
     except GatewayStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return ExitCode.USAGE
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from .._bad_requests import BadRequestLog
 from ._agent_md_http import add_agent_md_routes
 from ._auth_methods import AUTH_METHODS
 from ._core import GatewayCore
@@ -100,6 +101,7 @@ class GatewayServer:
         self._issuer = issuer
         self._core: GatewayCore | None = None
         self._runner: web.AppRunner | None = None
+        self._bad_requests = BadRequestLog()
         self._listener: Listener | None = None
 
     # -- public surface ------------------------------------------------------------------------
@@ -179,8 +181,9 @@ class GatewayServer:
         add_http_routes(app, core, lambda: self.open_connections)
         add_agent_md_routes(app, core)
         # keepalive_timeout runs from the accept as well as between requests: it is the handshake timeout.
+        self._bad_requests = BadRequestLog()  # malformed HTTP: a 400, and a line a minute at most
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
-                               keepalive_timeout=limits.handshake_timeout)
+                               keepalive_timeout=limits.handshake_timeout, logger=self._bad_requests)
         await runner.setup()
         assert runner.server is not None
         try:
@@ -205,6 +208,7 @@ class GatewayServer:
         # At once, each bounded by its close grace: a peer that does not read cannot hold the stop.
         await asyncio.gather(*(session.close(CLOSE_SERVICE_RESTART, b"gateway stopping") for session in list(core.all_sessions)))
         await runner.cleanup()
+        self._bad_requests.close()
         core.close()
         self._core = self._runner = self._listener = None
 

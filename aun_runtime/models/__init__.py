@@ -15,7 +15,14 @@ Nothing here touches the network or imports an optional dependency at import tim
 
 from ._cassette import CASSETTE_FORMAT, DEFAULT_MODEL_INFO, Cassette, CassetteEntry
 from ._cassette_client import CassetteChatCompletionClient
-from ._config import ModelConfig, ModelSource, model_client_from_env, resolve_model
+from ._config import (
+    DEFAULT_MODEL_RETRIES,
+    DEFAULT_MODEL_TIMEOUT,
+    ModelConfig,
+    ModelSource,
+    model_client_from_env,
+    resolve_model,
+)
 from ._errors import CassetteFileError, CassetteMissError, ModelConfigError
 from ._metered import MeteredChatCompletionClient, metered
 from ._offline import OfflineChatCompletionClient
@@ -25,6 +32,8 @@ from ._scripted import Answer, Responder, ScriptedChatCompletionClient, function
 __all__ = [
     "CASSETTE_FORMAT",
     "DEFAULT_MODEL_INFO",
+    "DEFAULT_MODEL_RETRIES",
+    "DEFAULT_MODEL_TIMEOUT",
     "Answer",
     "Cassette",
     "CassetteChatCompletionClient",

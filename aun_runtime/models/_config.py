@@ -17,6 +17,8 @@ Environment variables (read by :meth:`ModelConfig.from_env`):
 ``AUN_MODEL_FUNCTION_CALLING`` ``1``/``0``: the server supports tool calls (default ``1``).
 ``AUN_MODEL_STRUCTURED_OUTPUT````1``/``0``: the server supports JSON-schema output (default ``0``).
 ``AUN_MODEL_TEMPERATURE``      sampling temperature passed to every request (default: the server's).
+``AUN_MODEL_TIMEOUT``          seconds one HTTP request to the model may take (default ``120``).
+``AUN_MODEL_RETRIES``          how many times a failed request is sent again (default ``1``).
 ``AUN_MODEL_CLIENT``           ``module:factory``: any ``ChatCompletionClient`` factory instead of the
                                OpenAI-compatible client (takes precedence over ``AUN_MODEL``).
 ``AUN_MODEL_RECORD``           ``1``: record the live model's answers into the cassette as they come.
@@ -41,7 +43,17 @@ from autogen_core.models import ChatCompletionClient, ModelInfo
 from ._cassette_client import CassetteChatCompletionClient
 from ._errors import ModelConfigError
 
-__all__ = ["ModelConfig", "ModelSource", "model_client_from_env", "resolve_model"]
+__all__ = ["DEFAULT_MODEL_RETRIES", "DEFAULT_MODEL_TIMEOUT", "ModelConfig", "ModelSource", "model_client_from_env", "resolve_model"]
+
+#: Seconds one HTTP request to a live model may take before the client gives up on it. A chat
+#: completion of a few thousand tokens takes seconds to a minute on a hosted model, and a large
+#: local model or a reasoning model can take a couple of minutes for one; two minutes covers that,
+#: where the OpenAI client's own default (ten minutes) would hold a turn past its handler timeout.
+DEFAULT_MODEL_TIMEOUT = 120.0
+#: How many times a request that failed (a timeout, a connection error, a 429 or 5xx answer) is
+#: sent again. One retry rides out a dropped connection; with :data:`DEFAULT_MODEL_TIMEOUT`, a call
+#: takes at most four minutes, within the runtime's default handler timeout (five).
+DEFAULT_MODEL_RETRIES = 1
 
 ModelSource = Literal["cassette", "openai", "factory"]
 
@@ -65,6 +77,8 @@ class ModelConfig:
         factory: ``module:function`` returning a ``ChatCompletionClient`` (``factory``).
         model_info: capabilities of the live model.
         temperature: sampling temperature, if set.
+        timeout: seconds one HTTP request to the live model may take (``openai``).
+        max_retries: how many times a failed request is sent again (``openai``).
     """
 
     source: ModelSource = "cassette"
@@ -76,6 +90,14 @@ class ModelConfig:
     factory: str | None = None
     model_info: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None
+    timeout: float = DEFAULT_MODEL_TIMEOUT
+    max_retries: int = DEFAULT_MODEL_RETRIES
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ModelConfigError(f"a model timeout is a positive number of seconds (got {self.timeout!r})")
+        if self.max_retries < 0:
+            raise ModelConfigError(f"max_retries cannot be negative (got {self.max_retries!r})")
 
     @classmethod
     def from_env(
@@ -96,6 +118,10 @@ class ModelConfig:
         factory = env.get("AUN_MODEL_CLIENT") or None
         model = env.get("AUN_MODEL") or None
         temperature = _float(env, "AUN_MODEL_TEMPERATURE")
+        timeout = _float(env, "AUN_MODEL_TIMEOUT")
+        retries = _float(env, "AUN_MODEL_RETRIES")
+        if retries is not None and not retries.is_integer():
+            raise ModelConfigError(f"AUN_MODEL_RETRIES={env['AUN_MODEL_RETRIES']!r} is not a whole number")
         if factory is not None:
             config = cls(source="factory", factory=factory, cassette=cassette_path, record=record)
         elif model is not None:
@@ -117,6 +143,8 @@ class ModelConfig:
                 temperature=temperature,
                 cassette=cassette_path,
                 record=record,
+                timeout=DEFAULT_MODEL_TIMEOUT if timeout is None else timeout,
+                max_retries=DEFAULT_MODEL_RETRIES if retries is None else int(retries),
             )
         else:
             if record:
@@ -181,6 +209,9 @@ class ModelConfig:
             "model": self.model,
             "api_key": env.get(self.api_key_env) or "not-needed",
             "model_info": ModelInfo(**self.model_info),  # type: ignore[typeddict-item]
+            # Every request is bounded: a model that never answers costs a turn at most this, never the agent.
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
         }
         if self.base_url:
             kwargs["base_url"] = self.base_url

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, ComponentModel
 from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
@@ -128,6 +128,10 @@ class MeteredChatCompletionClient(ChatCompletionClient):
 
     async def close(self) -> None:
         await self.inner.close()
+
+    def dump_component(self) -> ComponentModel:
+        """The inner client's component: metering is how this runtime calls it, not part of it."""
+        return self.inner.dump_component()
 
     def actual_usage(self) -> RequestUsage:
         return self.inner.actual_usage()

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 from aun_runtime import AUNRuntime
 
-from .._app import App
-from .._signals import stop_on_signal
+from .._app import App, AppRun
+from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._gateway_agent import GatewayAgent, GatewayAgentError
@@ -86,10 +86,10 @@ def run_on_network(app: App, args: argparse.Namespace, summary: Summary) -> int:
     """Run ``app`` with its agents on the network until SIGINT/SIGTERM; 2 on a configuration error."""
     quiet_client_logs(args)
     try:
-        return asyncio.run(_serve(app, args, summary))
+        return run_command(lambda stop: _serve(stop, app, args, summary), serving=True)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
 
 
 def _emit(args: argparse.Namespace, event: str, **fields: Any) -> None:
@@ -97,7 +97,7 @@ def _emit(args: argparse.Namespace, event: str, **fields: Any) -> None:
         print(json.dumps({"event": event, **fields}), flush=True)
 
 
-async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
+async def _serve(stop: StopRequest, app: App, args: argparse.Namespace, summary: Summary) -> int:
     url = args.gateway_url
     config = GatewayAgentConfig.from_env(
         gateway_url=None if url == DISCOVER else url,
@@ -108,12 +108,13 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
         client_log_level=client_log_level(getattr(args, "client_log_level", None)),
     )
     domain = args.domain or await announced_issuer(config.gateway_url) or "local"
-    stop = stop_on_signal()
     runtime = AUNRuntime(archive=args.archive, domain=domain)
     gateway = GatewayAgent(runtime, config)
     await runtime.start()
     watchers: list[asyncio.Task[None]] = []
     console: Any = None
+    run = AppRun(app, runtime)
+    served = False
     try:
         if getattr(args, "console", False):  # watch the network traffic live, as any run
             from ..console import Console
@@ -125,28 +126,32 @@ async def _serve(app: App, args: argparse.Namespace, summary: Summary) -> int:
                 print(f"console: {url}", flush=True)
         # The route is there before the application runs: what its agents say first goes out too.
         await gateway.start()
-        await app(runtime)
-        await gateway.expose_registered()
-        _emit(args, "serving", domain=domain, exposed=gateway.exposed(), archive=args.archive,
-              outbox=str(config.outbox_path), waiting=gateway.stats.waiting)
-        for aid in gateway.exposed():
-            watchers.append(asyncio.create_task(_announce_connected(gateway, aid, args)))
-        if not args.json:
-            print(f"serving {', '.join(gateway.exposed()) or 'no AIDs'} on the AUN network; stop with Ctrl+C", flush=True)
-        await stop.wait()
+        if await run.setup(stop):  # else it raised (printed) or a signal came first: nothing to serve
+            served = True
+            await gateway.expose_registered()
+            _emit(args, "serving", domain=domain, exposed=gateway.exposed(), archive=args.archive,
+                  outbox=str(config.outbox_path), waiting=gateway.stats.waiting)
+            for aid in gateway.exposed():
+                watchers.append(asyncio.create_task(_announce_connected(gateway, aid, args)))
+            if not args.json:
+                print(f"serving {', '.join(gateway.exposed()) or 'no AIDs'} on the AUN network; stop with Ctrl+C",
+                      flush=True)
+            await stop.wait()
     finally:
         for watcher in watchers:
             watcher.cancel()
         if console is not None:
             await console.stop()
         stats = gateway.stats
+        # The runtime's turns get their grace first, while the link is up: what they send goes
+        # out, or waits in the outbox for the next start.
+        await runtime.stop(grace=STOP_GRACE)
         await gateway.stop()
-        await runtime.stop()
     _emit(args, "stopped", stats=stats.__dict__, runtime=runtime.stats.__dict__)
-    if not args.json:
+    if served and not args.json:
         summary(runtime, args.archive)
     runtime.archive.close()
-    return 0
+    return stop.exit_code(failed=run.failed)
 
 
 async def _announce_connected(gateway: GatewayAgent, aid: str, args: argparse.Namespace) -> None:

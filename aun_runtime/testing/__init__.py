@@ -50,6 +50,7 @@ __all__ = [
     "Replier",
     "Silent",
     "Speaker",
+    "Stuck",
     "namespaces_unavailable",
     "postgres_bin_dir",
 ]
@@ -189,6 +190,37 @@ class Gate(AUNAgent):
         self.started.set()
         await self.opened.wait()
         self.received.append(message)
+
+
+class Stuck(AUNAgent):
+    """Never returns from a message whose text contains ``trigger`` (it waits for something that
+    never comes, as a handler blocked on a dead connection does); answers every other message.
+
+    Args:
+        trigger: the text that makes the handler hang.
+        delay: seconds it takes over every other message before it answers.
+    """
+
+    def __init__(self, trigger: str = "hang", *, delay: float = 0.0) -> None:
+        super().__init__("hangs on purpose")
+        self.trigger = trigger
+        self.delay = delay
+        self.hanging = 0  # handlers waiting forever right now
+        self.answered: list[str] = []
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        text = message.text or ""
+        if self.trigger in text:
+            self.hanging += 1
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.hanging -= 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        self.answered.append(text)
+        await self.reply(f"answered: {text}")
 
 
 class Pondering(AUNAgent):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from autogen_core.tools import FunctionTool
 
 from agents.agentchat import AgentChatAgent, from_agentchat
 from aun_runtime import (
+    DEFAULT_BUDGETS,
     AUNActorRuntime,
     AUNMessage,
     AUNRuntime,
@@ -38,7 +40,7 @@ from aun_runtime import (
 )
 from aun_runtime._core import group_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient, model_client_from_env
-from tests.models.openai_stand_in import OpenAIStandIn, openai_stand_in
+from tests.models.openai_stand_in import OpenAIStandIn, ToolCalls, openai_stand_in
 
 AID = "assistant.local"
 #: The stand-in reports 7 prompt and 3 completion tokens for every request it answers.
@@ -303,3 +305,37 @@ async def test_its_model_budget_stops_turns_before_they_reach_the_model(server: 
 def test_a_factory_that_makes_no_chat_agent_is_refused() -> None:
     with pytest.raises(TypeError, match="not an agentchat ChatAgent"):
         AgentChatAgent(lambda: "assistant")  # type: ignore[arg-type, return-value]
+
+
+async def test_every_model_call_of_a_tool_loop_is_metered() -> None:
+    """An AssistantAgent allowed forty tool rounds, on a model that always calls its tool: each
+    round is a model call of its own, so the thread's budget (8 calls) ends the turn, with a budget
+    stop, instead of forty requests per question."""
+
+    def lookup(query: str) -> str:
+        """Look something up."""
+        return f"nothing more about {query}"
+
+    def always_the_tool(body: dict[str, Any]) -> ToolCalls:
+        return ToolCalls([("lookup", {"query": user_texts(body)[-1]})])
+
+    questions = ["What is a quasar?", "Who built the pyramids?", "Why is the sky blue?"]
+    with openai_stand_in(always_the_tool) as server:
+        client = openai_client(server)
+        tool = FunctionTool(lookup, description="Look something up.")
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(
+                AID, from_agentchat(lambda: AssistantAgent("assistant", model_client=client, tools=[tool], max_tool_iterations=40))
+            )
+            inbox = await runtime.open_inbox()
+            for question in questions:
+                await inbox.send(AID, question)
+            await runtime.settle()
+            asked = Counter(user_texts(body)[-1] for body in server.requests)
+            assert asked == {question: DEFAULT_BUDGETS.model_calls_per_thread for question in questions}
+            stops = runtime.archive.records(kinds=[RecordKind.BUDGET_STOP])
+            assert [stop.message.text for stop in stops if stop.message] == questions
+            assert all("model_calls_per_thread=8" in (stop.reason or "") for stop in stops)
+            assert runtime.stats.budget_stops == 3 and runtime.stats.dead_letters == 0
+            assert sent_by(runtime, AID) == []  # no turn got as far as an answer
+        await client.close()

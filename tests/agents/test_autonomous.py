@@ -196,6 +196,37 @@ async def test_local_tool_use_is_bounded_per_turn_and_shown_as_annotations(serve
     await runtime.close()
 
 
+async def test_a_local_tool_that_hangs_is_cut_off_and_the_model_is_told(serve: Any) -> None:
+    server = serve(model_shapes.uses_tool_forever("wait_for_it"))
+    client = openai_client(server)
+    started: list[str] = []
+
+    async def wait_for_it(query: str) -> str:
+        """Waits for an answer that never comes."""
+        started.append(query)
+        await asyncio.Event().wait()
+        return "never"
+
+    tool = FunctionTool(wait_for_it, description="Waits for an answer.")
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(
+            "tooly.local", lambda: AutonomousAgent(client, tools=[tool], tool_timeout=0.2, max_rounds=2)
+        )
+        human = await runtime.open_inbox("alice.local")
+        await human.send("tooly.local", "look it up")
+        await runtime.settle()
+
+    timed_out = "TimeoutError: the tool wait_for_it timed out after 0.2 s (tool_timeout)"
+    assert len(started) == 2  # each round's call was cut off, and the turn went on to its next round
+    # What the model was shown on its second round: an error result that says it timed out.
+    second = requests_of(server, "tooly.local")[1]["messages"]
+    [tool_message] = [m for m in second if m["role"] == "tool"]
+    assert tool_message["content"] == timed_out
+    results = [m.payload for m in sent(runtime, "tooly.local") if isinstance(m.payload, ToolResultPayload)]
+    assert [(r.ok, r.error) for r in results] == [(False, timed_out)] * 2
+    assert runtime.stats.dead_letters == 0
+
+
 async def test_annotations_can_be_turned_off(serve: Any) -> None:
     server = serve(model_shapes.uses_tool_forever("lookup"))
     calls: list[str] = []

@@ -127,3 +127,74 @@ async def test_mcp_tools_run_in_a_real_server_and_are_shown_as_annotations() -> 
     # Stopping the workbench ended the server process.
     process.wait(timeout=5)
     assert server_processes() == []
+
+
+def stalling_model() -> ScriptedChatCompletionClient:
+    """Round one: call ``stall`` for an hour. Round two: reply with what the agent handed back, and
+    look a city up, to show the workbench still works. Round three: reply with that."""
+
+    def respond(request: ModelRequest) -> CreateResult:
+        [*_, last] = request.messages
+        if isinstance(last, FunctionExecutionResultMessage):
+            results = {r.name: r.content for r in last.content}
+            if "stall" in results:
+                calls = [
+                    FunctionCall(id="r0", name="reply", arguments=json.dumps({"text": f"the tool said: {results['stall']}"})),
+                    FunctionCall(id="c1", name="lookup", arguments=json.dumps({"city": "Lagos"})),
+                ]
+            else:
+                calls = [FunctionCall(id="r1", name="reply", arguments=json.dumps({"text": results["lookup"]}))]
+        else:
+            calls = [FunctionCall(id="c0", name="stall", arguments=json.dumps({"seconds": 3600}))]
+        return CreateResult(
+            finish_reason="function_calls", content=calls, usage=RequestUsage(prompt_tokens=5, completion_tokens=5), cached=False
+        )
+
+    return ScriptedChatCompletionClient(respond)
+
+
+async def test_an_mcp_tool_that_hangs_is_cut_off_and_the_model_is_told() -> None:
+    model = stalling_model()
+    params = StdioServerParams(command=sys.executable, args=[str(SERVER)], read_timeout_seconds=60)
+    async with McpWorkbench(params) as workbench, AUNRuntime() as runtime:
+        await runtime.register_agent(
+            "scout.local", lambda: AutonomousAgent(model, tools=workbench, tool_timeout=0.5)
+        )
+        human = await runtime.open_inbox("alice.local")
+        await human.send("scout.local", "Wait an hour for me, then look up Lagos.")
+        await runtime.settle()
+
+        timed_out = "TimeoutError: the tool stall timed out after 0.5 s (tool_timeout)"
+        [*_, handed_back] = model.requests[1].messages
+        assert isinstance(handed_back, FunctionExecutionResultMessage)
+        assert [(r.name, r.content, r.is_error) for r in handed_back.content] == [("stall", timed_out, True)]
+        # The conversation was shown that it timed out...
+        results = [
+            m.payload
+            for m in (r.message for r in runtime.archive.records(kinds=[RecordKind.SENT]))
+            if m is not None and isinstance(m.payload, ToolResultPayload)
+        ]
+        assert [(p.call_id, p.ok, p.error) for p in results[:1]] == [("c0", False, timed_out)]
+        # ...and the workbench went on working: the next call in the same turn reached the server.
+        texts = [m.payload.text for m in human.received if isinstance(m.payload, TextPayload)]
+        assert texts == [f"the tool said: {timed_out}", "Lagos: Nigeria, 15.4 million people, on the Gulf of Guinea."]
+        assert runtime.stats.dead_letters == 0
+
+
+async def test_a_turn_cut_off_while_its_mcp_server_starts_leaves_the_workbench_working() -> None:
+    """The handler timeout cuts a turn still waiting for its MCP server (it takes two seconds to
+    start); the workbench, shared by whoever made it, still works once the server is up: the cut
+    request was let go, not cancelled under the workbench's session actor (which that would crash)."""
+    model = stalling_model()
+    params = StdioServerParams(command=sys.executable, args=[str(SERVER), "--slow-start=2"], read_timeout_seconds=60)
+    async with McpWorkbench(params) as workbench, AUNRuntime(handler_timeout=0.5) as runtime:
+        await runtime.register_agent("scout.local", lambda: AutonomousAgent(model, tools=workbench, tool_timeout=None))
+        human = await runtime.open_inbox("alice.local")
+        await human.send("scout.local", "Wait an hour for me.")
+        await runtime.settle()
+        [dead] = runtime.archive.dead_letters()
+        assert (dead.reason or "").startswith("HandlerTimeoutError: the handler of scout.local ran 0.")
+        assert model.requests == []  # cut off before the tools were listed, so before any model call
+
+        result = await workbench.call_tool("lookup", {"city": "Osaka"})
+        assert not result.is_error and result.to_text() == "Osaka: Japan, 2.7 million people, on Osaka Bay."

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 
-from aun_runtime import AUNAgent, AUNRuntime, UnknownAIDError
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, UnknownAIDError, event
+from aun_runtime.testing import Replier
 
 
 class Clock(AUNAgent):
@@ -37,3 +43,77 @@ async def dead_letter(runtime: AUNRuntime) -> None:
 async def quiet(runtime: AUNRuntime) -> None:
     """Nothing goes wrong."""
     await runtime.open_inbox()
+
+
+# -- how runs end (tests/cli/test_stopping.py) --------------------------------------------------------
+
+
+class Hanging(AUNAgent):
+    """Never returns from a message with ``trigger`` in it, and says so on stdout; answers others."""
+
+    def __init__(self, trigger: str) -> None:
+        super().__init__("hangs on purpose")
+        self.trigger = trigger
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if self.trigger in (message.text or ""):
+            print("handler stuck", flush=True)
+            await asyncio.Event().wait()
+        await self.reply(f"answered: {message.text}")
+
+
+async def stuck(runtime: AUNRuntime) -> None:
+    """``stuck.local`` never returns from ``hang`` (``STUCK_TRIGGER``), which is sent to it at start
+    unless ``STUCK_SEND=0``."""
+    trigger = os.environ.get("STUCK_TRIGGER", "hang")
+    await runtime.register_agent("stuck.local", lambda: Hanging(trigger))
+    inbox = await runtime.open_inbox("app.local")
+    if os.environ.get("STUCK_SEND", "1") == "1":
+        await inbox.send("stuck.local", "hang")
+
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "agents" / "mcp_server.py"
+
+
+def _mark(text: str) -> None:
+    with open(os.environ["APP_MARKER"], "a") as marker:
+        marker.write(text + "\n")
+
+
+async def owned(runtime: AUNRuntime) -> AsyncIterator[None]:
+    """Owns a resource for the run (an async generator app): set up before ``yield``, torn down
+    after it, recorded in ``APP_MARKER``; raises in its set-up when ``APP_RAISE=1``."""
+    await runtime.register_agent("replier.local", Replier)
+    runtime.on_stop(lambda: _mark("on_stop ran"))
+    _mark("set up")
+    try:
+        if os.environ.get("APP_RAISE") == "1":
+            raise RuntimeError("the app failed on purpose")
+        print("app ready", flush=True)
+        yield
+    finally:
+        _mark("torn down")
+
+
+async def mcp_then_raise(runtime: AUNRuntime) -> None:
+    """Starts a real MCP server through a ``McpWorkbench`` (and never stops it), then raises."""
+    import psutil
+    from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams
+
+    server = MCP_SERVER
+    params = StdioServerParams(command=sys.executable, args=[str(server), os.environ["MCP_TAG"]], read_timeout_seconds=10)
+    workbench = McpWorkbench(params)
+    await workbench.start()
+    tools = [tool["name"] for tool in await workbench.list_tools()]
+    [child] = [p for p in psutil.Process().children(recursive=True) if os.environ["MCP_TAG"] in p.cmdline()]
+    print(f"tools: {tools} from the MCP server with pid {child.pid}", flush=True)
+    raise RuntimeError("the app failed after starting its workbench")
+
+
+async def thread_then_raise(runtime: AUNRuntime) -> None:
+    """Starts a thread that never ends (the interpreter would wait for it at exit), then raises."""
+    import threading
+
+    threading.Thread(target=threading.Event().wait, name="app-thread", daemon=False).start()
+    raise RuntimeError("the app failed after starting a thread")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from importlib.metadata import entry_points
 
 import pytest
@@ -17,8 +18,10 @@ def test_the_installed_package_declares_both_demos_and_they_load() -> None:
     assert inspect.iscoroutinefunction(declared["gateway"].load())
 
 
-def test_a_missing_demo_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_demo_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # As on a machine where only the library is installed: nothing declares a demo.
     monkeypatch.setattr(cli, "entry_points", lambda **_: ())
-    with pytest.raises(SystemExit, match=r"no .app. demo is installed.*aun_runtime\.demo"):
+    with pytest.raises(SystemExit) as exited:
         cli.main(["demo"])
+    assert exited.value.code == 2  # a configuration error, as argparse's usage errors
+    assert re.search(r"no .app. demo is installed.*aun_runtime\.demo", capsys.readouterr().err)

@@ -14,7 +14,7 @@ from aun_runtime import AUNRuntime, Budgets, ModelBudgetExceeded
 from aun_runtime._archive import AgentEntry
 from aun_runtime.console import Console
 from aun_runtime.console._feed import encode_agents
-from aun_runtime.testing import Bouncer, Recorder, Replier
+from aun_runtime.testing import Bouncer, Recorder, Replier, Stuck
 
 from .conftest import TIMEOUT, next_event
 
@@ -130,6 +130,26 @@ async def test_budget_stops_are_in_the_feed_with_their_reason_and_message(
     assert refused["message"]["payload"]["text"] == "re: re: re: ping"
     assert loose["owner"] == "solo.local" and loose["message"] is None
     assert loose["reason"] == loose["text"] == "solo.local made 8 model calls"
+
+
+async def test_a_stuck_turn_cut_off_is_in_the_feed_as_a_dead_letter_saying_so(
+    open_console: OpenConsole, http: aiohttp.ClientSession
+) -> None:
+    runtime = AUNRuntime(handler_timeout=0.2)
+    await runtime.start()
+    try:
+        await runtime.register_agent("stuck.local", Stuck)
+        inbox = await runtime.open_inbox("app.local")
+        console = await open_console(runtime)
+        stuck = await inbox.send("stuck.local", "hang")
+        await runtime.settle()
+        records = (await _records(http, console, after=0))["records"]
+    finally:
+        await runtime.close()
+    [dead] = [r for r in records if r["kind"] == "dead_letter"]
+    assert dead["owner"] == "stuck.local" and dead["message"]["message_id"] == stuck.message_id
+    assert dead["reason"].startswith("HandlerTimeoutError: the handler of stuck.local ran 0.")
+    assert "past its handler_timeout of 0.2 s" in dead["reason"]
 
 
 async def test_a_fresh_page_starts_with_the_newest_backlog(

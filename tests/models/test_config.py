@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from pathlib import Path
 
+import openai
 import pytest
 from autogen_core.models import SystemMessage, UserMessage
 
 from aun_runtime.models import (
+    DEFAULT_MODEL_RETRIES,
+    DEFAULT_MODEL_TIMEOUT,
     Cassette,
     CassetteChatCompletionClient,
     CassetteFileError,
@@ -54,6 +59,43 @@ def test_bad_values_name_the_variable() -> None:
         ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_TEMPERATURE": "warm"})
     with pytest.raises(ModelConfigError, match="module:function"):
         model_client_from_env(environ={"AUN_MODEL_CLIENT": "nocolon"})
+
+
+async def test_every_request_to_a_live_model_is_bounded_in_time() -> None:
+    # A model server that takes every request and never answers: each one is given up on after the
+    # timeout, sent once more (the retry), and the call then fails instead of holding its turn.
+    never = threading.Event()
+
+    def hold(body: dict[str, object]) -> str:
+        never.wait(60)
+        return "too late"
+
+    with openai_stand_in(hold) as server:
+        env = {
+            "AUN_MODEL": "slow",
+            "AUN_MODEL_BASE_URL": server.base_url,
+            "AUN_MODEL_TIMEOUT": "0.5",
+            "AUN_MODEL_RETRIES": "1",
+        }
+        client = model_client_from_env(environ=env)
+        try:
+            with pytest.raises(openai.APITimeoutError):
+                await asyncio.wait_for(client.create(MESSAGES), 30)
+        finally:
+            never.set()
+            await client.close()
+    assert len(server.requests) == 2  # the request, and its one retry
+
+
+def test_the_model_timeout_defaults_and_bad_values() -> None:
+    config = ModelConfig.from_env(environ={"AUN_MODEL": "m"})
+    assert (config.timeout, config.max_retries) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_MODEL_RETRIES) == (120.0, 1)
+    with pytest.raises(ModelConfigError, match="AUN_MODEL_TIMEOUT"):
+        ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_TIMEOUT": "soon"})
+    with pytest.raises(ModelConfigError, match="positive"):
+        ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_TIMEOUT": "0"})
+    with pytest.raises(ModelConfigError, match="AUN_MODEL_RETRIES"):
+        ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_RETRIES": "1.5"})
 
 
 def test_the_config_carries_no_secret() -> None:
