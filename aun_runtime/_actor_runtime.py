@@ -168,6 +168,25 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         ...     return greeter.heard
         >>> asyncio.run(main())
         ['hi']
+
+        autogen-core's intervention handlers see every publish first, and may drop it (nobody then
+        receives it, and nothing waits for it):
+
+        >>> from autogen_core import DefaultInterventionHandler, DropMessage
+        >>> class NoShouting(DefaultInterventionHandler):
+        ...     async def on_publish(self, message, *, message_context):
+        ...         return DropMessage if message.text.isupper() else message
+        >>> async def filtered() -> list[str]:
+        ...     runtime = AUNActorRuntime(intervention_handlers=[NoShouting()])
+        ...     await Greeter.register(runtime, "greeter", Greeter)
+        ...     runtime.start()
+        ...     for text in ("hi", "HEY", "bye"):
+        ...         await runtime.publish_message(Hello(text), DefaultTopicId())
+        ...     await runtime.stop_when_idle()
+        ...     greeter = await runtime.try_get_underlying_agent_instance(AgentId("greeter", "default"), Greeter)
+        ...     return greeter.heard
+        >>> asyncio.run(filtered())
+        ['hi', 'bye']
     """
 
     #: It runs each agent's messages one at a time itself: the AUN facade hands it the mailboxes.

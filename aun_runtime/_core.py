@@ -188,6 +188,8 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         )
         self._lean = tracing_provider(tracer_provider) is None
         self._interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
+        # The one test a publish makes: untraced and without interventions, it does no work for either.
+        self._plain = self._lean and self._interventions is None
         self._on_undeliverable: UndeliverableHook | None = None
 
     @property
@@ -228,13 +230,7 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         cancellation_token: CancellationToken | None = None,
         message_id: str | None = None,
     ) -> None:
-        if self._interventions is not None:
-            await self._publish_intervened(message, topic_id, sender, cancellation_token, message_id)
-        elif not self._lean:
-            await super().publish_message(
-                message, topic_id, sender=sender, cancellation_token=cancellation_token, message_id=message_id
-            )
-        else:
+        if self._plain:
             await self._message_queue.put(
                 PublishMessageEnvelope(
                     message=message,
@@ -243,6 +239,12 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
                     topic_id=topic_id,
                     message_id=message_id or uuid.uuid4().hex,
                 )
+            )
+        elif self._interventions is not None:
+            await self._publish_intervened(message, topic_id, sender, cancellation_token, message_id)
+        else:
+            await super().publish_message(
+                message, topic_id, sender=sender, cancellation_token=cancellation_token, message_id=message_id
             )
 
     async def _publish_intervened(
@@ -308,19 +310,25 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
     async def _deliver_publish(self, envelope: PublishMessageEnvelope) -> None:
         """Hand a publish to each recipient, each in a task of its own, as autogen-core does."""
         deliveries: list[Awaitable[Any]] = []
-        for recipient in await self._recipients(envelope.topic_id, envelope.sender):
+        sender = envelope.sender
+        instances = self._instantiated_agents
+        for recipient in await self._subscription_manager.get_subscribed_recipients(envelope.topic_id):
+            if recipient == sender:
+                continue  # a publish is never delivered back to its sender
             context = MessageContext(
-                sender=envelope.sender,
+                sender=sender,
                 topic_id=envelope.topic_id,
                 is_rpc=False,
                 cancellation_token=envelope.cancellation_token,
                 message_id=envelope.message_id,
             )
-            try:
-                agent = await self._recipient(recipient)
-            except Exception as exc:  # one recipient that cannot be created costs no one else a copy
-                self._creation_failed(recipient, envelope.message, exc)
-                continue
+            agent = instances.get(recipient)  # the usual case, without a coroutine
+            if agent is None:
+                try:
+                    agent = await self._recipient(recipient)
+                except Exception as exc:  # one recipient that cannot be created costs no one else a copy
+                    self._creation_failed(recipient, envelope.message, exc)
+                    continue
             deliveries.append(self._deliver(agent, envelope, context))
         if len(deliveries) == 1:
             await deliveries[0]  # one recipient (every direct message): no task to spare
@@ -332,12 +340,11 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
                     raise outcome
 
     async def _recipient(self, recipient: AgentId) -> Agent:
-        """The recipient's instance, created if need be; an :class:`AgentCreationError` if it cannot be."""
-        if recipient not in self._instantiated_agents:
-            if recipient.type not in self._agent_factories:
-                raise AgentCreationError.unregistered(recipient, recipient.type)
-            if recipient.type in self._agent_instance_types:
-                raise AgentCreationError.instances_only(recipient, recipient.type)
+        """A recipient not instantiated yet, created; an :class:`AgentCreationError` if it cannot be."""
+        if recipient.type not in self._agent_factories:
+            raise AgentCreationError.unregistered(recipient, recipient.type)
+        if recipient.type in self._agent_instance_types:
+            raise AgentCreationError.instances_only(recipient, recipient.type)
         return await self._get_agent(recipient)  # a factory's failure is logged there, as autogen-core does
 
     async def _deliver(self, agent: Agent, envelope: PublishMessageEnvelope, context: MessageContext) -> Any:
@@ -382,8 +389,9 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
 
     def _try_serialize(self, message: Any) -> str:
         # autogen-core serialises every message up to three times per delivery for its event log,
-        # even when nobody listens. Only pay for it when the event logger is on.
-        if _EVENT_LOGGER.isEnabledFor(logging.INFO):
+        # even when nobody listens. Only pay for it when the event logger is on, or when tracing
+        # (a process span shows the message).
+        if not self._lean or _EVENT_LOGGER.isEnabledFor(logging.INFO):
             return super()._try_serialize(message)
         return ""
 

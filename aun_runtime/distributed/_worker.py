@@ -155,6 +155,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
 
     Raises:
         ValueError: a bad worker name, an unknown policy, or ``services`` with an in-memory archive.
+        InterventionHandlerError: an intervention handler without ``on_publish``.
     """
 
     def __init__(
@@ -173,6 +174,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         services: Mapping[str, str] | None = None,
         service_dir: str | Path | None = None,
     ) -> None:
+        # Checked first: a handler refused leaves nothing opened behind it.
+        interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
         super().__init__(host_address, tracer_provider=tracer_provider)
         policies = dict(services or {})
         for aid, policy in policies.items():
@@ -208,7 +211,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._acks = Acknowledger(self.name, self._link.send, lambda: self._outbox.connected)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
         self._tracer = RuntimeTracer(tracer_provider, type(self).__name__) if tracer_provider else None
-        self._interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
+        self._interventions = interventions
         self._on_undeliverable: UndeliverableHook | None = None
         self._returning = ReturningPublishes()
         # The delivery path is given what it uses (autogen-ext's registry, subscriptions and agent
