@@ -46,7 +46,6 @@ from ._archive import Archive, ArchiveRecord, RecordKind
 from ._archive_writer import ArchiveWriteError
 from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
-from ._core import AUNSingleThreadedRuntime
 from ._errors import (
     AgentCreationError,
     AgentRegistrationError,
@@ -73,6 +72,7 @@ from ._inbox import Inbox
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._payload import PayloadLike
 from ._runtime import AUNRuntime, GroupInfo
+from ._single_threaded import AUNSingleThreadedRuntime
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT

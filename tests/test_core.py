@@ -11,7 +11,7 @@ from aun_runtime.testing import Recorder
 
 
 def test_the_pinned_autogen_core_internals_the_lean_path_uses_are_there() -> None:
-    # If this fails after an upgrade, the lean path in aun_runtime/_core.py must be revisited.
+    # If this fails after an upgrade, the publish path in aun_runtime/_single_threaded.py must be revisited.
     assert autogen_core.__version__ == "0.7.5"
     runtime = SingleThreadedAgentRuntime()
     for name in (
