@@ -60,7 +60,6 @@ from autogen_core import (
     TopicId,
 )
 from autogen_core._serialization import SerializationRegistry
-from autogen_core._telemetry import get_telemetry_envelope_metadata
 from opentelemetry import context as otel_context
 from opentelemetry.trace import TracerProvider
 
@@ -72,7 +71,7 @@ from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
 from ._core import InProcessCore
 from ._errors import AgentCreationError, MailboxFullError, MessageDroppedError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
-from ._intervention import PublishInterventions, detached
+from ._intervention import PublishInterventions, begin_publish, detached
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
 from ._subscription_index import SubscriptionIndex
@@ -397,20 +396,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     async def _publish_observed(self, message: Any, topic_id: TopicId, ctx: MessageContext) -> None:
         """A publish with intervention handlers, or traced (autogen-core's spans, in its tree: see
         :mod:`aun_runtime._actor_tracing`), or both."""
-        tracer = self._tracer
-        helper = tracer.helper if tracer is not None else None
-        created = None
-        if helper is not None:
-            with helper.trace_block(
-                "create", topic_id, parent=None, extraAttributes={"message_type": type(message).__name__}
-            ):
-                created = get_telemetry_envelope_metadata()
-        if self._interventions is not None:
-            result = await self._interventions.apply(message, ctx, tracer=helper, created=created)
-            if isinstance(result, MessageDroppedError):
-                self._dropped(message, result, topic_id, ctx.sender)
-                return
-            message = result
+        helper = self._tracer.helper if self._tracer is not None else None
+        result, created = await begin_publish(message, topic_id, ctx, self._interventions, helper)
+        if isinstance(result, MessageDroppedError):
+            self._dropped(message, result, topic_id, ctx.sender)
+            return
+        message = result
         if helper is None or created is None:
             delivery = Delivery(message, ctx)
             waiting = self._route(delivery, topic_id, ctx.sender)

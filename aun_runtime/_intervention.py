@@ -33,13 +33,13 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from autogen_core import DefaultInterventionHandler, DropMessage, InterventionHandler, MessageContext
-from autogen_core._telemetry import EnvelopeMetadata, TraceHelper
+from autogen_core import DefaultInterventionHandler, DropMessage, InterventionHandler, MessageContext, TopicId
+from autogen_core._telemetry import EnvelopeMetadata, TraceHelper, get_telemetry_envelope_metadata
 from opentelemetry import context as otel_context
 
 from ._errors import InterventionHandlerError, MessageDroppedError
 
-__all__ = ["PublishInterventions", "detached"]
+__all__ = ["PublishInterventions", "begin_publish", "detached"]
 
 logger = logging.getLogger("aun_runtime")
 
@@ -139,3 +139,27 @@ class PublishInterventions:
                 continue
             message = result
         return message
+
+
+async def begin_publish(
+    message: Any,
+    topic_id: TopicId,
+    ctx: MessageContext,
+    interventions: PublishInterventions | None,
+    tracer: TraceHelper[Any, Any, Any] | None,
+) -> tuple[Any, EnvelopeMetadata | None]:
+    """The start of a publish that is traced, or goes through intervention handlers, or both, on any
+    core: autogen-core's ``create`` span, then the handlers (each in its ``intercept`` span).
+
+    Returns:
+        The message to deliver, or a :class:`~aun_runtime.MessageDroppedError` if a handler dropped
+        it; and the ``create`` span's metadata, for the spans that follow to link to (None untraced).
+    """
+    created = None
+    if tracer is not None:
+        kind = {"message_type": type(message).__name__}
+        with tracer.trace_block("create", topic_id, parent=None, extraAttributes=kind):
+            created = get_telemetry_envelope_metadata()
+    if interventions is not None:
+        message = await interventions.apply(message, ctx, tracer=tracer, created=created)
+    return message, created

@@ -32,14 +32,13 @@ from autogen_core import (
 # A private class of the pinned autogen-core (0.7.5): the lean publish path puts the same envelopes
 # on the same queue. tests/test_core.py fails loudly if a new version moves any of it.
 from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
-from autogen_core._telemetry import get_telemetry_envelope_metadata
 from opentelemetry.trace import TracerProvider
 
 from ._actor_tracing import tracing_provider
 from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
 from ._core import InProcessCore
 from ._errors import AgentCreationError, MessageDroppedError, RuntimeStoppedError
-from ._intervention import PublishInterventions
+from ._intervention import PublishInterventions, begin_publish
 from ._mailbox import MailboxOptions
 from ._no_rpc import RefusesRPC
 
@@ -152,17 +151,10 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         message_id: str | None,
     ) -> None:
         """A publish through the intervention handlers, queued only if none dropped it."""
-        assert self._interventions is not None
-        tracer = None if self._lean else self._tracer_helper
-        created = None
-        if tracer is not None:
-            with tracer.trace_block(
-                "create", topic_id, parent=None, extraAttributes={"message_type": type(message).__name__}
-            ):
-                created = get_telemetry_envelope_metadata()
         token = cancellation_token or CancellationToken()
         ctx = MessageContext(sender, topic_id, False, token, message_id or str(uuid.uuid4()))
-        result = await self._interventions.apply(message, ctx, tracer=tracer, created=created)
+        tracer = None if self._lean else self._tracer_helper
+        result, created = await begin_publish(message, topic_id, ctx, self._interventions, tracer)
         if isinstance(result, MessageDroppedError):
             for recipient in await self._recipients(topic_id, sender):
                 self._report(recipient, message, result)

@@ -50,7 +50,6 @@ from autogen_core import (
     TopicId,
     TypeSubscription,
 )
-from autogen_core._telemetry import get_telemetry_envelope_metadata
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 from opentelemetry.trace import TracerProvider
@@ -62,7 +61,7 @@ from .._archive import RecordKind
 from .._aun_core import MailboxProvider, UndeliverableHook
 from .._core import INBOX_PREFIX
 from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
-from .._intervention import PublishInterventions, detached
+from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
 from ._acks import Acknowledger
@@ -589,19 +588,12 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             await self._publish(message, topic_id, sender, message_id)
             return
         helper = self._tracer.helper if self._tracer is not None else None
-        created = None
-        if helper is not None:
-            with helper.trace_block(
-                "create", topic_id, parent=None, extraAttributes={"message_type": type(message).__name__}
-            ):
-                created = get_telemetry_envelope_metadata()
-        if self._interventions is not None:
-            ctx = MessageContext(sender, topic_id, False, cancellation_token or CancellationToken(), message_id)
-            result = await self._interventions.apply(message, ctx, tracer=helper, created=created)
-            if isinstance(result, MessageDroppedError):
-                self._dropped(message, result, topic_id)
-                return
-            message = result
+        ctx = MessageContext(sender, topic_id, False, cancellation_token or CancellationToken(), message_id)
+        result, created = await begin_publish(message, topic_id, ctx, self._interventions, helper)
+        if isinstance(result, MessageDroppedError):
+            self._dropped(message, result, topic_id)
+            return
+        message = result
         if helper is None or created is None:
             await self._publish(message, topic_id, sender, message_id)
             return
