@@ -617,7 +617,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     ) -> None:
         event = self._events.build(message, topic_id, sender, message_id, created=created)
         if not topic_id.type.startswith(INBOX_PREFIX):
-            if self._link.send(agent_worker_pb2.Message(cloudEvent=event)) and await self._subscribed_here(topic_id):
+            comes_back = await self._subscribed_here(topic_id)  # asked first: nothing can come back before
+            if self._link.send(agent_worker_pb2.Message(cloudEvent=event)) and comes_back:
                 self._returning.sent(message_id, asyncio.get_running_loop().time())
             return
         aid = topic_id.type[len(INBOX_PREFIX) :]
