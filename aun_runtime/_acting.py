@@ -1,10 +1,10 @@
 """Who is acting, on what: the two context variables every send and model call reads, and how a
 proactive action (one that answers no message) is run.
 
-* :data:`INBOUND` is the message whose handler is running in this task (None in proactive actions).
+* `INBOUND` is the message whose handler is running in this task (None in proactive actions).
   Sends read it to carry the thread and count hops, which is how the loop guard sees a storm.
-* :data:`ACTING` is the agent whose handler or proactive action is running: whose budgets a model
-  call made here spends (see :class:`aun_runtime.models.MeteredChatCompletionClient`).
+* `ACTING` is the agent whose handler or proactive action is running: whose budgets a model
+  call made here spends (see [`aun_runtime.models.MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient]).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ ACTING: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("aun_actin
 
 
 async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]]) -> None:
-    """Run ``action`` as ``actor``, answering no message: what it sends starts threads of its own.
+    """Run `action` as `actor`, answering no message: what it sends starts threads of its own.
 
     A loop or budget stop ends it (already recorded by the refused send or call); any other failure
     is the actor's dead letter.
@@ -60,7 +60,7 @@ async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]]) -> 
 def repeating(
     action: Callable[[], Awaitable[None]], *, delay: float, every: float | None
 ) -> Callable[[], Awaitable[None]]:
-    """``action`` run after ``delay`` seconds, then (if ``every`` is set) every ``every`` seconds."""
+    """`action` run after `delay` seconds, then (if `every` is set) every `every` seconds."""
 
     async def run() -> None:
         if delay > 0:

@@ -1,7 +1,7 @@
 """Applications given by import string: what an app is, and how one is loaded.
 
-An application is an ``async def app(runtime)`` that registers agents and groups on a started
-:class:`~aun_runtime.AUNRuntime`. The commands (``run``, ``worker``, ``console``) load it by import
+An application is an `async def app(runtime)` that registers agents and groups on a started
+[`AUNRuntime`][aun_runtime.AUNRuntime]. The commands (`run`, `worker`, `console`) load it by import
 string, so the library never imports an application itself.
 """
 
@@ -29,7 +29,7 @@ _APP_SIGNATURE = (
 
 
 def load_app(spec: str) -> App:
-    """Import ``module:attribute`` and return the application function."""
+    """Import `module:attribute` and return the application function."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise SystemExit(f"error: an app is given as module:function, e.g. agents.demo:app (got {spec!r})")

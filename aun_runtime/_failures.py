@@ -1,11 +1,11 @@
-"""``FailureLog``: where a runtime records what went wrong, so that nothing fails in silence.
+"""`FailureLog`: where a runtime records what went wrong, so that nothing fails in silence.
 
-Three kinds of failure are recorded, each archived, counted in :class:`~aun_runtime.RuntimeStats`
+Three kinds of failure are recorded, each archived, counted in [`RuntimeStats`][aun_runtime.RuntimeStats]
 and logged:
 
 * a **dead letter**: a message that could not be delivered (unknown AID, no route, unknown group, a
   sender outside the group, a full mailbox) or whose handler raised, with the reason;
-* a **loop stop**: a send refused by the loop guard (the thread passed ``max_hops``);
+* a **loop stop**: a send refused by the loop guard (the thread passed `max_hops`);
 * a **budget stop**: a send or a model call refused by a budget.
 """
 
@@ -38,7 +38,7 @@ class FailureLog:
         self.stats = stats
 
     def dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record that ``message`` could not be delivered to, or handled by, ``owner``."""
+        """Record that `message` could not be delivered to, or handled by, `owner`."""
         self.stats.dead_letters += 1
         reason = f"{type(error).__name__}: {error}"
         self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
@@ -48,7 +48,7 @@ class FailureLog:
             logger.error("dead letter for %s: handler raised %s", owner, reason, exc_info=error)
 
     def refused(self, message: AUNMessage, error: _ErrorT) -> _ErrorT:
-        """Record ``message`` as its sender's dead letter; return ``error`` for the sender to raise."""
+        """Record `message` as its sender's dead letter; return `error` for the sender to raise."""
         self.dead_letter(message.from_aid, message, error)
         return error
 
@@ -59,7 +59,7 @@ class FailureLog:
         logger.warning("loop guard: %s", error)
 
     def budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
-        """Record that a budget stopped ``owner``: a send (with the message refused) or a model call."""
+        """Record that a budget stopped `owner`: a send (with the message refused) or a model call."""
         self.stats.budget_stops += 1
         self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
         logger.warning("budget stop for %s: %s", owner, error)

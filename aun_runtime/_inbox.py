@@ -1,4 +1,4 @@
-"""``Inbox``: how code outside any agent sends and hears back."""
+"""`Inbox`: how code outside any agent sends and hears back."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ __all__ = ["Inbox"]
 class Inbox(AUNAgent):
     """An application's mailbox: keeps every message it receives, for code outside any agent.
 
-    ``await inbox.next(timeout=...)`` waits for the next one; :attr:`received` holds them all (up to
-    ``capacity``, oldest first). Silence is legal: ``next`` returns None on timeout, it does not raise.
+    `await inbox.next(timeout=...)` waits for the next one; `received` holds them all (up to
+    `capacity`, oldest first). Silence is legal: `next` returns None on timeout, it does not raise.
     """
 
     #: Messages kept for reading. An application that reads them keeps up; one that does not loses
@@ -42,7 +42,7 @@ class Inbox(AUNAgent):
             self._arrived.set()
 
     async def next(self, timeout: float | None = None) -> AUNMessage | None:
-        """The next message not yet read, waiting up to ``timeout`` seconds; None if none came."""
+        """The next message not yet read, waiting up to `timeout` seconds; None if none came."""
         while self._cursor >= len(self.received):
             self._arrived.clear()
             try:
@@ -54,6 +54,6 @@ class Inbox(AUNAgent):
         return message
 
     def replies_to(self, message: AUNMessage | str) -> list[AUNMessage]:
-        """Every message received so far that answers ``message`` (zero, one or many)."""
+        """Every message received so far that answers `message` (zero, one or many)."""
         message_id = message.message_id if isinstance(message, AUNMessage) else message
         return [m for m in self.received if m.in_reply_to == message_id]

@@ -1,26 +1,26 @@
-"""``AUNRuntime``: registration of AIDs and groups, over a core; sends go through the send path.
+"""`AUNRuntime`: registration of AIDs and groups, over a core; sends go through the send path.
 
-The runtime is a facade over an autogen-core ``AgentRuntime`` (the *core*, by default
-:class:`~aun_runtime.AUNActorRuntime`). Every AUN message is a publish on a topic of the core;
+The runtime is a facade over an autogen-core `AgentRuntime` (the *core*, by default
+[`AUNActorRuntime`][aun_runtime.AUNActorRuntime]). Every AUN message is a publish on a topic of the core;
 nothing is ever sent as an RPC. On top of the core the runtime adds what AUN needs:
 
-* **Mailboxes.** Each AID has one :class:`~aun_runtime.Mailbox`: its bound and overflow policy. A
-  core that drains mailboxes itself (``drains_mailboxes``) is handed each AID's mailbox and
+* **Mailboxes.** Each AID has one [`Mailbox`][aun_runtime.Mailbox]: its bound and overflow policy. A
+  core that drains mailboxes itself (`drains_mailboxes`) is handed each AID's mailbox and
   enforces it; on any other core the runtime applies it when the message is delivered. Either way
   direct sends reserve their place first, so the rules are the same on every core.
-* **Routing.** A direct message to ``x.local`` is published on ``aun.inbox.x.local``; a group message
-  on ``aun.group.<gid>``, where each member holds a subscription (membership *is* the subscriptions,
+* **Routing.** A direct message to `x.local` is published on `aun.inbox.x.local`; a group message
+  on `aun.group.<gid>`, where each member holds a subscription (membership *is* the subscriptions,
   so it can change while the runtime runs).
-* **Sending** (:mod:`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
+* **Sending** (`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
   routing, for the agents' send tools and for code outside any agent alike.
-* **Dead letters** (:mod:`aun_runtime._failures`). A message that cannot be delivered (unknown AID,
+* **Dead letters** (`aun_runtime._failures`). A message that cannot be delivered (unknown AID,
   no route, unknown group, a sender outside the group, a full mailbox) or whose handler raises is
   archived as a dead letter with the reason and logged. The sender of an undeliverable message also
   gets a specific error.
 * **The loop guard.** Every message sent while a handler runs belongs to the handled message's
-  thread and counts one hop more. A send that would pass ``max_hops`` is refused, recorded as a
+  thread and counts one hop more. A send that would pass `max_hops` is refused, recorded as a
   loop stop and logged, which ends A->B->A and A->B->C->A storms.
-* **Liveness** is asked for explicitly with :meth:`AUNRuntime.ping`; silence is never failure.
+* **Liveness** is asked for explicitly with [`AUNRuntime.ping`][aun_runtime.AUNRuntime.ping]; silence is never failure.
 """
 
 from __future__ import annotations
@@ -97,36 +97,36 @@ class AUNRuntime:
     """An AUN runtime: agents addressed by AID, groups, publish-only delivery and a full archive.
 
     Args:
-        archive: an :class:`Archive`, or a path for its SQLite file (default: in memory).
-        domain: the local domain: AIDs ``<name>.<domain>`` are local, any other goes out through a
+        archive: an [`Archive`][aun_runtime.Archive], or a path for its SQLite file (default: in memory).
+        domain: the local domain: AIDs `<name>.<domain>` are local, any other goes out through a
             gateway route (or is a dead letter if there is none).
         max_hops: the loop guard's hop limit per thread.
         mailbox_capacity: each agent's mailbox bound (default: the core's, if it was given mailbox
-            options, else :data:`~aun_runtime._mailbox.DEFAULT_MAILBOX_CAPACITY`). Mailbox options are
+            options, else `DEFAULT_MAILBOX_CAPACITY`). Mailbox options are
             given here or to the core, not both.
-        overflow: what happens when a mailbox is full (default: ``block``).
-        block_timeout: how long a sender waits for room under ``block``.
+        overflow: what happens when a mailbox is full (default: `block`).
+        block_timeout: how long a sender waits for room under `block`.
         dedup_window: how many recent message keys each agent remembers.
         budgets: the limits on threads and model use every agent works within, unless registered
-            with its own (see :class:`~aun_runtime.Budgets`).
-        core: the autogen-core runtime that carries the messages, an :class:`~aun_runtime.AUNCore`
-            (default: a fresh :class:`AUNActorRuntime`). A core that keeps its own archive (a
-            distributed worker journals into it) supplies it when ``archive`` is not given; a core
-            with a ``directory`` tells the runtime about AIDs and groups held by other processes, and
+            with its own (see [`Budgets`][aun_runtime.Budgets]).
+        core: the autogen-core runtime that carries the messages, an [`AUNCore`][aun_runtime.AUNCore]
+            (default: a fresh [`AUNActorRuntime`][aun_runtime.AUNActorRuntime]). A core that keeps its own archive (a
+            distributed worker journals into it) supplies it when `archive` is not given; a core
+            with a `directory` tells the runtime about AIDs and groups held by other processes, and
             then holds the groups.
 
     Raises:
-        TypeError: ``core`` is a plain autogen-core runtime, not an :class:`~aun_runtime.AUNCore`.
+        TypeError: `core` is a plain autogen-core runtime, not an [`AUNCore`][aun_runtime.AUNCore].
         ValueError: an option is out of range, or given both here and to the core.
 
     Example:
-        .. code-block:: python
-
-            async with AUNRuntime() as runtime:
-                await runtime.register_agent("echo.local", Echo)
-                inbox = await runtime.open_inbox("app.local")
-                await inbox.send("echo.local", "hello")
-                print(await inbox.next(timeout=5))
+        ```python
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent("echo.local", Echo)
+            inbox = await runtime.open_inbox("app.local")
+            await inbox.send("echo.local", "hello")
+            print(await inbox.next(timeout=5))
+        ```
     """
 
     def __init__(
@@ -218,7 +218,7 @@ class AUNRuntime:
             await self.stop()
 
     async def start(self) -> None:
-        """Start delivering; agents that speak first (``on_start``) are created and started now."""
+        """Start delivering; agents that speak first (`on_start`) are created and started now."""
         if self._running:
             return
         started = self.core.start()
@@ -279,20 +279,20 @@ class AUNRuntime:
         card: AgentCard | str | None = None,
         budgets: Budgets | None = None,
     ) -> None:
-        """Make ``aid`` a local agent, created by ``factory`` on its first message.
+        """Make `aid` a local agent, created by `factory` on its first message.
 
         Args:
             aid: the agent's AID.
-            factory: an :class:`AUNAgent` subclass, or a callable returning an instance.
+            factory: an [`AUNAgent`][aun_runtime.AUNAgent] subclass, or a callable returning an instance.
             description: one line for metadata (default: the card's, or the class docstring's first line).
             eager: create the agent when the runtime starts rather than on its first message. Default:
-                true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
-            card: the agent's agent.md (text or parsed); default: the class's ``agent_md``, if any.
+                true for a class that overrides [`AUNAgent.on_start`][aun_runtime.AUNAgent.on_start] (it means to speak first).
+            card: the agent's agent.md (text or parsed); default: the class's `agent_md`, if any.
             budgets: limits of its own on threads and model use (default: the runtime's).
 
         Raises:
-            InvalidAIDError: ``aid`` is not a valid AID.
-            AgentRegistrationError: ``aid`` is already registered, or the card is for another AID.
+            InvalidAIDError: `aid` is not a valid AID.
+            AgentRegistrationError: `aid` is already registered, or the card is for another AID.
             AgentMDError: the card is not a valid agent.md.
         """
         validate_aid(aid)
@@ -341,10 +341,10 @@ class AUNRuntime:
             await self._start_agent(endpoint)
 
     async def open_inbox(self, aid: str | None = None) -> Inbox:
-        """Register an :class:`Inbox` for code outside any agent, and return it.
+        """Register an [`Inbox`][aun_runtime.Inbox] for code outside any agent, and return it.
 
         An inbox is an agent that keeps what it receives, so that an application (or a test) can send
-        as ``aid`` and read whatever comes back: nothing, one message or many. Opening an inbox
+        as `aid` and read whatever comes back: nothing, one message or many. Opening an inbox
         that is already open returns it.
         """
         aid = aid or f"{APP_NAME}.{self.domain}"
@@ -357,7 +357,7 @@ class AUNRuntime:
         return await self.agent_instance(aid, Inbox)
 
     async def agent_instance(self, aid: str, cls: type[AgentT]) -> AgentT:
-        """The local instance of ``aid`` (created if it was not yet), checked to be a ``cls``.
+        """The local instance of `aid` (created if it was not yet), checked to be a `cls`.
 
         For inspection and tests; agents talk to each other with messages, never through instances.
         """
@@ -374,11 +374,11 @@ class AUNRuntime:
         await run_proactive(agent, agent.on_start)
 
     def is_local(self, aid: str) -> bool:
-        """True if ``aid`` is registered in this runtime."""
+        """True if `aid` is registered in this runtime."""
         return aid in self._endpoints
 
     def is_agent(self, aid: str) -> bool:
-        """True if ``aid`` is a local agent (not an application's :class:`Inbox`)."""
+        """True if `aid` is a local agent (not an application's [`Inbox`][aun_runtime.Inbox])."""
         return aid in self._endpoints and aid not in self._inboxes
 
     def transcript(self, limit: int = 10_000) -> str:
@@ -386,7 +386,7 @@ class AUNRuntime:
         return render_transcript(self.archive.records(limit=limit), is_agent=self.is_agent)
 
     def agent_info(self, aid: str) -> dict[str, str]:
-        """AUN metadata of a local agent: AID, behaviour mode (``autonomous``) and description."""
+        """AUN metadata of a local agent: AID, behaviour mode (`autonomous`) and description."""
         endpoint = self._endpoints.get(aid)
         if endpoint is None:
             raise UnknownAIDError(f"{aid} is not registered in this runtime")
@@ -417,13 +417,13 @@ class AUNRuntime:
         return endpoint.mailbox
 
     async def ping(self, aid: str) -> bool:
-        """Ask explicitly whether ``aid`` is reachable. Never inferred from silence.
+        """Ask explicitly whether `aid` is reachable. Never inferred from silence.
 
         True for a registered local agent, False for an unknown AID of the local domain. With an
         outbound route, any other AID is asked of the route (a gateway agent pings the network).
 
         Raises:
-            NoRouteError: ``aid`` is outside the local domain and no gateway carries it.
+            NoRouteError: `aid` is outside the local domain and no gateway carries it.
         """
         validate_aid(aid)
         if aid in self._endpoints:
@@ -445,7 +445,7 @@ class AUNRuntime:
         members: Iterable[str] = (),
         dispatch_mode: DispatchMode | str = DispatchMode.BROADCAST,
     ) -> GroupInfo:
-        """Create a group. ``dispatch_mode`` also accepts ``disabled`` and ``mention-only``."""
+        """Create a group. `dispatch_mode` also accepts `disabled` and `mention-only`."""
         validate_group_id(group_id)
         if self._directory is not None:
             member_list = [validate_aid(aid) for aid in members]
@@ -459,7 +459,7 @@ class AUNRuntime:
         return self.group(group_id)
 
     async def add_member(self, group_id: str, aid: str) -> None:
-        """Add ``aid`` to a group; it sees the group's messages posted from now on."""
+        """Add `aid` to a group; it sees the group's messages posted from now on."""
         if self._directory is not None:
             await self._directory.add_member(group_id, validate_aid(aid))
             return
@@ -481,7 +481,7 @@ class AUNRuntime:
             group.subscriptions[aid] = subscription.id
 
     async def remove_member(self, group_id: str, aid: str) -> None:
-        """Remove ``aid`` from a group; it sees nothing posted after this, and still gets what was
+        """Remove `aid` from a group; it sees nothing posted after this, and still gets what was
         posted before (those messages were sent to it)."""
         if self._directory is not None:
             await self._directory.remove_member(group_id, aid)
@@ -539,11 +539,11 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send a direct message from code outside any agent (as ``sender``, default ``app.<domain>``).
+        """Send a direct message from code outside any agent (as `sender`, default `app.<domain>`).
 
-        Without ``sender`` the message goes out from the application's inbox ``app.<domain>``, opened
+        Without `sender` the message goes out from the application's inbox `app.<domain>`, opened
         on first use if nothing is registered under that AID, so the answers arrive and are kept
-        there (``await runtime.open_inbox()`` returns that inbox) instead of becoming dead letters.
+        there (`await runtime.open_inbox()` returns that inbox) instead of becoming dead letters.
         """
         if sender is None:
             sender = f"{APP_NAME}.{self.domain}"
@@ -560,7 +560,7 @@ class AUNRuntime:
         mentions: Sequence[str | Mention] | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Post to a group from code outside any agent, as ``sender`` (who must be a member)."""
+        """Post to a group from code outside any agent, as `sender` (who must be a member)."""
         return await self._sending.send(
             sender, payload, group_id=group_id, mentions=mentions, message_id=message_id
         )
@@ -576,7 +576,7 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send as the local AID ``sender``: what an agent's send tools call (see :class:`AgentHost`)."""
+        """Send as the local AID `sender`: what an agent's send tools call (see [`AgentHost`][aun_runtime.AgentHost])."""
         return await self._sending.send(
             sender, payload, to=to, group_id=group_id, mentions=mentions, in_reply_to=in_reply_to,
             message_id=message_id,
@@ -589,18 +589,18 @@ class AUNRuntime:
     # -- the network seam (see _route.py) -----------------------------------------------------------
 
     def set_outbound_route(self, route: OutboundRoute | None) -> None:
-        """Send what this runtime cannot deliver itself through ``route`` (a gateway agent); None
+        """Send what this runtime cannot deliver itself through `route` (a gateway agent); None
         restores dead letters. With a route, an AID is local exactly when it is registered here (or,
         with a directory, held by another process of this cluster)."""
         self._sending.outbound = route
 
     @property
     def outbound_route(self) -> OutboundRoute | None:
-        """The route set with :meth:`set_outbound_route`, or None."""
+        """The route set with [`set_outbound_route`][aun_runtime.AUNRuntime.set_outbound_route], or None."""
         return self._sending.outbound
 
     async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
-        """Deliver messages that came from the network to local recipients, ``(message, recipient)``
+        """Deliver messages that came from the network to local recipients, `(message, recipient)`
         in arrival order; return once the archive has committed every recipient's verdict."""
         await deliver_remote(
             arrivals, endpoints=self._endpoints, core=self.core, archive=self.archive, failures=self._failures
@@ -609,13 +609,13 @@ class AUNRuntime:
     # -- what agents and their endpoints use (see AgentHost) ---------------------------------------
 
     def was_member(self, group_id: str, aid: str, seq: int) -> bool:
-        """Whether ``aid`` was in ``group_id`` when its message ``seq`` was posted (True for a group
+        """Whether `aid` was in `group_id` when its message `seq` was posted (True for a group
         of another runtime: whoever holds it decided)."""
         group = self._groups.get(group_id)
         return group is None or group.was_member(aid, seq)
 
     def keep_task(self, task: asyncio.Task[None]) -> None:
-        """Cancel ``task`` (an agent's scheduled action) when the runtime stops."""
+        """Cancel `task` (an agent's scheduled action) when the runtime stops."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -633,14 +633,14 @@ class AUNRuntime:
         self.record_dead_letter(agent.type, envelope, error)
 
     def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
-        """Record that a budget stopped ``owner`` (a send, with the message refused, or a model
-        call). Archived as ``budget_stop``, counted in :attr:`stats`, logged: never silent."""
+        """Record that a budget stopped `owner` (a send, with the message refused, or a model
+        call). Archived as `budget_stop`, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
         self._failures.budget_stop(owner, error, message)
 
     def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record that ``message`` could not be delivered to, or handled by, ``owner`` because of
-        ``error`` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
-        letter with the reason, counted in :attr:`stats`, logged: never silent."""
+        """Record that `message` could not be delivered to, or handled by, `owner` because of
+        `error` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
+        letter with the reason, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
         self._failures.dead_letter(owner, message, error)
 
 

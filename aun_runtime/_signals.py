@@ -12,7 +12,7 @@ __all__ = ["stop_on_signal"]
 def stop_on_signal() -> asyncio.Event:
     """An event that SIGINT (Ctrl-C) and SIGTERM set, in the running loop.
 
-    Both signals get a handler of their own: a process started with ``&`` by a non-interactive shell
+    Both signals get a handler of their own: a process started with `&` by a non-interactive shell
     inherits SIGINT ignored, and would otherwise never hear Ctrl-C's signal.
     """
     stop = asyncio.Event()

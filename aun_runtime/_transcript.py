@@ -2,7 +2,7 @@
 
 * A message nobody answered is *delivered*, never an error: silence is a legal answer.
 * Replies are listed under the message they answer, however many there are.
-* A message that answers nothing is marked as starting a conversation (``proactive`` when an agent,
+* A message that answers nothing is marked as starting a conversation (`proactive` when an agent,
   not the application, started it).
 * What a channel kept from an agent is shown as filtered and archived, not as lost.
 * Dead letters, loop-guard stops and budget stops stand out, because those are the real failures.
@@ -32,7 +32,7 @@ def render_transcript(
     """Render archive records (oldest first) as text, replies nested under what they answer.
 
     Args:
-        records: the archive's records, e.g. ``runtime.archive.records()``.
+        records: the archive's records, e.g. `runtime.archive.records()`.
         is_agent: tells agents from application inboxes, to mark agents' own openings as proactive.
     """
     sent: dict[str, AUNMessage] = {}
@@ -120,8 +120,8 @@ def message_line(
     tags: list[str],
     after: Sequence[str] = (),
 ) -> str:
-    """``#n sender -> target [tags]: content``: ``tags``, then what the message answers (or that it
-    answers nothing), then ``after``. ``numbers`` numbers the messages shown, this one included."""
+    """`#n sender -> target [tags]: content`: `tags`, then what the message answers (or that it
+    answers nothing), then `after`. `numbers` numbers the messages shown, this one included."""
     target = f"#{message.group_id}" if message.group_id else message.to
     if message.in_reply_to is None:
         tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
@@ -161,5 +161,5 @@ def _flat(text: str | None) -> str:
 
 
 def snip(text: str | None) -> str:
-    """``text`` on one line, cut to a snippet, quoted: how the transcript shows what was said."""
+    """`text` on one line, cut to a snippet, quoted: how the transcript shows what was said."""
     return repr(_flat(text))

@@ -1,16 +1,16 @@
-"""The ``aun-runtime`` command.
+"""The aun-runtime command.
 
-``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript
+`aun-runtime demo` runs the demo application on the embedded runtime and prints its transcript
 (the demos are declared by the application package that is installed, as entry points of the group
-``aun_runtime.demo``: ``app`` is the demo application, ``gateway`` the scene of ``demo --gateway``; the
+`aun_runtime.demo`: `app` is the demo application, `gateway` the scene of `demo --gateway`; the
 library names no application);
-``aun-runtime run module:function`` runs any application: an ``async def app(runtime)`` that
-registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`, and serves it, printing
-the transcript as it grows, until Ctrl-C (or ``--for SECONDS``, or ``--until-idle``). Applications are
-loaded by import string, so the runtime never imports them. With ``--console`` either one serves the
-web console beside the runtime until Ctrl-C; ``aun-runtime console --archive FILE`` watches the
-archive of a runtime running elsewhere (see :mod:`aun_runtime.console`), and ``aun-runtime transcript
---archive A --archive B`` prints the archives of several runtimes as one transcript.
+`aun-runtime run module:function` runs any application: an `async def app(runtime)` that
+registers agents and groups on a started [`AUNRuntime`][aun_runtime.AUNRuntime], and serves it, printing
+the transcript as it grows, until Ctrl-C (or `--for SECONDS`, or `--until-idle`). Applications are
+loaded by import string, so the runtime never imports them. With `--console` either one serves the
+web console beside the runtime until Ctrl-C; `aun-runtime console --archive FILE` watches the
+archive of a runtime running elsewhere (see `aun_runtime.console`), and `aun-runtime transcript
+--archive A --archive B` prints the archives of several runtimes as one transcript.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ __all__ = ["DEMO_ENTRY_POINTS", "main"]
 DEMO_ENTRY_POINTS = "aun_runtime.demo"
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
-    """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and
-    ``run --until-idle`` in tests): scheduled actions are cancelled then."""
+    """Run `app` on a fresh runtime until everything it set off has settled (`demo`, and
+    `run --until-idle` in tests): scheduled actions are cancelled then."""
     runtime = AUNRuntime(archive=archive)
     await runtime.start()
     try:
@@ -58,8 +58,8 @@ async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AU
 
 
 async def serve_app(app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False) -> int:
-    """``aun-runtime run``: run ``app``, printing the transcript as it grows, until SIGINT/SIGTERM,
-    for ``seconds``, or (``until_idle``) until everything it set off has settled.
+    """`aun-runtime run`: run `app`, printing the transcript as it grows, until SIGINT/SIGTERM,
+    for `seconds`, or (`until_idle`) until everything it set off has settled.
 
     Returns the exit code: 0 when stopped by a signal; a run that ended by itself is 1 if it had
     dead letters, loop stops or budget stops, else 0.
@@ -125,7 +125,7 @@ def print_counters(runtime: AUNRuntime, archive: str) -> None:
 
 
 def _demo(name: str) -> EntryPoint:
-    """The demo ``name`` that the installed application package declares."""
+    """The demo `name` that the installed application package declares."""
     for entry in entry_points(group=DEMO_ENTRY_POINTS, name=name):
         return entry
     raise SystemExit(

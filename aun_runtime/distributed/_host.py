@@ -1,9 +1,9 @@
-"""``AUNHost``: autogen-ext's ``GrpcWorkerAgentRuntimeHost`` with the AUN servicer, TLS and a directory.
+"""`AUNHost`: autogen-ext's `GrpcWorkerAgentRuntimeHost` with the AUN servicer, TLS and a directory.
 
-It serves autogen-ext's ``AgentRpc`` service (so it routes like autogen-ext's host, and plain
-autogen-ext workers can connect too) plus a small JSON service, ``aun.Directory``, for group changes,
+It serves autogen-ext's `AgentRpc` service (so it routes like autogen-ext's host, and plain
+autogen-ext workers can connect too) plus a small JSON service, `aun.Directory`, for group changes,
 leaving and counters. It binds to loopback unless told otherwise. Workers prove their names with
-their secrets (see :mod:`._identity`); what the host remembers of them lives as long as it does.
+their secrets (see `._identity`); what the host remembers of them lives as long as it does.
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ _SERVER_OPTIONS = [
 
 
 class AUNHost(GrpcWorkerAgentRuntimeHost):
-    """The host of a cluster of :class:`~aun_runtime.distributed.WorkerRuntime` workers.
+    """The host of a cluster of [`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime] workers.
 
     Args:
-        address: ``host:port`` to bind (port 0 picks a free port; see :attr:`port`).
+        address: `host:port` to bind (port 0 picks a free port; see `port`).
         tls: TLS settings; without them the port is plain (keep it on loopback or a private network).
 
     Example:
-        .. code-block:: python
-
-            host = AUNHost("127.0.0.1:0")
-            await host.open()
-            print(host.address)
-            ...
-            await host.stop()
+        ```python
+        host = AUNHost("127.0.0.1:0")
+        await host.open()
+        print(host.address)
+        ...
+        await host.stop()
+        ```
     """
 
     def __init__(self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None) -> None:
@@ -72,7 +72,7 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
 
     @property
     def address(self) -> str:
-        """The bound ``host:port``."""
+        """The bound `host:port`."""
         return self._address
 
     @property
