@@ -28,11 +28,12 @@ demo: $(DEMO_STAMP)
 	$(BIN)/aun-runtime demo
 
 # The suite runs in TEST_WORKERS processes, a test file at a time to each (--dist loadfile: a file's
-# tests share their fixtures and never run side by side); the long files start first (tests/conftest.py).
+# tests share their fixtures and never run side by side), in the order tests/conftest.py gives, the
+# long files first (--no-loadscope-reorder: else xdist puts the files with the most tests first).
 # Four on two cores: many tests wait on processes, sockets and timers rather than compute, and a
 # worker waiting lends its core to another. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 4
-PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile
+PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	sh scripts/install-test-deps.sh
