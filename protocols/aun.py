@@ -460,6 +460,12 @@ class AUNMessage(_Frozen):
         return self.group_id is not None
 
     @property
+    def is_annotation(self) -> bool:
+        """True for a `tool_call` or `tool_result` payload: a note on the sender's own tool use,
+        shown to the conversation, not something said to anyone (receiving one runs nothing)."""
+        return isinstance(self.payload, ToolCallPayload | ToolResultPayload)
+
+    @property
     def text(self) -> str | None:
         """The text a human would read: the text payload, or a json payload's `fallback_text`."""
         payload = self.payload
