@@ -445,8 +445,16 @@ class AUNRuntime:
         members: Iterable[str] = (),
         dispatch_mode: DispatchMode | str = DispatchMode.BROADCAST,
     ) -> GroupInfo:
-        """Create a group. `dispatch_mode` also accepts `disabled` and `mention-only`."""
+        """Create a group. `dispatch_mode` also accepts `disabled` and `mention-only`.
+
+        The application's AID `app.<domain>` among `members` is opened as an inbox if nothing is
+        registered under it yet, as [`send`][aun_runtime.AUNRuntime.send] does: what is posted to the
+        group reaches it and is kept there.
+        """
         validate_group_id(group_id)
+        members = list(members)
+        for aid in members:
+            await self._app_inbox(aid)  # the application's AID as a member: its inbox, opened now
         if self._directory is not None:
             member_list = [validate_aid(aid) for aid in members]
             return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
@@ -460,6 +468,7 @@ class AUNRuntime:
 
     async def add_member(self, group_id: str, aid: str) -> None:
         """Add `aid` to a group; it sees the group's messages posted from now on."""
+        await self._app_inbox(aid)
         if self._directory is not None:
             await self._directory.add_member(group_id, validate_aid(aid))
             return
@@ -545,22 +554,31 @@ class AUNRuntime:
         on first use if nothing is registered under that AID, so the answers arrive and are kept
         there (`await runtime.open_inbox()` returns that inbox) instead of becoming dead letters.
         """
-        if sender is None:
-            sender = f"{APP_NAME}.{self.domain}"
-            if sender not in self._endpoints and not self._sending.held_elsewhere(sender):
-                await self.open_inbox(sender)
+        sender = await self._app_inbox(sender)
         return await self._sending.send(sender, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
+
+    async def _app_inbox(self, aid: str | None) -> str:
+        """`aid`, or the application's AID `app.<domain>` when None. The application's AID is opened
+        as an inbox on first use (a send, a group post, a membership) if nothing is registered under
+        it, so that what comes back to it is kept instead of becoming dead letters."""
+        app = f"{APP_NAME}.{self.domain}"
+        aid = app if aid is None else aid
+        if aid == app and aid not in self._endpoints and not self._sending.held_elsewhere(aid):
+            await self.open_inbox(aid)
+        return aid
 
     async def group_send(
         self,
         group_id: str,
         payload: PayloadLike,
         *,
-        sender: str,
+        sender: str | None = None,
         mentions: Sequence[str | Mention] | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Post to a group from code outside any agent, as `sender` (who must be a member)."""
+        """Post to a group from code outside any agent, as `sender` (who must be a member; default
+        `app.<domain>`, opened as an inbox on first use as for [`send`][aun_runtime.AUNRuntime.send])."""
+        sender = await self._app_inbox(sender)
         return await self._sending.send(
             sender, payload, group_id=group_id, mentions=mentions, message_id=message_id
         )
