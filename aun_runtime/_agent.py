@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeAlias, TypeVar, get_type_hints, overload
 
@@ -497,4 +498,17 @@ class AgentMaker:
                 f"the factory for {self.endpoint.aid} returned {type(agent).__name__}, not an AUNAgent"
             )
         agent._attach(self.host, self.endpoint)
+        if not self.endpoint.description:  # a factory such as a lambda said nothing: the agent says it
+            self.endpoint.description = agent._description or class_description(type(agent))
+            if self.endpoint.description:
+                self.host.archive.describe_agent(self.endpoint.aid, self.endpoint.description)
         return agent
+
+
+def class_description(cls: type) -> str:
+    """The first line of a class's docstring (empty if it has none): an agent's description by default.
+
+    Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
+    """
+    doc = cls.__doc__
+    return sys.intern(doc.strip().splitlines()[0]) if doc and doc.strip() else ""

@@ -404,6 +404,13 @@ class Archive:
             )
         )
 
+    def describe_agent(self, aid: str, description: str) -> None:
+        """Set the description of `aid`, recorded before (its factory gave none; its instance does)."""
+        self._check_writable()
+        self._writer.read(
+            lambda db: db.execute("UPDATE agents SET description = ? WHERE aid = ?", (description, aid))
+        )
+
     def _check_writable(self) -> None:
         if self._closed:
             raise RuntimeError("the archive is closed")

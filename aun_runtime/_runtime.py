@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -48,7 +47,7 @@ from protocols.contract import contract_classes
 
 from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
-from ._agent import AgentFactory, AgentMaker, AUNAgent
+from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
 from ._archive import Archive
 from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
@@ -284,7 +283,10 @@ class AUNRuntime:
         Args:
             aid: the agent's AID.
             factory: an [`AUNAgent`][aun_runtime.AUNAgent] subclass, or a callable returning an instance.
-            description: one line for metadata (default: the card's, or the class docstring's first line).
+            description: one line for metadata and the console (default: the card's, else the class
+                docstring's first line; for a factory that is not a class, such as a lambda, the
+                description the agent it makes gives itself, else its class docstring's first line,
+                taken when the agent is first made).
             eager: create the agent when the runtime starts rather than on its first message. Default:
                 true for a class that overrides [`AUNAgent.on_start`][aun_runtime.AUNAgent.on_start] (it means to speak first).
             card: the agent's agent.md (text or parsed); default: the class's `agent_md`, if any.
@@ -310,9 +312,8 @@ class AUNRuntime:
                 raise AgentRegistrationError(f"{factory.__name__} is not an AUNAgent subclass")
             if eager is None:
                 eager = factory.on_start is not AUNAgent.on_start
-            if not description and factory.__doc__:
-                # Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
-                description = sys.intern(factory.__doc__.strip().splitlines()[0])
+            if not description:
+                description = class_description(factory)
         mailbox = self.mailbox_options.mailbox(owner=aid)
         endpoint = Endpoint(self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty)
         endpoint.card = parsed
