@@ -97,6 +97,45 @@ class Budgets:
             model_tokens_per_window=big,
         )
 
+    @classmethod
+    def group_chat(cls, turns: int = 3, members: int = 4) -> Budgets:
+        """Budgets for a group chat of several turns: each member may speak `turns` times per thread
+        in answer to messages not addressed to it, and may call its model on everything it is shown.
+
+        The default, one unaddressed reply per thread, is for a group where agents speak when they
+        are asked: a member that only overheard may add one word, so a group of models that always
+        answer ends after one round, at most one message per member per human message. A group that
+        is meant to talk among itself (as AutoGen's or CrewAI's group chats do) asks for more turns,
+        and pays for them: every message of the thread is shown to every member, so each member may
+        call its model up to once per message, about `turns * members + 1` times per thread.
+
+        Args:
+            turns: how often each member may speak per thread without being addressed.
+            members: how many members speak in the group (sizes the thread and model budgets).
+
+        Example:
+            >>> Budgets.group_chat(turns=3, members=4).unaddressed_replies
+            3
+            >>> Budgets.group_chat(turns=3, members=4).model_calls_per_thread
+            13
+        """
+        if turns < 1 or members < 1:
+            raise ValueError("a group chat needs at least one turn and one member")
+        default = cls()
+        messages = turns * members + 1  # every member's turns, and the message that started the thread
+        calls = max(default.model_calls_per_thread, messages)
+        return replace(
+            default,
+            unaddressed_replies=turns,
+            thread_messages=max(default.thread_messages, messages),
+            model_calls_per_thread=calls,
+            # as much per call as the default allows (100,000 tokens over 8 calls)
+            model_tokens_per_thread=max(
+                default.model_tokens_per_thread,
+                calls * default.model_tokens_per_thread // default.model_calls_per_thread,
+            ),
+        )
+
     def but(self, **changes: int | float) -> Budgets:
         """A copy with some limits changed: `DEFAULT_BUDGETS.but(model_calls_per_thread=20)`."""
         return replace(self, **changes)  # type: ignore[arg-type]
