@@ -32,6 +32,8 @@ class TranscriptFollower:
     """Turns archive records, oldest first, into transcript lines, one per record worth showing."""
 
     def __init__(self, *, is_agent: Callable[[str], bool] = lambda _: True) -> None:
+        # A run passes `ArchiveRoles(archive)`: who is an agent as its archive says, for records of
+        # earlier runs on the same file too (never a guess from what is registered at the moment).
         self.is_agent = is_agent
         self.last_id = 0
         self._number: dict[str, int] = {}

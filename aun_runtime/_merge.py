@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Sequence
 
 from ._archive import Archive, ArchiveRecord
-from ._transcript import render_transcript
+from ._transcript import ArchiveRoles, render_transcript
 
 __all__ = ["merge_records", "merged_transcript"]
 
@@ -46,8 +46,8 @@ def merged_transcript(paths: Sequence[str]) -> str:
     archives = [Archive(path, read_only=True) for path in paths]
     try:
         records = merge_records(archives)
-        inboxes = {entry.aid for archive in archives for entry in archive.agents() if entry.role == "inbox"}
+        roles = ArchiveRoles(*archives)
+        return render_transcript(records, is_agent=roles)
     finally:
         for archive in archives:
             archive.close()
-    return render_transcript(records, is_agent=lambda aid: aid not in inboxes)

@@ -77,7 +77,7 @@ from ._payload import PayloadLike
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
-from ._transcript import render_transcript
+from ._transcript import ArchiveRoles, render_transcript
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
 __all__ = ["DEFAULT_MAX_HOPS", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
@@ -179,6 +179,8 @@ class AUNRuntime:
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
+        #: The archive's last record id when this runtime took it: what came before is earlier runs'.
+        self.archive_start = self.archive.last_id()
         self._failures = FailureLog(self.archive, self.stats)
         self._sending = SendPath(
             archive=self.archive,
@@ -384,7 +386,7 @@ class AUNRuntime:
 
     def transcript(self, limit: int = 10_000) -> str:
         """The archive as readable text: replies under what they answer, silence as delivered."""
-        return render_transcript(self.archive.records(limit=limit), is_agent=self.is_agent)
+        return render_transcript(self.archive.records(limit=limit), is_agent=ArchiveRoles(self.archive))
 
     def agent_info(self, aid: str) -> dict[str, str]:
         """AUN metadata of a local agent: AID, behaviour mode (`autonomous`) and description."""

@@ -26,6 +26,7 @@ from ._app import App, load_app
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._signals import stop_on_signal
+from ._transcript import ArchiveRoles, archive_counts
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
 from .network._cli import (
@@ -40,6 +41,8 @@ __all__ = ["DEMO_ENTRY_POINTS", "main"]
 
 #: The entry point group in which an installed application package declares its demos.
 DEMO_ENTRY_POINTS = "aun_runtime.demo"
+#: Records counted for the end counters: as many as a transcript shows (`AUNRuntime.transcript`).
+COUNTED_RECORDS = 10_000
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
     """Run `app` on a fresh runtime until everything it set off has settled (`demo`, and
@@ -66,7 +69,7 @@ async def serve_app(app: App, *, archive: str, seconds: float | None = None, unt
     """
     runtime = AUNRuntime(archive=archive)
     stop = stop_on_signal()
-    follower = TranscriptFollower(is_agent=runtime.is_agent)
+    follower = TranscriptFollower(is_agent=ArchiveRoles(runtime.archive))
     await runtime.start()
     follow = asyncio.create_task(follow_archive(runtime.archive, follower))
     stopped_by_signal = False
@@ -113,13 +116,17 @@ def print_summary(runtime: AUNRuntime, archive: str) -> None:
 
 
 def print_counters(runtime: AUNRuntime, archive: str) -> None:
-    """Print the counters of a run (and where its archive is)."""
-    stats = runtime.stats
+    """Print the counters of the archive, as its transcript shows it (and where the archive is)."""
+    records = runtime.archive.records(limit=COUNTED_RECORDS)
+    counts = archive_counts(records)
     print(
-        f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
-        f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops · "
-        f"{stats.budget_stops} budget stops"
+        f"\n{counts.messages} messages · {counts.delivered} delivered · {counts.filtered} filtered (archived) · "
+        f"{counts.dead_letters} dead letters · {counts.loop_stops} loop stops · "
+        f"{counts.budget_stops} budget stops"
     )
+    earlier = archive_counts([r for r in records if r.id <= runtime.archive_start]).messages
+    if earlier:
+        print(f"({earlier} of the messages are from earlier runs on this archive)")
     if archive != ":memory:":
         print(f"archive: {archive}")
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, ToolCallPayload, ToolResultPayload, event
+from aun_runtime import (
+    AUNAgent,
+    AUNMessage,
+    AUNRuntime,
+    MessageContext,
+    ToolCallPayload,
+    ToolResultPayload,
+    event,
+)
 
 
 class Pricer(AUNAgent):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 
-from aun_runtime import AUNAgent, AUNRuntime, UnknownAIDError
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, UnknownAIDError, event
 
 
 class Clock(AUNAgent):
@@ -37,3 +39,19 @@ async def dead_letter(runtime: AUNRuntime) -> None:
 async def quiet(runtime: AUNRuntime) -> None:
     """Nothing goes wrong."""
     await runtime.open_inbox()
+
+
+class Slow(AUNAgent):
+    """Answers each job, after `AUN_TEST_DELAY` seconds."""
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        await asyncio.sleep(float(os.environ.get("AUN_TEST_DELAY", "0")))
+        await self.reply(f"done: {message.text}")
+
+
+async def slow_jobs(runtime: AUNRuntime) -> None:
+    """Three jobs for a slow agent, from app.local."""
+    await runtime.register_agent("slow.local", Slow)
+    for number in range(3):
+        await runtime.send("slow.local", f"job {number}")
