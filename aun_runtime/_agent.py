@@ -499,7 +499,7 @@ class AgentMaker:
             )
         agent._attach(self.host, self.endpoint)
         if not self.endpoint.description:  # a factory such as a lambda said nothing: the agent says it
-            self.endpoint.description = agent._description or class_description(type(agent))
+            self.endpoint.description = agent.metadata["description"] or class_description(type(agent))
             if self.endpoint.description:
                 self.host.archive.describe_agent(self.endpoint.aid, self.endpoint.description)
         return agent
