@@ -39,6 +39,8 @@ SLOW_FILES = (
     "tests/agents/test_agentchat.py",
     "tests/console/test_cli.py",
     "tests/test_docs_site.py",
+    "tests/test_docs_human.py",
+    "tests/cli/test_reused_archive.py",
 )
 #: Where the cache plugin keeps each file's seconds from the last run.
 FILE_SECONDS_KEY = "aun_runtime/file_seconds"
