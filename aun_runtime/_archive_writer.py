@@ -19,6 +19,7 @@ with the failed batches put back so that nothing recorded is dropped.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import sqlite3
@@ -172,8 +173,12 @@ class ArchiveWriter:
                 self._queue.task_done()
 
     def _settle(self, barrier: _Barrier) -> None:
-        if self._failures == barrier.failures:
-            barrier.future.set_result(None)
-        else:
-            barrier.future.set_exception(ArchiveWriteError(f"writing the archive failed: {self._error}"))
+        # A waiter that went away (its task cancelled: a bridge stopping mid-delivery) cancelled the
+        # future; there is nobody to tell, and the writer goes on. Were it to raise here, this thread
+        # would end, and every flush after it would wait forever for a write that never comes.
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if self._failures == barrier.failures:
+                barrier.future.set_result(None)
+            else:
+                barrier.future.set_exception(ArchiveWriteError(f"writing the archive failed: {self._error}"))
         self._queue.task_done()
