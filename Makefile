@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/frame_read.py
 	$(BIN)/python bench/exposed_aids.py
 	$(BIN)/python bench/model_cost.py
+	$(BIN)/python bench/postgres_driver.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,21 +1,52 @@
 #!/bin/sh
-# What the test suite needs beyond the pip packages: Debian's chromium, which the console's browser
-# tests drive (never a browser build of its own). As root it is installed with apt-get; otherwise
-# this stops at once with the one command to run.
+# What the test suite needs beyond the pip packages, from Debian's packages:
+#   chromium    the console's browser tests drive it (never a browser build of its own);
+#   postgresql  the tests start a throwaway PostgreSQL server of their own (initdb, pg_ctl);
+#   iproute2    the tests across network namespaces make them with `ip netns` (as root only:
+#               elsewhere those tests are reported as not run, with the reason).
+# As root the missing ones are installed with apt-get, in one go; otherwise this stops at once
+# with the one command to run.
 set -eu
 chromium="${AUN_CHROMIUM:-/usr/bin/chromium}"
-if [ -x "$chromium" ]; then
+root=false
+[ "$(id -u)" = 0 ] && root=true
+
+has_postgres() {
+    if [ -n "${AUN_POSTGRES_BIN:-}" ]; then
+        [ -x "$AUN_POSTGRES_BIN/initdb" ] && [ -x "$AUN_POSTGRES_BIN/pg_ctl" ]
+        return
+    fi
+    for bin in /usr/lib/postgresql/*/bin; do
+        [ -x "$bin/initdb" ] && [ -x "$bin/pg_ctl" ] && return 0
+    done
+    return 1
+}
+
+missing=""
+[ -x "$chromium" ] || missing="$missing chromium"
+has_postgres || missing="$missing postgresql"
+if $root && ! command -v ip >/dev/null 2>&1; then
+    missing="$missing iproute2"
+fi
+missing="${missing# }"
+if [ -z "$missing" ]; then
     exit 0
 fi
-if [ "$(id -u)" = 0 ]; then
+if $root; then
     apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+    # shellcheck disable=SC2086  # one word per package
+    DEBIAN_FRONTEND=noninteractive apt-get install -y $missing
     if [ ! -x "$chromium" ]; then
         echo "error: apt-get installed chromium, but $chromium is still missing" >&2
         exit 1
     fi
+    if ! has_postgres; then
+        echo "error: apt-get installed postgresql, but no /usr/lib/postgresql/*/bin/initdb is there" >&2
+        exit 1
+    fi
 else
-    echo "error: the console's browser tests need Debian's chromium at $chromium." >&2
-    echo "Install it once with:  sudo apt-get install -y chromium   then run make test again." >&2
+    echo "error: the tests need Debian's $missing (the console's browser tests drive chromium;" >&2
+    echo "the PostgreSQL tests start a throwaway server with postgresql's initdb and pg_ctl)." >&2
+    echo "Install once with:  sudo apt-get install -y $missing   then run make test again." >&2
     exit 1
 fi

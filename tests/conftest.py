@@ -5,6 +5,9 @@ clients): they carry the `slow` marker, so `pytest -m "not slow"` is the quick r
 started first, longest first, so that spread over several workers (`make test` runs pytest-xdist with
 `--dist loadfile`) the long ones do not come last and leave the other workers idle. A run that has
 the cache plugin records each file's time, and the next run orders by that instead.
+
+`postgres_url` (a fresh database on the run's own PostgreSQL server) and `private_network`
+(network namespaces) come from the runtime's pytest plugin.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from .progress import FileProgress
+
+pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
 
 #: Test files that take seconds (about 5 s or more each on a quiet two-core machine), longest first.
 SLOW_FILES = (

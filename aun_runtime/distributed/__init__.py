@@ -23,7 +23,9 @@ How nothing gets lost (the mechanism, in short; the modules say more):
   refused with [`UnknownAIDError`][aun_runtime.UnknownAIDError] and a dead letter, *and* kept: it is delivered
   if a worker registers that AID later.
 * **Reconnect.** Workers reconnect after any loss of the host and register again; the host keeps a
-  directory of AIDs and groups (rebuilt from the workers after a host restart) and sends it to all.
+  directory of AIDs and groups and sends it to all. Given a state file (`AUNHost(state=...)`), it
+  keeps who owns what across its own restarts; without one, the directory is rebuilt from the
+  workers as they reconnect.
 * **Service AIDs.** An AID several workers register as instances (`services=` on the worker)
   gets its messages spread over the live instances, `round_robin` or by `sender_affinity`; a
   ledger the instances share keeps each message handled once when an instance dies (see
@@ -51,7 +53,7 @@ from typing import Any
 from .._aun_core import AUNCore
 from .._errors import OutboxFullError
 from .._runtime import AUNRuntime
-from ._errors import HostUnavailableError, WorkerIdentityError
+from ._errors import HostStateError, HostUnavailableError, WorkerIdentityError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._servicer import HostStats
 from ._tls import HostTLS, TLSConfig
@@ -60,6 +62,7 @@ from ._worker import WorkerRuntime, WorkerStats
 __all__ = [
     "DEFAULT_HOST_ADDRESS",
     "AUNHost",
+    "HostStateError",
     "HostStats",
     "HostTLS",
     "HostUnavailableError",

@@ -1,6 +1,7 @@
 """`aun-runtime host` and `aun-runtime worker`: a cluster from the command line.
 
-`aun-runtime host --address 127.0.0.1:50051` serves until SIGINT/SIGTERM. `aun-runtime worker
+`aun-runtime host --address 127.0.0.1:50051 --state host.state` serves until SIGINT/SIGTERM,
+keeping who owns what in its state file across restarts. `aun-runtime worker
 --host 127.0.0.1:50051 --app module:function` connects, runs the app (an `async def app(runtime)`
 that registers agents and groups, exactly as for `aun-runtime run`), then serves until SIGINT or
 SIGTERM; `--service AID[=POLICY]` makes it one instance of the service AID `AID`. Both print one
@@ -19,6 +20,7 @@ import sys
 from typing import Any
 
 from .._signals import stop_on_signal
+from ._errors import HostStateError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._tls import HostTLS, TLSConfig
 
@@ -34,6 +36,11 @@ def add_commands(commands: Any) -> None:
         "--address",
         default=DEFAULT_HOST_ADDRESS,
         help=f"host:port to bind (default {DEFAULT_HOST_ADDRESS}; port 0 picks one)",
+    )
+    host.add_argument(
+        "--state",
+        help="the host's state file: worker names, AID ownership, service AIDs and groups survive a restart"
+        " (default: kept in memory only)",
     )
     host.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
     host.add_argument("--tls-key", help="PEM private key of --tls-cert")
@@ -88,17 +95,25 @@ def _run_host(args: argparse.Namespace) -> int:
         raise SystemExit("error: --tls-cert and --tls-key go together")
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
-    async def serve() -> None:
-        host = AUNHost(args.address, tls=tls)
+    async def serve() -> int:
+        try:
+            host = AUNHost(args.address, tls=tls, state=args.state)
+        except HostStateError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         await host.open()
         stop = stop_on_signal()
         print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
+        if host.state_path is None:
+            logger.warning("host: no --state file: worker names and AID ownership are forgotten when it restarts")
+        else:
+            logger.info("host: state in %s", host.state_path)
         await stop.wait()
         await host.stop(grace=1)
         logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
+        return 0
 
-    asyncio.run(serve())
-    return 0
+    return asyncio.run(serve())
 
 
 def _run_status(args: argparse.Namespace) -> int:

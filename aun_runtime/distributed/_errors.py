@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from protocols.errors import AUNError
 
-__all__ = ["HostUnavailableError", "WorkerIdentityError"]
+__all__ = ["HostStateError", "HostUnavailableError", "WorkerIdentityError"]
+
+
+class HostStateError(AUNError):
+    """The host's state file cannot be used: another running host holds it, it is not a state file
+    of this version, or it cannot be written."""
 
 
 class HostUnavailableError(AUNError):

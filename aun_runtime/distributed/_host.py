@@ -3,16 +3,19 @@
 It serves autogen-ext's `AgentRpc` service (so it routes like autogen-ext's host, and plain
 autogen-ext workers can connect too) plus a small JSON service, `aun.Directory`, for group changes,
 leaving and counters. It binds to loopback unless told otherwise. Workers prove their names with
-their secrets (see `._identity`); what the host remembers of them lives as long as it does.
+their secrets (see `._identity`); what the host knows of who owns what lives as long as it
+does, or, given a state file, across its restarts (see `._host_state`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import grpc
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHost
 
+from ._host_state import HostStateFile
 from ._servicer import AUNHostServicer, HostStats, rpc_handlers
 from ._tls import HostTLS
 
@@ -35,10 +38,17 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
     Args:
         address: `host:port` to bind (port 0 picks a free port; see `port`).
         tls: TLS settings; without them the port is plain (keep it on loopback or a private network).
+        state: the host's state file: worker names and their secrets' digests, AID ownership,
+            service AIDs and groups are kept there, so that after a restart nobody can claim what
+            was someone else's. None (the default) keeps them in memory only: after a restart the
+            first connection to claim a name or an AID gets it.
+
+    Raises:
+        HostStateError: another running host holds `state`, or it is not a host state file.
 
     Example:
         ```python
-        host = AUNHost("127.0.0.1:0")
+        host = AUNHost("127.0.0.1:0", state="host.state")
         await host.open()
         print(host.address)
         ...
@@ -46,18 +56,33 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         ```
     """
 
-    def __init__(self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None) -> None:
+    def __init__(
+        self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None, state: str | Path | None = None
+    ) -> None:
         # autogen-ext's constructor binds a plain port; this one binds the port itself (TLS or not)
         # and serves the AUN servicer and directory service, then reuses autogen-ext's start/stop.
+        state_file = HostStateFile(state) if state is not None else None
+        self.state_path = state_file.path if state_file is not None else None
+        try:
+            servicer = AUNHostServicer(state_file)
+        except BaseException:
+            if state_file is not None:
+                state_file.close()
+            raise
         self._server = grpc.aio.server(options=_SERVER_OPTIONS)
-        self._servicer = servicer = AUNHostServicer()
+        self._servicer = servicer
         self._aun_servicer = servicer
         self._server.add_generic_rpc_handlers(rpc_handlers(servicer))
-        if tls is None:
-            self.port = self._server.add_insecure_port(address)
-        else:
-            self.port = self._server.add_secure_port(address, tls.server_credentials())
+        try:
+            if tls is None:
+                self.port = self._server.add_insecure_port(address)
+            else:
+                self.port = self._server.add_secure_port(address, tls.server_credentials())
+        except BaseException:
+            servicer.close_state()
+            raise
         if self.port == 0:
+            servicer.close_state()
             raise OSError(f"cannot bind {address}")
         self._address = f"{address.rsplit(':', 1)[0]}:{self.port}"
         self._serve_task = None
@@ -69,6 +94,13 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
             raise RuntimeError("the host is already serving")
         await self._server.start()
         self._serve_task = asyncio.get_running_loop().create_task(self._server.wait_for_termination())
+
+    async def stop(self, grace: int = 5) -> None:
+        """Stop serving; the state file (if any) holds everything, and its lock is let go."""
+        try:
+            await super().stop(grace=grace)
+        finally:
+            self._aun_servicer.close_state()
 
     @property
     def address(self) -> str:

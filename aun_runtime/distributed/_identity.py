@@ -99,12 +99,16 @@ class IdentityRefused(Exception):
 class Identities:
     """The host's memory of worker names: the digest of each name's secret, first come first bound.
 
-    It lives as long as the host process (like the directory): after a host restart, the first
-    connection to claim a name binds it again.
+    It lives as long as the host process, or across restarts in the host's state file (see
+    `._host_state`), which keeps `digests` and gives them back to a restarted host.
     """
 
-    def __init__(self) -> None:
-        self._digests: dict[str, bytes] = {}
+    def __init__(self, digests: dict[str, str] | None = None) -> None:
+        self._digests: dict[str, bytes] = {name: bytes.fromhex(digest) for name, digest in (digests or {}).items()}
+
+    def digests(self) -> dict[str, str]:
+        """Each bound name's secret digest (hex): what the host's state file keeps."""
+        return {name: digest.hex() for name, digest in sorted(self._digests.items())}
 
     def __len__(self) -> int:
         return len(self._digests)

@@ -23,6 +23,9 @@ On top of autogen-ext's routing it:
 * **answers a malformed call or message with** `INVALID_ARGUMENT` (and one log line);
 * **reads and writes batch frames** (see `._frames`): each event of a frame is checked as if it
   had come alone, and the host packs what it sends only for workers that read frames;
+* **remembers, given a state file** (see `._host_state`): worker names and their secrets'
+  digests, AID ownership, service AIDs and groups are written down before the call that changed
+  them is answered, and a restarted host starts from them, everything away until its owner is back;
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
   letter) and counts them ([`HostStats`][aun_runtime.distributed.HostStats]).
 """
@@ -48,7 +51,9 @@ from protocols.errors import AUNError
 
 from .._core import GROUP_PREFIX, INBOX_PREFIX
 from .._errors import RPCForbiddenError
+from ._errors import HostStateError
 from ._frames import BATCH_TYPE, FrameError, drain, pack, unpack
+from ._host_state import HostStateFile, Snapshot
 from ._identity import Identities, IdentityRefused
 from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA, ServiceRoute, secret_digest
 from ._service_store import POLICIES
@@ -188,15 +193,61 @@ R = TypeVar("R")
 class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
     """autogen-ext's host servicer with the AUN additions described in the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: HostStateFile | None = None) -> None:
         super().__init__()
         self.stats = HostStats()
-        self.identities = Identities()
+        self._state = state
         self._clients: dict[str, _Client] = {}  # client id -> its data stream
         self._aids: dict[str, tuple[str, str, str]] = {}  # aid -> (worker, client id, held|away)
         self._groups: dict[str, _Group] = {}
         self._services: dict[str, ServiceRoute] = {}  # service aid -> its instances and routing
         self._control_warned: set[str] = set()
+        self.identities = Identities()
+        if state is not None:
+            try:
+                self._restore(state.loaded)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise HostStateError(f"{state.path} holds an entry this host cannot read ({exc!r})") from None
+
+    def _restore(self, known: Snapshot) -> None:
+        """Start from a state file: everything in it is away (on no stream) until its owner is back."""
+        self.identities = Identities(known["workers"])
+        self._aids = {aid: (str(worker), "", AWAY) for aid, worker in known["aids"].items()}
+        self._groups = {gid: _Group(g["holder"], g["mode"], set(g["members"])) for gid, g in known["groups"].items()}
+        self._services = {
+            aid: ServiceRoute(s["policy"], bytes.fromhex(s["secret"]), dict.fromkeys(s["instances"]))
+            for aid, s in known["services"].items()
+        }
+
+    # -- remembering -------------------------------------------------------------------------------
+
+    def _memory(self) -> Snapshot:
+        """What the state file keeps: who owns what, nothing of what is live."""
+        return {
+            "workers": self.identities.digests(),
+            "aids": {aid: worker for aid, (worker, _, _) in sorted(self._aids.items())},
+            "services": {
+                aid: {"policy": s.policy, "secret": s.secret.hex(), "instances": sorted(s.instances)}
+                for aid, s in sorted(self._services.items())
+            },
+            "groups": {
+                gid: {"holder": g.holder, "mode": g.mode, "members": sorted(g.members)} for gid, g in sorted(self._groups.items())
+            },
+        }
+
+    async def _remember(self) -> None:
+        """Write what changed to the state file (if there is one) before the change is answered."""
+        if self._state is None:
+            return
+        try:
+            await self._state.save(self._memory)
+        except HostStateError as exc:
+            logger.error("host: %s", exc)
+            raise Refusal(_Status.UNAVAILABLE, "the host cannot write its state file now; try again") from None
+
+    def close_state(self) -> None:
+        if self._state is not None:
+            self._state.close()
 
     # -- refusing ----------------------------------------------------------------------------------
 
@@ -279,6 +330,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         plus the identity check and the AUN rules on what arrives."""
         try:
             client = self._open(context)
+            await self._remember()  # a name bound for the first time is bound for good
         except Refusal as refusal:
             await self._abort(context, "a data stream", refusal)
             return
@@ -557,6 +609,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             return response
         self.stats.registrations += 1
         self._aids[agent_type] = (worker, client_id, HELD)
+        await self._remember()
         logger.info("host: worker %s registered %s", worker, agent_type)
         await self._push({"aids": {agent_type: [worker, HELD]}})
         return response
@@ -606,6 +659,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             service = self._services[aid] = ServiceRoute(policy, secret_digest(secret))
         service.join(worker, client_id)
         client.types.add(aid)
+        await self._remember()
         self.stats.registrations += 1
         logger.info("host: worker %s registered %s as an instance (%s, %d live)", worker, aid, policy, len(service.live()))
         await self._push({"aids": {aid: self._service_entry(aid)}})
@@ -750,6 +804,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             group.members.discard(request["aid"])
         else:
             group.mode = request["mode"]
+        await self._remember()
         await self._push({"groups": {group_id: group.view()}})
         return {"group": group.view()}
 
@@ -784,6 +839,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         for group_id in left:
             del self._groups[group_id]
         self.identities.forget(worker)
+        await self._remember()
         logger.info("host: worker %s left; released %d AIDs and %d groups", worker, len(released), len(left))
         await self._push({"aids": changed, "groups": dict.fromkeys(left)})
         return {"released": released}

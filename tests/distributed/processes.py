@@ -29,13 +29,17 @@ def _die_with_parent() -> None:
 
 
 class Process:
-    """One ``aun-runtime`` child process whose output lines are collected as they come."""
+    """One ``aun-runtime`` child process whose output lines are collected as they come.
 
-    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+    ``prefix`` runs it through another command first: ``Namespace.command([])`` runs it inside a
+    network namespace (``ip netns exec`` becomes the process itself, so killing it kills the runtime).
+    """
+
+    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None, prefix: Sequence[str] = ()) -> None:
         self.args = list(args)
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "aun_runtime", *self.args],
+            [*prefix, sys.executable, "-m", "aun_runtime", *self.args],
             cwd=ROOT,
             env=full_env,
             stdout=subprocess.PIPE,
@@ -96,14 +100,21 @@ class Process:
         return self.proc.wait(timeout=timeout)
 
 
-def start_host(address: str = "127.0.0.1:0", extra: Sequence[str] = ()) -> tuple[Process, str]:
-    host = Process(["host", "--address", address, *extra])
+def start_host(address: str = "127.0.0.1:0", extra: Sequence[str] = (), prefix: Sequence[str] = ()) -> tuple[Process, str]:
+    host = Process(["host", "--address", address, *extra], prefix=prefix)
     line = host.wait_for_line(lambda s: s.startswith("aun-runtime host ready on "))
     return host, line.split(" ready on ", 1)[1].split()[0]
 
 
-def start_worker(host: str, app: str, archive: Path | str, env: dict[str, str] | None = None, extra: Sequence[str] = ()) -> Process:
-    worker = Process(["worker", "--host", host, "--app", app, "--archive", str(archive), *extra], env=env)
+def start_worker(
+    host: str,
+    app: str,
+    archive: Path | str,
+    env: dict[str, str] | None = None,
+    extra: Sequence[str] = (),
+    prefix: Sequence[str] = (),
+) -> Process:
+    worker = Process(["worker", "--host", host, "--app", app, "--archive", str(archive), *extra], env=env, prefix=prefix)
     worker.wait_for_line(lambda s: s.startswith("aun-runtime worker ") and " ready on " in s)
     return worker
 

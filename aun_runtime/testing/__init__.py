@@ -4,6 +4,11 @@ Each agent is a plain [`AUNAgent`][aun_runtime.AUNAgent] configured by its const
 test registers it with `runtime.register_agent(aid, lambda: Replier(times=3))`. They live in an
 importable module so that the same agents can run in worker processes.
 
+Beside them, the parts a test of a distributed app needs and no test should fake:
+`PostgresServer` (a throwaway PostgreSQL server, made with `initdb` in a temporary
+directory) and `PrivateNetwork` (network namespaces joined by a bridge: machines that are
+apart, with links a test can cut). Their pytest fixtures are in `aun_runtime.testing.pytest_plugin`.
+
 Example:
     ```python
     async with AUNRuntime() as runtime:
@@ -25,10 +30,29 @@ from autogen_core.models import UserMessage
 
 from protocols.aun import AUNMessage
 
-from ._agent import AUNAgent, event
-from .models import ScriptedChatCompletionClient, metered
+from .._agent import AUNAgent, event
+from ..models import ScriptedChatCompletionClient, metered
+from ._namespaces import Namespace, PrivateNetwork, namespaces_unavailable
+from ._postgres import ExternalPostgres, PostgresServer, PostgresUnavailableError, postgres_bin_dir
 
-__all__ = ["Bouncer", "Forwarder", "Gate", "Pondering", "Raiser", "Recorder", "Replier", "Silent", "Speaker"]
+__all__ = [
+    "Bouncer",
+    "ExternalPostgres",
+    "Forwarder",
+    "Gate",
+    "Namespace",
+    "Pondering",
+    "PostgresServer",
+    "PostgresUnavailableError",
+    "PrivateNetwork",
+    "Raiser",
+    "Recorder",
+    "Replier",
+    "Silent",
+    "Speaker",
+    "namespaces_unavailable",
+    "postgres_bin_dir",
+]
 
 
 class Recorder(AUNAgent):
