@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from .progress import FileProgress
 
@@ -31,6 +32,10 @@ SLOW_FILES = (
     "tests/network/test_slow_first_login.py",
     "tests/network/test_outages.py",
     "tests/distributed/test_host_security.py",
+    "tests/testing/test_postgres_server.py",
+    "tests/distributed/test_host_state.py",
+    "tests/distributed/test_across_namespaces.py",
+    "tests/testing/test_private_network.py",
     "tests/agents/test_model_shapes.py",
     "tests/gateway/test_delivery_mode.py",
     "tests/console/test_browser.py",
@@ -47,6 +52,12 @@ SLOW_FILES = (
     "tests/test_docs_human.py",
     "tests/cli/test_reused_archive.py",
 )
+#: Health checks about the machine's speed, not the code's: on a loaded machine (a suite spread over
+#: its cores, other work beside it) hypothesis draws its inputs slowly. Tests that set their own
+#: health checks add these.
+SLOW_MACHINE = (HealthCheck.too_slow,)
+settings.register_profile("aun", suppress_health_check=SLOW_MACHINE)
+settings.load_profile("aun")
 #: Where the cache plugin keeps each file's seconds from the last run.
 FILE_SECONDS_KEY = "aun_runtime/file_seconds"
 ROOT = Path(__file__).resolve().parents[1]
