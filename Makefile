@@ -52,8 +52,8 @@ lint: $(STAMP)
 # The documentation site, into site/: warnings are errors, and nothing is fetched from the network.
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
-	@echo "The site is in site/: open site/index.html in a browser (it works from the file system, search"
-	@echo "included), or serve it with: $(BIN)/python -m http.server --directory site 8000"
+	@echo "The site is in site/: open site/index.html in a browser (every page works from the file system;"
+	@echo "search needs it served), or serve it with: $(BIN)/python -m http.server --directory site 8000"
 
 bench: $(STAMP)
 	$(BIN)/python bench/runtime_throughput.py
