@@ -1,43 +1,43 @@
-"""``AgentChatAgent``: any autogen-agentchat ``ChatAgent`` as an AUN agent, in one line.
+"""`AgentChatAgent`: any autogen-agentchat `ChatAgent` as an AUN agent, in one line.
 
-An agentchat agent (an ``AssistantAgent`` with its model client, tools and memory, or any other
-``ChatAgent``) answers every batch of messages it is handed. On the AUN wire that is still an
+An agentchat agent (an `AssistantAgent` with its model client, tools and memory, or any other
+`ChatAgent`) answers every batch of messages it is handed. On the AUN wire that is still an
 autonomous agent: it decides what to say, and the adapter decides, from what it said, whether
 anything is sent at all.
 
-* Each message from someone else that has text becomes an agentchat ``TextMessage`` (its ``source``
-  is the sender's AID made safe as a name) and goes to ``on_messages``. The chat agent keeps its
+* Each message from someone else that has text becomes an agentchat `TextMessage` (its `source`
+  is the sender's AID made safe as a name) and goes to `on_messages`. The chat agent keeps its
   own memory of the conversation. The agent's own messages (a gateway may echo them back) and
-  ``tool_call``/``tool_result`` payloads (they describe the sender's own tool use) cost no model call.
-* The response's ``chat_message`` is sent with :meth:`~aun_runtime.AUNAgent.reply`, naming the sender
-  in a ``mention`` group so that they see it. An answer that is empty, blank, or starts with the
-  silence marker (``__SILENT__``) is silence: the decision is archived as a thought, nothing is sent.
+  `tool_call`/`tool_result` payloads (they describe the sender's own tool use) cost no model call.
+* The response's `chat_message` is sent with [`reply`][aun_runtime.AUNAgent.reply], naming the sender
+  in a `mention` group so that they see it. An answer that is empty, blank, or starts with the
+  silence marker (`__SILENT__`) is silence: the decision is archived as a thought, nothing is sent.
 * The response's inner messages (tool call requests and results, thoughts, memory queries) are
   archived as thoughts, one line each, and never sent.
-* The runtime's budgets hold for it as for every agent (:class:`~aun_runtime.Budgets`): when no
+* The runtime's budgets hold for it as for every agent ([`Budgets`][aun_runtime.Budgets]): when no
   answer could go out (a thread it overheard and already spoke in), the chat agent is not asked.
   **Every model call is metered**: the adapter wraps each model client the chat agent holds (and
-  those of the agents and teams it holds, such as a ``SocietyOfMindAgent``'s) in a
-  :class:`~aun_runtime.models.MeteredChatCompletionClient`, so one turn of an ``AssistantAgent``
+  those of the agents and teams it holds, such as a `SocietyOfMindAgent`'s) in a
+  [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient], so one turn of an `AssistantAgent`
   that calls its tools forty times spends forty calls of the budget, not one; the call past a
   budget is refused before it is made (a budget stop) and ends the turn.
-* :meth:`AgentChatAgent.save_state` wraps the chat agent's own state, so its memory survives the
-  runtime's idle eviction and, with a durable state store (``SQLiteStateStore``), a restart.
+* [`AgentChatAgent.save_state`][agents.agentchat.AgentChatAgent.save_state] wraps the chat agent's own state, so its memory survives the
+  runtime's idle eviction and, with a durable state store (`SQLiteStateStore`), a restart.
 
-agentchat is an optional dependency (``pip install aun-runtime[agentchat]``); only this module
+agentchat is an optional dependency (`pip install aun-runtime[agentchat]`); only this module
 imports it.
 
 Example:
-    .. code-block:: python
+    ```python
+    from autogen_agentchat.agents import AssistantAgent
 
-        from autogen_agentchat.agents import AssistantAgent
-
-        async with AUNRuntime() as runtime:
-            await runtime.register_agent(
-                "assistant.local", from_agentchat(lambda: AssistantAgent("assistant", model_client=client))
-            )
-            inbox = await runtime.open_inbox()
-            await inbox.send("assistant.local", "What is the capital of France?")
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(
+            "assistant.local", from_agentchat(lambda: AssistantAgent("assistant", model_client=client))
+        )
+        inbox = await runtime.open_inbox()
+        await inbox.send("assistant.local", "What is the capital of France?")
+    ```
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ ChatAgentSource = Callable[[], ChatAgent] | ChatAgent
 
 
 class AgentChatAgent(AUNAgent):
-    """Runs an autogen-agentchat ``ChatAgent`` as an AUN agent.
+    """Runs an autogen-agentchat `ChatAgent` as an AUN agent.
 
     Args:
         chat_agent: a zero-argument factory returning the chat agent, or the chat agent itself. A
@@ -79,12 +79,12 @@ class AgentChatAgent(AUNAgent):
         silence_marker: an answer starting with this (after leading blanks) is silence.
 
     Example:
-        .. code-block:: python
-
-            await runtime.register_agent(
-                "assistant.local",
-                lambda: AgentChatAgent(lambda: AssistantAgent("assistant", model_client=client)),
-            )
+        ```python
+        await runtime.register_agent(
+            "assistant.local",
+            lambda: AgentChatAgent(lambda: AssistantAgent("assistant", model_client=client)),
+        )
+        ```
     """
 
     def __init__(self, chat_agent: ChatAgentSource, *, silence_marker: str = DEFAULT_SILENCE_MARKER) -> None:
@@ -142,11 +142,11 @@ class AgentChatAgent(AUNAgent):
         await self.reply(answer)  # in a mention group, reply() names the one being answered
 
     async def save_state(self) -> Mapping[str, Any]:
-        """The chat agent's own state (its memory of the conversation), under ``"agentchat"``."""
+        """The chat agent's own state (its memory of the conversation), under `"agentchat"`."""
         return {"agentchat": await self.chat_agent.save_state()}
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
-        """Give the chat agent back the state :meth:`save_state` saved."""
+        """Give the chat agent back the state [`save_state`][agents.agentchat.AgentChatAgent.save_state] saved."""
         await self.chat_agent.load_state(state["agentchat"])
 
     async def close(self) -> None:
@@ -158,20 +158,20 @@ class AgentChatAgent(AUNAgent):
 def from_agentchat(
     factory: ChatAgentSource, *, silence_marker: str = DEFAULT_SILENCE_MARKER
 ) -> Callable[[], AgentChatAgent]:
-    """A factory for :meth:`AUNRuntime.register_agent <aun_runtime.AUNRuntime.register_agent>` that
-    runs the chat agent ``factory`` makes as an AUN agent.
+    """A factory for [`AUNRuntime.register_agent`][aun_runtime.AUNRuntime.register_agent] that
+    runs the chat agent `factory` makes as an AUN agent.
 
     Args:
-        factory: a zero-argument callable returning an agentchat ``ChatAgent`` (called once per
-            instance), or a chat agent (see :class:`AgentChatAgent`).
+        factory: a zero-argument callable returning an agentchat `ChatAgent` (called once per
+            instance), or a chat agent (see [`AgentChatAgent`][agents.agentchat.AgentChatAgent]).
         silence_marker: an answer starting with this is silence.
 
     Example:
-        .. code-block:: python
-
-            await runtime.register_agent(
-                "assistant.local", from_agentchat(lambda: AssistantAgent("assistant", model_client=client))
-            )
+        ```python
+        await runtime.register_agent(
+            "assistant.local", from_agentchat(lambda: AssistantAgent("assistant", model_client=client))
+        )
+        ```
     """
 
     def make() -> AgentChatAgent:
@@ -181,8 +181,8 @@ def from_agentchat(
 
 
 def meter_model_clients(root: ChatAgent | Team) -> int:
-    """Wrap every model client ``root`` keeps, and those of the chat agents and teams it keeps (in
-    attributes, or lists of them), in a :class:`~aun_runtime.models.MeteredChatCompletionClient`.
+    """Wrap every model client `root` keeps, and those of the chat agents and teams it keeps (in
+    attributes, or lists of them), in a [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient].
 
     agentchat keeps a model client as a plain attribute of the agent (or team) and reads it at the
     start of each turn, so wrapping it there meters every call the agent makes, each tool round

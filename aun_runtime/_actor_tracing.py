@@ -3,16 +3,16 @@
 Tracing costs a span per step and a JSON serialisation per delivery, which is most of what
 autogen-core's runtime spends on a message. So the actor runtime traces only when tracing is on:
 a tracer provider is passed, or an OpenTelemetry SDK provider is installed globally (as autogen-core,
-it follows the global provider). ``AUTOGEN_DISABLE_RUNTIME_TRACING=true`` turns it off as it does
-for autogen-core. When on, the spans are made by autogen-core's own ``TraceHelper`` with its
+it follows the global provider). `AUTOGEN_DISABLE_RUNTIME_TRACING=true` turns it off as it does
+for autogen-core. When on, the spans are made by autogen-core's own `TraceHelper` with its
 messaging configuration, with the same names, kinds and attributes, in the same tree:
 
-* ``autogen create <topic>``: the publish call, a child of whatever span the publisher is in;
-* ``autogen intercept <handler class>``, one per intervention handler: a root, linked to ``create``;
-* ``autogen publish <topic>``: a root, linked to ``create``, that lasts until every recipient has
+* `autogen create <topic>`: the publish call, a child of whatever span the publisher is in;
+* `autogen intercept <handler class>`, one per intervention handler: a root, linked to `create`;
+* `autogen publish <topic>`: a root, linked to `create`, that lasts until every recipient has
   handled the message (or it was reported undeliverable), as autogen-core's lasts until its
   handlers return;
-* ``autogen process <agent>``, one per recipient: a child of ``publish``, linked to ``create``.
+* `autogen process <agent>`, one per recipient: a child of `publish`, linked to `create`.
 
 So a trace viewer shows a publish and its processing here as it shows them on autogen-core.
 """
@@ -52,7 +52,7 @@ def tracing_provider(tracer_provider: TracerProvider | None) -> TracerProvider |
 
 
 class RuntimeTracer:
-    """autogen-core's trace helper, plus the span attributes its runtime attaches to ``process``."""
+    """autogen-core's trace helper, plus the span attributes its runtime attaches to `process`."""
 
     def __init__(self, provider: TracerProvider, runtime_name: str) -> None:
         self.helper: TraceHelper[Any, Any, Any] = TraceHelper(
@@ -89,8 +89,8 @@ class RuntimeTracer:
 
 
 class PublishTrace:
-    """The spans of one traced publish: its ``create`` span, as envelope metadata (what ``process``
-    spans link to), and its ``publish`` span, ended when the last delivery it is waiting for ends.
+    """The spans of one traced publish: its `create` span, as envelope metadata (what `process`
+    spans link to), and its `publish` span, ended when the last delivery it is waiting for ends.
 
     The publisher holds it while it routes; each delivery queued holds it once more, and lets go
     once handled or reported undeliverable.

@@ -1,16 +1,16 @@
 """autogen-core runtimes as AUN transports: topic names and wire serializers.
 
-An :class:`~aun_runtime.AUNRuntime` carries messages over any autogen-core ``AgentRuntime`` (the
+An [`AUNRuntime`][aun_runtime.AUNRuntime] carries messages over any autogen-core `AgentRuntime` (the
 *core*). This module holds what every core needs:
 
-* the topic mapping (``aun.inbox.<aid>`` for direct messages, ``aun.group.<gid>`` for groups; the
-  topic source is always ``default``, so one AID is one agent instance and one mailbox);
-* :class:`WireSerializer`, which names every contract class on the wire by its namespaced wire name,
-  not the bare ``__name__`` autogen-core would use (two ``Task`` classes must never collide);
-* :class:`InProcessCore`, what a core of one process says of itself.
+* the topic mapping (`aun.inbox.<aid>` for direct messages, `aun.group.<gid>` for groups; the
+  topic source is always `default`, so one AID is one agent instance and one mailbox);
+* `WireSerializer`, which names every contract class on the wire by its namespaced wire name,
+  not the bare `__name__` autogen-core would use (two `Task` classes must never collide);
+* `InProcessCore`, what a core of one process says of itself.
 
-The cores themselves: :mod:`aun_runtime._actor_runtime`, :mod:`aun_runtime._single_threaded` and
-:mod:`aun_runtime.distributed._worker`.
+The cores themselves: `aun_runtime._actor_runtime`, `aun_runtime._single_threaded` and
+`aun_runtime.distributed._worker`.
 """
 
 from __future__ import annotations

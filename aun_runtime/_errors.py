@@ -1,4 +1,4 @@
-"""Errors raised by the runtime. All derive from :class:`protocols.errors.AUNError`."""
+"""Errors raised by the runtime. All derive from `protocols.errors.AUNError`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from protocols.errors import AUNError
 
 
 class RPCForbiddenError(AUNError):
-    """``send_message`` was called: AUN has no request/response, so nothing was queued."""
+    """`send_message` was called: AUN has no request/response, so nothing was queued."""
 
     def __init__(self) -> None:
         super().__init__(
@@ -29,7 +29,7 @@ class AgentCreationError(UndeliverableError, RuntimeError):
     """A message's recipient could not be created: its type has no factory (it was subscribed but
     never registered), or only instances were registered for its type and none under this key.
 
-    A ``RuntimeError``, as autogen-core's runtime raises in the same case. A factory that raises is
+    A `RuntimeError`, as autogen-core's runtime raises in the same case. A factory that raises is
     not wrapped: its own exception is what is kept and reported."""
 
     @classmethod
@@ -45,7 +45,7 @@ class AgentCreationError(UndeliverableError, RuntimeError):
 
 
 class MessageDroppedError(UndeliverableError):
-    """An intervention handler's ``on_publish`` dropped the message (returned ``DropMessage``) or
+    """An intervention handler's `on_publish` dropped the message (returned `DropMessage`) or
     raised; nobody received it, and each recipient it had has a dead letter with this reason."""
 
 
@@ -77,7 +77,7 @@ class RuntimeStoppedError(UndeliverableError):
 
 class HandlerTimeoutError(AUNError):
     """A turn (a handler on one message, or one run of a proactive action) ran past its agent's
-    ``handler_timeout`` and was cancelled; its message is a dead letter and the agent went on with
+    `handler_timeout` and was cancelled; its message is a dead letter and the agent went on with
     its next one."""
 
     def __init__(self, aid: str, what: str, ran: float, timeout: float) -> None:
@@ -111,22 +111,22 @@ class AgentRegistrationError(AUNError):
 
 
 class InterventionHandlerError(AUNError, TypeError):
-    """An intervention handler given to a runtime has no ``on_publish`` of its own.
+    """An intervention handler given to a runtime has no `on_publish` of its own.
 
-    ``on_publish`` is the only hook that runs on an AUN runtime: ``on_send`` and ``on_response``
-    belong to ``send_message``, which is refused (a receiver has no obligation to respond), so a
+    `on_publish` is the only hook that runs on an AUN runtime: `on_send` and `on_response`
+    belong to `send_message`, which is refused (a receiver has no obligation to respond), so a
     handler with only those would never run, and would look as if it did."""
 
 
 class HandlerDefinitionError(AUNError, TypeError):
-    """An AUN agent class declares a handler AUN does not allow (``@rpc`` or ``@message_handler``), an
-    ``@event`` handler without resolvable type hints, or an override that would silently disable an
-    inherited ``@event`` handler."""
+    """An AUN agent class declares a handler AUN does not allow (`@rpc` or `@message_handler`), an
+    `@event` handler without resolvable type hints, or an override that would silently disable an
+    inherited `@event` handler."""
 
 
 class BudgetExceeded(AUNError):
-    """A budget stopped a send or a model call (see :class:`~aun_runtime.Budgets`). The stop is
-    recorded (``budget_stop``), counted and logged; a handler that meets one simply ends."""
+    """A budget stopped a send or a model call (see [`Budgets`][aun_runtime.Budgets]). The stop is
+    recorded (`budget_stop`), counted and logged; a handler that meets one simply ends."""
 
     #: What the message says to do about it.
     advice = "raise AUNRuntime(budgets=Budgets(...)) or register_agent(..., budgets=...) if more is intended"

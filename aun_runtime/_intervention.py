@@ -1,28 +1,28 @@
-"""autogen-core's intervention handlers on an AUN runtime: ``on_publish``, run when a message is published.
+"""autogen-core's intervention handlers on an AUN runtime: `on_publish`, run when a message is published.
 
-Every core takes ``intervention_handlers`` and runs them the same way:
+Every core takes `intervention_handlers` and runs them the same way:
 
-* **When.** In ``publish_message``, in the publisher's task, before the message is queued for
+* **When.** In `publish_message`, in the publisher's task, before the message is queued for
   anyone. (autogen-core runs them later, when its loop takes the message off its one queue; a
   runtime with a mailbox per agent has no such moment, and running them up front is what lets a
-  drop cost nothing afterwards: nothing was counted, so ``stop_when_idle`` has nothing to wait for.
-  autogen-core 0.7.5 never marks a dropped message done, and ``stop_when_idle`` hangs.)
+  drop cost nothing afterwards: nothing was counted, so `stop_when_idle` has nothing to wait for.
+  autogen-core 0.7.5 never marks a dropped message done, and `stop_when_idle` hangs.)
 * **In order, chained.** Each handler is given what the one before it returned, as autogen-core's
   docstring describes. (Its 0.7.5 code hands every handler the original message and keeps only the
-  last one's result.) A handler that returns None is warned about (``RuntimeWarning``, as there) and
+  last one's result.) A handler that returns None is warned about (`RuntimeWarning`, as there) and
   counts as "no change", as that docstring says.
-* **Drop.** A handler that returns ``DropMessage`` ends it: nobody receives the message, and each
-  agent it would have reached has a dead letter (:class:`~aun_runtime.MessageDroppedError`, naming
+* **Drop.** A handler that returns `DropMessage` ends it: nobody receives the message, and each
+  agent it would have reached has a dead letter ([`MessageDroppedError`][aun_runtime.MessageDroppedError], naming
   the handler), so a drop is never silent.
 * **Failure.** A handler that raises is logged, as on autogen-core, and the message is dropped the
   same way, with the exception as the dead letters' reason. The publisher is not interrupted:
   nothing it did was wrong.
-* **Only** ``on_publish``. ``on_send`` and ``on_response`` are the hooks of ``send_message``, which an
-  AUN runtime refuses, so they can never run: a handler that has no ``on_publish`` of its own is
-  refused when the runtime is made (:class:`~aun_runtime.InterventionHandlerError`), rather than
+* **Only** `on_publish`. `on_send` and `on_response` are the hooks of `send_message`, which an
+  AUN runtime refuses, so they can never run: a handler that has no `on_publish` of its own is
+  refused when the runtime is made ([`InterventionHandlerError`][aun_runtime.InterventionHandlerError]), rather than
   accepted and never called.
-* **Traced**, when the runtime traces: one ``autogen intercept <handler class>`` span per handler,
-  linked to the publish's ``autogen create`` span, as autogen-core makes them.
+* **Traced**, when the runtime traces: one `autogen intercept <handler class>` span per handler,
+  linked to the publish's `autogen create` span, as autogen-core makes them.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _INHERITED = {
 
 
 def _implements(handler: object, hook: str) -> bool:
-    """``handler``'s class has a ``hook`` of its own (not the protocol's, nor the default no-op)."""
+    """`handler`'s class has a `hook` of its own (not the protocol's, nor the default no-op)."""
     method = getattr(type(handler), hook, None)
     return callable(method) and method not in _INHERITED[hook]
 
@@ -86,10 +86,10 @@ class PublishInterventions:
     """A runtime's intervention handlers, checked once, applied to each publish.
 
     Args:
-        handlers: autogen-core ``InterventionHandler`` objects, in the order they run.
+        handlers: autogen-core `InterventionHandler` objects, in the order they run.
 
     Raises:
-        InterventionHandlerError: a handler has no ``on_publish`` of its own.
+        InterventionHandlerError: a handler has no `on_publish` of its own.
     """
 
     def __init__(self, handlers: Sequence[InterventionHandler]) -> None:
@@ -103,10 +103,10 @@ class PublishInterventions:
         tracer: TraceHelper[Any, Any, Any] | None = None,
         created: EnvelopeMetadata | None = None,
     ) -> Any:
-        """What the handlers make of ``message``: the message to deliver, or a
-        :class:`~aun_runtime.MessageDroppedError` saying who dropped it and why.
+        """What the handlers make of `message`: the message to deliver, or a
+        [`MessageDroppedError`][aun_runtime.MessageDroppedError] saying who dropped it and why.
 
-        ``tracer`` and ``created`` (the publish's ``create`` span) make one ``intercept`` span each.
+        `tracer` and `created` (the publish's `create` span) make one `intercept` span each.
         """
         for handler in self.handlers:
             name = type(handler).__name__
@@ -149,11 +149,11 @@ async def begin_publish(
     tracer: TraceHelper[Any, Any, Any] | None,
 ) -> tuple[Any, EnvelopeMetadata | None]:
     """The start of a publish that is traced, or goes through intervention handlers, or both, on any
-    core: autogen-core's ``create`` span, then the handlers (each in its ``intercept`` span).
+    core: autogen-core's `create` span, then the handlers (each in its `intercept` span).
 
     Returns:
-        The message to deliver, or a :class:`~aun_runtime.MessageDroppedError` if a handler dropped
-        it; and the ``create`` span's metadata, for the spans that follow to link to (None untraced).
+        The message to deliver, or a [`MessageDroppedError`][aun_runtime.MessageDroppedError] if a handler dropped
+        it; and the `create` span's metadata, for the spans that follow to link to (None untraced).
     """
     created = None
     if tracer is not None:

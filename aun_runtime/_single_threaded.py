@@ -1,12 +1,12 @@
-"""``AUNSingleThreadedRuntime``: autogen-core's own single-threaded runtime under the AUN rules.
+"""`AUNSingleThreadedRuntime`: autogen-core's own single-threaded runtime under the AUN rules.
 
-autogen-core's runtime with ``send_message`` refused before anything is queued, intervention
-handlers' ``on_publish`` run as every core runs them (:mod:`aun_runtime._intervention`: a drop no
-longer makes ``stop_when_idle`` hang, as it does on 0.7.5), a recipient that cannot be created
+autogen-core's runtime with `send_message` refused before anything is queued, intervention
+handlers' `on_publish` run as every core runs them (`aun_runtime._intervention`: a drop no
+longer makes `stop_when_idle` hang, as it does on 0.7.5), a recipient that cannot be created
 reported and kept as a handler's failure is, and a publish path without the spans, eager log
 formatting and event-log serialisation that cost most of a delivery when nobody is tracing. The
-embedded default is the faster :class:`~aun_runtime.AUNActorRuntime`; this one stays for code that
-needs autogen-core's own runtime (its one queue, ``process_next``) under the AUN rules.
+embedded default is the faster [`AUNActorRuntime`][aun_runtime.AUNActorRuntime]; this one stays for code that
+needs autogen-core's own runtime (its one queue, `process_next`) under the AUN rules.
 """
 
 from __future__ import annotations
@@ -51,17 +51,17 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
     It takes autogen-core's constructor arguments, with the same meaning:
 
     Args:
-        intervention_handlers: autogen-core intervention handlers; their ``on_publish`` sees (and may
+        intervention_handlers: autogen-core intervention handlers; their `on_publish` sees (and may
             change or drop) every message published, before it is queued (see
-            :mod:`aun_runtime._intervention`). A handler without ``on_publish`` is refused with
-            :class:`~aun_runtime.InterventionHandlerError`.
+            `aun_runtime._intervention`). A handler without `on_publish` is refused with
+            [`InterventionHandlerError`][aun_runtime.InterventionHandlerError].
         tracer_provider: an OpenTelemetry tracer provider; without one, the global provider if an
             OpenTelemetry SDK one is installed (as autogen-core). When tracing, spans are
             autogen-core's own, names, attributes and tree, so existing dashboards work. When not
             (the default), publishes take a lean path: same queue, same subscriptions, same handler
             calls, no spans and no eager log formatting.
         ignore_unhandled_exceptions: if False, the first exception a handler raises, or an agent's
-            creation for a message raises, is raised again by ``stop``/``stop_when_idle``, as on
+            creation for a message raises, is raised again by `stop`/`stop_when_idle`, as on
             autogen-core. Either way a recipient that cannot be created is reported undeliverable.
     """
 
@@ -98,12 +98,12 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
     ) -> None:
-        """Hear about messages still queued at ``stop()`` (mailboxes are applied by the facade)."""
+        """Hear about messages still queued at `stop()` (mailboxes are applied by the facade)."""
         self._on_undeliverable = on_undeliverable
 
     async def stop(self) -> None:
         """Stop now. autogen-core drops what is still queued without a word; here each queued
-        publish is reported to ``on_undeliverable`` (once per recipient) before it is dropped.
+        publish is reported to `on_undeliverable` (once per recipient) before it is dropped.
         Handlers already running finish, as in autogen-core."""
         while self._on_undeliverable is not None:
             try:
@@ -171,7 +171,7 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         )
 
     async def _recipients(self, topic_id: TopicId, sender: AgentId | None) -> list[AgentId]:
-        """Who a publish on ``topic_id`` reaches: every subscribed agent but its sender."""
+        """Who a publish on `topic_id` reaches: every subscribed agent but its sender."""
         recipients = await self._subscription_manager.get_subscribed_recipients(topic_id)
         return [recipient for recipient in recipients if recipient != sender]
 
@@ -228,7 +228,7 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
                     raise outcome
 
     async def _recipient(self, recipient: AgentId) -> Agent:
-        """A recipient not instantiated yet, created; an :class:`AgentCreationError` if it cannot be."""
+        """A recipient not instantiated yet, created; an `AgentCreationError` if it cannot be."""
         if recipient.type not in self._agent_factories:
             raise AgentCreationError.unregistered(recipient, recipient.type)
         if recipient.type in self._agent_instance_types:
@@ -288,11 +288,11 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         await self._message_queue.join()
 
     async def close(self) -> None:
-        """Stop if running (reporting what is still queued, as ``stop()`` does), then close every
-        agent instance and let it go. A second ``close()`` finds nothing left and does nothing.
+        """Stop if running (reporting what is still queued, as `stop()` does), then close every
+        agent instance and let it go. A second `close()` finds nothing left and does nothing.
 
-        The instances are closed even if ``stop()`` raises (a handler's exception); an agent whose
-        ``close`` raises is logged and the others are still closed."""
+        The instances are closed even if `stop()` raises (a handler's exception); an agent whose
+        `close` raises is logged and the others are still closed."""
         try:
             if self._run_context is not None:
                 await self.stop()

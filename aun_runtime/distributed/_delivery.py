@@ -1,8 +1,8 @@
 """The receiving path of a worker: from an event on the host stream to an agent's handler and back.
 
-Each delivery runs in its own task (as in autogen-ext), inside a :class:`~._journal.Delivery` scope
+Each delivery runs in its own task (as in autogen-ext), inside a `Delivery` scope
 that holds what the handling causes until it is sealed; sealing puts the records, the outgoing
-messages and the stream position into one commit (see :mod:`._journal`). A delivery cancelled
+messages and the stream position into one commit (see `._journal`). A delivery cancelled
 half-way (the worker stopping) leaves nothing behind and is not acknowledged.
 """
 
@@ -52,10 +52,10 @@ class DeliveryPath:
         deserialize: decodes a payload that is not an AUN message.
         subscribers: the agents subscribed to a topic (for a plain autogen-ext publish).
         get_agent: the agent of an id, made by its factory on first use.
-        tracer: makes the ``aun deliver`` span of each delivery when given.
-        runtime_tracer: makes autogen-core's ``process`` span around it when given.
-        serializers: the worker's serializers (a traced ``process`` span shows the message as JSON).
-        changed: called whenever a delivery finishes (for the worker's ``idle``).
+        tracer: makes the `aun deliver` span of each delivery when given.
+        runtime_tracer: makes autogen-core's `process` span around it when given.
+        serializers: the worker's serializers (a traced `process` span shows the message as JSON).
+        changed: called whenever a delivery finishes (for the worker's `idle`).
         abandoned: called with a delivery cancelled half-way (a service AID's claim waits for it).
     """
 
@@ -164,8 +164,8 @@ class DeliveryPath:
                     await self._traced(agent, message, ctx, attributes)
 
     async def _traced(self, agent: Agent, message: Any, ctx: MessageContext, attributes: Any) -> None:
-        """The handling inside autogen-core's ``process`` span (a child of the span the sending worker
-        sent it from, linked to its create span, when the event names them) with ``aun deliver`` in it."""
+        """The handling inside autogen-core's `process` span (a child of the span the sending worker
+        sent it from, linked to its create span, when the event names them) with `aun deliver` in it."""
         assert self._tracer is not None
         sent_from = well_formed(attributes[TRACEPARENT_KEY].ce_string) if TRACEPARENT_KEY in attributes else None
         created = well_formed(attributes[CREATED_ATTR].ce_string) if CREATED_ATTR in attributes else None

@@ -41,7 +41,7 @@ class EventBuilder:
         origin: the worker's name, carried by every event (the receiver acknowledges to it).
         registry: serializers for anything that is not an AUN envelope.
         traced: the worker traces: each event carries the span it was sent from as its
-            ``traceparent`` attribute (see :mod:`aun_runtime._trace_context`).
+            `traceparent` attribute (see `aun_runtime._trace_context`).
     """
 
     def __init__(self, origin: str, registry: Serializers, *, traced: bool = False) -> None:
@@ -53,9 +53,9 @@ class EventBuilder:
     def build(
         self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str, *, created: str | None = None
     ) -> cloudevent_pb2.CloudEvent:
-        """The event carrying ``message``. Traced, it names the span it is sent from as its
-        ``traceparent`` and the publish's ``create`` span (``created``, a ``traceparent``) as
-        ``auncreated``, for the receiver's ``process`` span to be its child and to link to create."""
+        """The event carrying `message`. Traced, it names the span it is sent from as its
+        `traceparent` and the publish's `create` span (`created`, a `traceparent`) as
+        `auncreated`, for the receiver's `process` span to be its child and to link to create."""
         if isinstance(message, AUNMessage):  # the common case: the envelope knows its JSON
             type_name, data = AUNMessage.wire_name, message.to_json().encode()
         else:

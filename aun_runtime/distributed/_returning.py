@@ -2,13 +2,13 @@
 
 A publish on a topic that is not an AUN inbox goes to the host, which sends one copy to every
 worker with a subscriber, this one included; autogen-ext counts none of it. So autogen-core code
-that publishes and then calls ``stop_when_idle`` on a worker would stop before its own agents had
+that publishes and then calls `stop_when_idle` on a worker would stop before its own agents had
 the message. The worker notes each such publish that one of its own agents subscribes to, and
-:meth:`~aun_runtime.distributed.WorkerRuntime.idle` waits until its copy has come back and been
+`idle` waits until its copy has come back and been
 handled. What other workers' agents do with their copies is theirs to settle, as for AUN messages.
 
 A plain publish is best effort (autogen-ext's): one that never comes back (the link dropped, or the
-host refused it) is waited for at most :data:`RETURN_TIMEOUT` seconds, then given up on and logged.
+host refused it) is waited for at most `RETURN_TIMEOUT` seconds, then given up on and logged.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class ReturningPublishes:
             del self._sent_at[message_id]
 
     def expire(self, now: float) -> int:
-        """Give up on what was sent more than :data:`RETURN_TIMEOUT` seconds ago; how many."""
+        """Give up on what was sent more than `RETURN_TIMEOUT` seconds ago; how many."""
         late = [message_id for message_id, sent in self._sent_at.items() if now - sent > RETURN_TIMEOUT]
         for message_id in late:
             del self._sent_at[message_id]
