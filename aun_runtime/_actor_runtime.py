@@ -131,11 +131,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             never evicts.
         state_store: where evicted agents' state waits (default: in memory).
         intervention_handlers: autogen-core intervention handlers; their `on_publish` sees (and may
-            change or drop) every message published, before it is queued for anyone (see
-            `aun_runtime._intervention`). A handler without `on_publish` is refused with
+            change or drop) every message published, before it is queued for anyone; a message one
+            drops is a dead letter for each agent it would have reached. A handler without
+            `on_publish` is refused with
             [`InterventionHandlerError`][aun_runtime.InterventionHandlerError].
         tracer_provider: an OpenTelemetry tracer provider (default: the SDK provider installed
-            globally, if any); its spans are autogen-core's, in its tree (see `aun_runtime._actor_tracing`).
+            globally, if any); its spans are autogen-core's: names, attributes and tree.
         ignore_unhandled_exceptions: as on autogen-core's runtime: if False, the first exception a
             handler raises, or an agent's creation for a message raises, is raised again by
             `stop`/`stop_when_idle`. Either way the message is reported undeliverable.

@@ -52,8 +52,9 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
 
     Args:
         intervention_handlers: autogen-core intervention handlers; their `on_publish` sees (and may
-            change or drop) every message published, before it is queued (see
-            `aun_runtime._intervention`). A handler without `on_publish` is refused with
+            change or drop) every message published, before it is queued; a message one drops is a
+            dead letter for each agent it would have reached. A handler without `on_publish` is
+            refused with
             [`InterventionHandlerError`][aun_runtime.InterventionHandlerError].
         tracer_provider: an OpenTelemetry tracer provider; without one, the global provider if an
             OpenTelemetry SDK one is installed (as autogen-core). When tracing, spans are

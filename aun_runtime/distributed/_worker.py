@@ -136,12 +136,12 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             secret is the file `<archive>.secret`; an in-memory worker has a new one each run).
         tls: TLS settings, if the host serves TLS.
         intervention_handlers: autogen-core intervention handlers; their `on_publish` sees (and may
-            change or drop) every message this worker publishes, before it leaves (see
-            `aun_runtime._intervention`). A handler without `on_publish` is refused with
+            change or drop) every message this worker publishes, before it leaves; a message one
+            drops is a dead letter. A handler without `on_publish` is refused with
             [`InterventionHandlerError`][aun_runtime.InterventionHandlerError].
         tracer_provider: an OpenTelemetry tracer provider; spans are made only when one is given
             (autogen-core's `create`, `publish` and `process`, in its tree across workers, with
-            `aun deliver` inside `process`: see `aun_runtime._trace_context`).
+            `aun deliver` inside `process`).
         connect_timeout: seconds [`start`][aun_runtime.AUNCore.start] waits for the first connection (None: forever).
         commit_interval: seconds a change waits for its journal commit.
         window: unacknowledged messages on the wire per recipient.
