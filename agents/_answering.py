@@ -1,7 +1,7 @@
-"""``AnsweringAgent``: sends made while handling a message are marked as answering it.
+"""`AnsweringAgent`: sends made while handling a message are marked as answering it.
 
 The pattern agents pass work along chains (task -> code -> run -> review ...). Marking each send as
-the answer to the message that caused it (``in_reply_to``) lets a transcript nest every step under
+the answer to the message that caused it (`in_reply_to`) lets a transcript nest every step under
 its cause, instead of showing each one as a conversation of its own. Thread and hop count are carried
 by the runtime either way.
 """
@@ -19,7 +19,7 @@ __all__ = ["AnsweringAgent"]
 
 
 class AnsweringAgent(AUNAgent):
-    """An :class:`~aun_runtime.AUNAgent` whose :meth:`send` answers the message being handled."""
+    """An [`AUNAgent`][aun_runtime.AUNAgent] whose [`send`][aun_runtime.Inbox.send] answers the message being handled."""
 
     async def send(
         self,

@@ -4,7 +4,7 @@ Each run gets its own directory, deleted afterwards, and a timeout. The executor
 tiny shell script that starts the interpreter on the program with stderr sent to a file, because the
 executor itself returns stderr and stdout mixed in one string, and a Reviewer needs them apart.
 The temporary directory's path is taken out of what the program prints, so tracebacks read
-``File "solution.py"`` on every run (traces stay reproducible). Variables holding
+`File "solution.py"` on every run (traces stay reproducible). Variables holding
 model API keys are removed from its environment: generated code has no business with them.
 
 This is a working directory, not a sandbox: the program runs as the current user. Run the Executor in
@@ -53,7 +53,7 @@ class RunOutcome:
 
 
 async def run_program(code: str, language: str, *, timeout: int = DEFAULT_TIMEOUT) -> RunOutcome:
-    """Run ``code`` in a fresh temporary directory and report exit code, stdout and stderr (clipped).
+    """Run `code` in a fresh temporary directory and report exit code, stdout and stderr (clipped).
 
     An unsupported language is reported as a failed run (exit code 127) rather than raised, so that the
     Reviewer sees it like any other failure.

@@ -1,7 +1,7 @@
 """An agent's memory, read back from the archive as model context, within a token budget.
 
 The archive already holds everything an agent lived through: what it received, what its channel
-kept from it (``filtered``), what it sent and what it thought. Reading the context from there, instead
+kept from it (`filtered`), what it sent and what it thought. Reading the context from there, instead
 of keeping it in the instance, is what lets an agent be evicted when idle, or its process restarted
 on the same archive file, and go on with the same conversation.
 
@@ -30,7 +30,7 @@ CHARS_PER_TOKEN = 4
 
 
 def where(message: AUNMessage, me: str) -> str:
-    """``#group``, or the other side of a direct conversation."""
+    """`#group`, or the other side of a direct conversation."""
     if message.group_id is not None:
         return f"#{message.group_id}"
     other = message.to if message.from_aid == me else message.from_aid
@@ -38,7 +38,7 @@ def where(message: AUNMessage, me: str) -> str:
 
 
 def addressing(message: AUNMessage, me: str) -> str:
-    """Whom ``message`` is addressed to, from ``me``'s point of view."""
+    """Whom `message` is addressed to, from `me`'s point of view."""
     if message.group_id is None:
         return "to you" if message.to == me else f"to {message.to}"
     named = [m.aid for m in message.mentions if isinstance(m, AIDMention)]
@@ -88,7 +88,7 @@ def _line(record: ArchiveRecord, me: str) -> str | None:
 def context_lines(
     records: Sequence[ArchiveRecord], me: str, *, token_budget: int, leave_out: AUNMessage | None
 ) -> list[str]:
-    """The newest lines of ``records`` (oldest first) that fit in ``token_budget`` tokens.
+    """The newest lines of `records` (oldest first) that fit in `token_budget` tokens.
 
     Args:
         records: the agent's archive records, oldest first.

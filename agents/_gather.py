@@ -1,4 +1,4 @@
-"""``GatherTable``: results arriving one message at a time, collected until a set is complete.
+"""`GatherTable`: results arriving one message at a time, collected until a set is complete.
 
 Scatter/gather without RPC: nobody awaits a future per worker; results arrive as messages on the
 gatherer's inbox topic and are matched to their task by key. The table bounds how many gathers may be

@@ -1,15 +1,15 @@
-"""``LocalTools``: a model agent's own tools, each call bounded in time.
+"""`LocalTools`: a model agent's own tools, each call bounded in time.
 
-The tools are autogen-core tools (run through a ``StaticWorkbench``) or any ``Workbench``, such as
-autogen-ext's ``McpWorkbench`` for an MCP server. A call that takes longer than the timeout is
+The tools are autogen-core tools (run through a `StaticWorkbench`) or any `Workbench`, such as
+autogen-ext's `McpWorkbench` for an MCP server. A call that takes longer than the timeout is
 given up on: the model is told it timed out (an error result), and the turn goes on.
 
-How a call is given up on depends on the workbench. A ``StaticWorkbench``'s call runs in the turn's
+How a call is given up on depends on the workbench. A `StaticWorkbench`'s call runs in the turn's
 own task and is cancelled. Any other workbench's call runs in a task of its own that is let go
-rather than cancelled: autogen-ext's ``McpWorkbench`` (0.7.5) answers each request through a future
+rather than cancelled: autogen-ext's `McpWorkbench` (0.7.5) answers each request through a future
 its session actor completes, and a request cancelled before the actor answers crashes the actor,
 and with it the workbench of every agent that shares it. A call let go ends by itself within the
-MCP session's own ``read_timeout_seconds``; what it returns then is dropped. The same holds when the
+MCP session's own `read_timeout_seconds`; what it returns then is dropped. The same holds when the
 turn itself is cancelled (its handler timeout, or the runtime stopping) during a call.
 """
 
@@ -57,7 +57,7 @@ class LocalTools:
         return cls(StaticWorkbench(list(tools)), timeout=timeout) if tools else None
 
     async def schemas(self, keep: Callable[[ToolSchema], bool]) -> list[ToolSchema]:
-        """The tools' schemas that ``keep`` accepts, listed once (an MCP server is asked once)."""
+        """The tools' schemas that `keep` accepts, listed once (an MCP server is asked once)."""
         if self._schemas is None:
             # No timeout of its own: an MCP server's first listing waits for the server to start.
             listed = await self._run(lambda: self.workbench.list_tools(), None)

@@ -18,13 +18,13 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def use_model(model: ModelLike) -> ChatCompletionClient:
-    """The client for ``model`` (built now from a config, or used as it is), metered: each call the
+    """The client for `model` (built now from a config, or used as it is), metered: each call the
     agent makes spends its model budgets, and a call past them is refused before it is made."""
     return metered(resolve_model(model))
 
 
 def speaker_name(aid: str) -> str:
-    """An AID as a message ``source`` the OpenAI API accepts (letters, digits, ``_`` and ``-``)."""
+    """An AID as a message `source` the OpenAI API accepts (letters, digits, `_` and `-`)."""
     return _NAME_CHARS.sub("_", aid)[:64]
 
 

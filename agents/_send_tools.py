@@ -69,7 +69,7 @@ _TEXT = {"type": "string", "description": "what to say"}
 
 
 def send_tool_schemas(*, follow_ups: bool) -> list[ToolSchema]:
-    """The send tools offered to the model (``follow_up`` only if the agent may schedule one)."""
+    """The send tools offered to the model (`follow_up` only if the agent may schedule one)."""
     tools = [
         _schema(
             REPLY,
@@ -118,7 +118,7 @@ def send_tool_schemas(*, follow_ups: bool) -> list[ToolSchema]:
 
 
 def string_argument(arguments: Mapping[str, Any], name: str, *, required: bool = True) -> str:
-    """A string argument of a tool call, or a :class:`ToolArgumentError` that says what is wrong."""
+    """A string argument of a tool call, or a `ToolArgumentError` that says what is wrong."""
     value = arguments.get(name)
     if value is None and not required:
         return ""

@@ -6,56 +6,56 @@ wire that is still an autonomous agent: it decides what to say, and the adapter 
 it said, whether anything is sent at all.
 
 * Each message from someone else that has text becomes an agentchat `TextMessage` (its `source`
-  is the sender's AID made safe as a name) and goes to the chat agent. The chat agent keeps its
-  own memory of the conversation. The agent's own messages (a gateway may echo them back) and
+  is the sender's AID made safe as a name) and goes to the chat agent, which keeps its own memory
+  of the conversation. The agent's own messages (a gateway may echo them back) and
   `tool_call`/`tool_result` payloads (they describe the sender's own tool use) cost no model call.
-* The response's `chat_message` is sent with `reply`, naming the sender in a `mention` group so
-  that they see it. An answer that is empty, blank, or starts with the silence marker
-  (`__SILENT__`) is silence: the decision is archived as a thought, nothing is sent.
-* **Speaking beyond the reply**: give the chat agent the tools `send_tools()` makes
-  (`send_message(to, text)`, `post_to_group(group_id, text, mentions)`, the autonomous agent's own
-  send tools) and its model may send to any AID or post to a group during its turn. They send
-  through this agent's own send tools, in the thread of the message being handled: the hop guard,
-  the budgets and the archive hold for every message. The final answer is still the reply; in
-  agentchat's summary of tool results (`reflect_on_tool_use=False`), what the send tools said is
-  left out, so a turn that only sent something replies nothing more.
-* The response's inner messages (tool call requests and results, thoughts, memory queries) are
-  archived as thoughts, one line each, and never sent. Each use of a tool of the chat agent's own
-  is also shown to the conversation as `tool_call` / `tool_result` messages from this agent, as
-  the autonomous agent shows its own (`annotate_tools=False` turns that off); the send tools are
-  not shown so, since what they send is in the conversation already.
-* **A person through a `UserProxyAgent`**: the adapter asks the person through the proxy's
-  `input_func`, with the message in the prompt (`alice.local: Deploy now?`, then agentchat's
-  `Enter your response: `), and waits at most `input_timeout` seconds (`DEFAULT_INPUT_TIMEOUT`);
-  no answer by then is silence. agentchat's default input (the terminal) is read so that a line
-  typed after the wait was given up on answers the next message, and a program never waits at its
-  end for a line. The turn as a whole is still bounded by the runtime's handler timeout.
-* The runtime's budgets hold for it as for every agent (`Budgets`): when no answer could go out (a
-  thread it overheard and already spoke in), the chat agent is not asked. **Every model call is
-  metered**: the adapter wraps each model client the chat agent holds (and those of the agents and
-  teams it holds, such as a `SocietyOfMindAgent`'s) in a `MeteredChatCompletionClient`, so one
-  turn of an `AssistantAgent` that calls its tools forty times spends forty calls of the budget,
-  not one; the call past a budget is refused before it is made (a budget stop) and ends the turn.
-* `AgentChatAgent.save_state` wraps the chat agent's own state, so its memory survives the
-  runtime's idle eviction and, with a durable state store (`SQLiteStateStore`), a restart.
+* The response's `chat_message` is sent with [`reply`][aun_runtime.AUNAgent.reply], naming the
+  sender in a `mention` group so that they see it. An answer that is empty, blank, or starts with
+  the silence marker (`__SILENT__`) is silence: the decision is archived as a thought.
+* **Speaking beyond the reply**: a chat agent given [`send_tools`][agents.agentchat.send_tools]
+  (the autonomous agent's `send_message` and `post_to_group`) may send to any AID or post to a
+  group during its turn, as this agent and in the thread of the message it handles: the hop guard,
+  the budgets and the archive hold for each message. The final answer is still the reply; in
+  agentchat's summary of tool results (`reflect_on_tool_use=False`) the send tools' lines are left
+  out, so a turn that only sent something replies nothing more.
+* The response's inner messages (tool calls and results, thoughts, memory queries) are archived as
+  thoughts, one line each. Each use of the chat agent's own tools is also shown to the
+  conversation as `tool_call` / `tool_result` messages, as the autonomous agent shows its own
+  (`annotate_tools=False` turns that off); a send tool's use is the message it sent.
+* **A person through a `UserProxyAgent`**: the person is asked through the proxy's `input_func`,
+  with the message in the prompt (`alice.local: Deploy now?`, then agentchat's
+  `Enter your response: `), for at most `input_timeout` seconds
+  ([`DEFAULT_INPUT_TIMEOUT`][agents.agentchat.DEFAULT_INPUT_TIMEOUT]); no answer by then is
+  silence. agentchat's default input, the terminal, is read so that a line typed after a wait was
+  given up on answers the next message, and the program's end never waits for a line. The turn is
+  still bounded by the runtime's handler timeout.
+* The runtime's budgets hold for it as for every agent ([`Budgets`][aun_runtime.Budgets]): when no
+  answer could go out (a thread it overheard and already spoke in), the chat agent is not asked.
+  **Every model call is metered**: the adapter wraps each model client the chat agent holds (and
+  those of the agents and teams it holds, such as a `SocietyOfMindAgent`'s) in a
+  [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient], so a turn of an
+  `AssistantAgent` that calls its tools forty times spends forty calls of the budget, not one; the
+  call past a budget is refused before it is made (a budget stop) and ends the turn.
+* [`AgentChatAgent.save_state`][agents.agentchat.AgentChatAgent.save_state] wraps the chat agent's
+  own state, so its memory survives idle eviction and, with `SQLiteStateStore`, a restart.
 
-agentchat is an optional dependency (`pip install aun-runtime[agentchat]`); only this module
-imports it.
+agentchat is an optional dependency (`pip install aun-runtime[agentchat]`); only this module and
+its companion that reads a turn's response import it.
 
 Example:
     ```python
-    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
 
     async with AUNRuntime() as runtime:
         await runtime.register_agent(
             "assistant.local",
             from_agentchat(lambda: AssistantAgent("assistant", model_client=client, tools=send_tools())),
         )
+        await runtime.register_agent("oncall.local", from_agentchat(lambda: UserProxyAgent("oncall")))
         inbox = await runtime.open_inbox()
-        await inbox.send("assistant.local", "Ask db.local when the last backup ran.")
+        await inbox.send("assistant.local", "Ask oncall.local when the last backup ran.")
     ```
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -110,7 +110,7 @@ class AgentChatAgent(AUNAgent):
         annotate_tools: show each use of the chat agent's own tools to the conversation as
             `tool_call` / `tool_result` messages from this agent.
         input_timeout: for a `UserProxyAgent`, seconds the person may take over one message before
-            saying nothing.
+            saying nothing (the handler timeout bounds the whole turn as well).
 
     Example:
         ```python
@@ -236,7 +236,7 @@ class AgentChatAgent(AUNAgent):
         return {"agentchat": await self.chat_agent.save_state()}
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
-        """Give the chat agent back the state `save_state` saved."""
+        """Give the chat agent back the state [`save_state`][agents.agentchat.AgentChatAgent.save_state] saved."""
         await self.chat_agent.load_state(state["agentchat"])
 
     async def close(self) -> None:
@@ -252,12 +252,12 @@ def from_agentchat(
     annotate_tools: bool = True,
     input_timeout: float = DEFAULT_INPUT_TIMEOUT,
 ) -> Callable[[], AgentChatAgent]:
-    """A factory for `AUNRuntime.register_agent` that runs the chat agent `factory` makes as an AUN
-    agent.
+    """A factory for [`AUNRuntime.register_agent`][aun_runtime.AUNRuntime.register_agent] that
+    runs the chat agent `factory` makes as an AUN agent.
 
     Args:
         factory: a zero-argument callable returning an agentchat `ChatAgent` (called once per
-            instance), or a chat agent (see `AgentChatAgent`).
+            instance), or a chat agent (see [`AgentChatAgent`][agents.agentchat.AgentChatAgent]).
         silence_marker: an answer starting with this is silence.
         annotate_tools: show the chat agent's own tool use to the conversation.
         input_timeout: for a `UserProxyAgent`, seconds the person may take over one message.
@@ -284,7 +284,8 @@ def send_tools() -> list[BaseTool[Any, Any]]:
 
     `send_message(to, text)` sends a direct message to any AID, `post_to_group(group_id, text,
     mentions)` posts to a group the agent is in: the same tools, with the same descriptions, as an
-    autonomous agent's model has. They run only inside a turn of an `AgentChatAgent`, and send as
+    [`AutonomousAgent`][agents.autonomous.AutonomousAgent]'s model has. They run only inside a turn of
+    an [`AgentChatAgent`][agents.agentchat.AgentChatAgent], and send as
     it: in the thread of the message being handled, through its own send tools, so that the hop
     guard, the budgets and the archive hold for each message. A send that fails (an unknown AID, a
     budget stop) is an error result the model reads.
@@ -301,8 +302,8 @@ def send_tools() -> list[BaseTool[Any, Any]]:
 
 
 def meter_model_clients(root: ChatAgent | Team) -> int:
-    """Wrap every model client ``root`` keeps, and those of the chat agents and teams it keeps (in
-    attributes, or lists of them), in a :class:`~aun_runtime.models.MeteredChatCompletionClient`.
+    """Wrap every model client `root` keeps, and those of the chat agents and teams it keeps (in
+    attributes, or lists of them), in a [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient].
 
     agentchat keeps a model client as a plain attribute of the agent (or team) and reads it at the
     start of each turn, so wrapping it there meters every call the agent makes, each tool round

@@ -1,19 +1,19 @@
-"""``AutonomousAgent``: a model-backed AUN agent whose model thinks, and speaks only through send tools.
+"""`AutonomousAgent`: a model-backed AUN agent whose model thinks, and speaks only through send tools.
 
 This is AUN's autonomous mode at the model layer. Each message the agent's channel delivers enters
 the model's context, and what the model then writes is the agent's **internal thinking**: archived
 as thoughts, never sent. The agent says something only when the model **calls a send tool**:
 
-* ``reply``: answer the message being handled (in its group, or to its sender; in a ``mention``
+* `reply`: answer the message being handled (in its group, or to its sender; in a `mention`
   group the sender is mentioned, so that the asker sees it);
-* ``send_message``: a direct message to any AID;
-* ``post_to_group``: a post to a group, with structured mentions;
-* ``follow_up``: wake itself later, with no inbound message, to continue the conversation (a
+* `send_message`: a direct message to any AID;
+* `post_to_group`: a post to a group, with structured mentions;
+* `follow_up`: wake itself later, with no inbound message, to continue the conversation (a
   proactive turn, in the same thread, so its budgets still hold).
 
 Zero calls is silence; several calls are several messages. The model's own **local tools** (any
-autogen-core ``Tool``, or a ``Workbench``, such as autogen-ext's ``McpWorkbench`` for MCP servers) run
-here, inside the agent. Each use is shown to the conversation as ``tool_call`` / ``tool_result``
+autogen-core `Tool`, or a `Workbench`, such as autogen-ext's `McpWorkbench` for MCP servers) run
+here, inside the agent. Each use is shown to the conversation as `tool_call` / `tool_result`
 payloads from the agent itself: annotations for viewers, never requests to anyone (a receiver runs
 nothing, and a model-backed receiver spends no model call on them).
 
@@ -22,22 +22,22 @@ The code keeps the cost bounded, whatever the model does:
 * a message from the agent itself, or a tool annotation from anyone, costs no model call;
 * when no answer could go out (the thread is full, or the agent overheard it and already spoke
   there), no model call is made: the message waits in the archive as context for a later turn;
-* one turn makes at most ``max_rounds`` model calls (a round ends the turn unless the model used a
+* one turn makes at most `max_rounds` model calls (a round ends the turn unless the model used a
   local tool, whose result it must see);
-* each local tool call (and each listing of a workbench's tools) gets ``tool_timeout`` seconds: one
+* each local tool call (and each listing of a workbench's tools) gets `tool_timeout` seconds: one
   that hangs is cancelled, the model sees an error result that says it timed out, and so does the
-  conversation (the ``tool_result`` annotation, ``ok`` false); the turn itself is bounded by the
+  conversation (the `tool_result` annotation, `ok` false); the turn itself is bounded by the
   runtime's handler timeout, and each model call by its client's own timeout;
-* every call spends the agent's model budgets (:class:`~aun_runtime.Budgets`): past one, the call is
+* every call spends the agent's model budgets ([`Budgets`][aun_runtime.Budgets]): past one, the call is
   refused and recorded as a budget stop.
 
-The context is read from the archive on every turn (see :mod:`agents._context`), within a token
-budget: it survives idle eviction and a restart on the same archive file. Follow-ups that are still
-waiting keep the instance in memory (an agent with scheduled actions is not evicted); a process that
+The context is read from the archive on every turn (each record the agent lived through becomes
+one line, the newest kept), within a token budget: it survives idle eviction and a restart on the
+same archive file. Follow-ups that are still waiting keep the instance in memory (an agent with scheduled actions is not evicted); a process that
 stops forgets them.
 
 A model without function calling cannot speak this way: it is refused at construction, and
-:class:`~agents.observer.ObserverAgent` (the marker protocol, ``__SILENT__``) is the agent for it.
+[`ObserverAgent`][agents.observer.ObserverAgent] (the marker protocol, `__SILENT__`) is the agent for it.
 """
 
 from __future__ import annotations
@@ -124,15 +124,15 @@ class AutonomousAgent(AUNAgent):
     """A model-backed agent in AUN's autonomous mode: it thinks in text and speaks through send tools.
 
     Args:
-        model: a ``ChatCompletionClient`` with function calling, or a
-            :class:`~aun_runtime.models.ModelConfig` to build one from.
+        model: a `ChatCompletionClient` with function calling, or a
+            [`ModelConfig`][aun_runtime.models.ModelConfig] to build one from.
         instructions: who the agent is and what it does, added to its system prompt.
-        tools: its local tools: autogen-core tools, or a ``Workbench`` (for example an MCP server's).
+        tools: its local tools: autogen-core tools, or a `Workbench` (for example an MCP server's).
             The agent never starts or stops a workbench it is given (it may be shared, and an
             evicted instance is made again with the same one): whoever made it closes it
-            (``async with McpWorkbench(...)``, or ``await workbench.stop()`` after the runtime closes).
-        annotate_tools: show each local tool use to the conversation as ``tool_call`` /
-            ``tool_result`` messages from this agent.
+            (`async with McpWorkbench(...)`, or `await workbench.stop()` after the runtime closes).
+        annotate_tools: show each local tool use to the conversation as `tool_call` /
+            `tool_result` messages from this agent.
         follow_ups: how many follow-ups may wait at once (0: the tool is not offered).
         context_tokens: the token budget of the context read from the archive.
         context_records: how many archive records are read before the token budget trims them.

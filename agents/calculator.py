@@ -1,7 +1,7 @@
-"""``calculator``: a small local tool that really computes, for agents that use tools.
+"""`calculator`: a small local tool that really computes, for agents that use tools.
 
-Arithmetic only (``+ - * / **`` and unary minus on numbers), read with :mod:`ast` and never
-``eval``-ed, so whatever a model writes into it can do nothing but arithmetic.
+Arithmetic only (`+ - * / **` and unary minus on numbers), read with `ast` and never
+`eval`-ed, so whatever a model writes into it can do nothing but arithmetic.
 
 Example:
     >>> calculate("3 * 120 * 1.2")

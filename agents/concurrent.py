@@ -1,11 +1,11 @@
 """Concurrent agents: a gatherer scatters a task to workers that work at the same time, and gathers
 their results by topic.
 
-* :class:`Gatherer` takes a :class:`~protocols.concurrent.GatherRequest`, scatters a
-  :class:`~protocols.concurrent.ScatterTask` (one publish to a group, or one message per worker) and
-  collects the :class:`~protocols.concurrent.WorkerResult` messages arriving on its inbox topic. With
-  a ``deadline``, it reports what it has when time is up, naming the workers that did not answer.
-* :class:`ConcurrentWorker` answers each task with the model, in its own mailbox: workers run side by
+* `Gatherer` takes a `GatherRequest`, scatters a
+  `ScatterTask` (one publish to a group, or one message per worker) and
+  collects the `WorkerResult` messages arriving on its inbox topic. With
+  a `deadline`, it reports what it has when time is up, naming the workers that did not answer.
+* `ConcurrentWorker` answers each task with the model, in its own mailbox: workers run side by
   side, each one message at a time.
 """
 

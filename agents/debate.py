@@ -1,10 +1,10 @@
 """Multi-agent debate: solvers exchange answers with their neighbours for N rounds; a moderator takes
 the majority of their final answers.
 
-No solver waits on a call: a :class:`Solver` starts its next round when the last of its neighbours'
+No solver waits on a call: a `Solver` starts its next round when the last of its neighbours'
 answers for the current round arrives as a message (answers that arrive early are kept), and sends its
-final answer to the moderator after the last round. :class:`DebateModerator` opens the debate for
-every solver and, once all finals are in, sends the :class:`~protocols.debate.DebateResult`.
+final answer to the moderator after the last round. `DebateModerator` opens the debate for
+every solver and, once all finals are in, sends the `DebateResult`.
 """
 
 from __future__ import annotations

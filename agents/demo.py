@@ -1,22 +1,22 @@
 """The demo: the autonomous semantics, a reflection team and an observer group chat, on the embedded
 runtime.
 
-Run it with ``aun-runtime demo`` (or ``aun-runtime run agents.demo:app``). It shows
+Run it with `aun-runtime demo` (or `aun-runtime run agents.demo:app`). It shows
 
 * an agent that answers twice (one message, two replies),
 * an agent that stays silent (its message shows as delivered, not as an error),
 * an agent that speaks first, with nobody having written to it,
-* a group in ``mention`` mode, where what does not name an agent is archived, not shown to it,
+* a group in `mention` mode, where what does not name an agent is archived, not shown to it,
 * a reflection team (Coder, Executor, Reviewer) writing a program, really running it, and fixing it
   after review,
 * observers in a group chat that speak when addressed or when the talk is theirs, and otherwise keep
   silent,
 * a model-backed agent whose model only thinks, and which speaks by calling its send tools: twice
   to one question, not at all to a remark, and after using its calculator (the use shown as
-  ``tool_call`` / ``tool_result`` annotations).
+  `tool_call` / `tool_result` annotations).
 
-Offline (the default) the model is a deterministic stand-in. Set ``AUN_MODEL`` (with
-``AUN_MODEL_BASE_URL`` and ``AUN_MODEL_API_KEY``) to run the same scenes against a real model.
+Offline (the default) the model is a deterministic stand-in. Set `AUN_MODEL` (with
+`AUN_MODEL_BASE_URL` and `AUN_MODEL_API_KEY`) to run the same scenes against a real model.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def model_line() -> str:
 
 
 def demo_model(stand_in: Callable[[], ChatCompletionClient]) -> ChatCompletionClient:
-    """The configured model if there is one (``AUN_MODEL`` or ``AUN_MODEL_CLIENT``), else ``stand_in``."""
+    """The configured model if there is one (`AUN_MODEL` or `AUN_MODEL_CLIENT`), else `stand_in`."""
     if os.environ.get("AUN_MODEL") or os.environ.get("AUN_MODEL_CLIENT"):
         return model_client_from_env()
     return stand_in()

@@ -1,9 +1,9 @@
-"""``gazetteer``: a tiny MCP server, the tool server of the MCP example (docs/mcp.md) and its tests.
+"""`gazetteer`: a tiny MCP server, the tool server of the MCP example (docs/mcp.md) and its tests.
 
-Run it as ``python -m agents.gazetteer``: it speaks MCP over stdin/stdout until stdin closes, which
-is how autogen-ext's ``McpWorkbench`` starts an MCP server and talks to it
-(``StdioServerParams(command=sys.executable, args=["-m", "agents.gazetteer"])``). Two tools:
-``lookup`` (a city in a small gazetteer) and ``word_count``. Needs the ``mcp`` extra.
+Run it as `python -m agents.gazetteer`: it speaks MCP over stdin/stdout until stdin closes, which
+is how autogen-ext's `McpWorkbench` starts an MCP server and talks to it
+(`StdioServerParams(command=sys.executable, args=["-m", "agents.gazetteer"])`). Two tools:
+`lookup` (a city in a small gazetteer) and `word_count`. Needs the `mcp` extra.
 """
 
 from __future__ import annotations

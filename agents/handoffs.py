@@ -1,13 +1,13 @@
 """Handoffs: service agents that answer a customer or hand the conversation to a better-placed agent.
 
-A :class:`ServiceAgent` offers the model one *handoff tool* per colleague (``transfer_to_sales`` and
+A `ServiceAgent` offers the model one *handoff tool* per colleague (`transfer_to_sales` and
 so on) next to its ordinary tools. An ordinary tool call runs the tool and asks the model again; a
-handoff call sends a :class:`~protocols.handoffs.Handoff` message to that colleague, who answers the
-customer from then on; plain text goes to the customer as an :class:`~protocols.handoffs.AgentReply`.
+handoff call sends a `Handoff` message to that colleague, who answers the
+customer from then on; plain text goes to the customer as an `AgentReply`.
 Delegation is a message, never a call that waits.
 
-:class:`HumanDesk` stands in for a person: it reads its answers from a queue (instead of ``input()``)
-and tells the customer when nobody is there in time. :class:`Customer` stands in for the customer: it
+`HumanDesk` stands in for a person: it reads its answers from a queue (instead of `input()`)
+and tells the customer when nobody is there in time. `Customer` stands in for the customer: it
 speaks first, reads its lines from a queue, and writes to whichever agent answered it last.
 """
 
@@ -59,7 +59,7 @@ class ServiceAgent(AnsweringAgent):
     Args:
         model: the model client, or a config to build one from.
         instructions: the agent's role and rules (its system prompt).
-        handoffs: handoff tool name -> the colleague's AID, e.g. ``{"transfer_to_sales": "sales.local"}``.
+        handoffs: handoff tool name -> the colleague's AID, e.g. `{"transfer_to_sales": "sales.local"}`.
         tools: ordinary tools the agent may run.
     """
 
@@ -147,7 +147,7 @@ def _argument(call: FunctionCall, name: str) -> str:
 
 
 class HumanDesk(AnsweringAgent):
-    """A person's desk: answers come from ``answers`` (a queue someone fills), not from ``input()``.
+    """A person's desk: answers come from `answers` (a queue someone fills), not from `input()`.
 
     Args:
         answers: where the person's answers come from, in order.
@@ -179,7 +179,7 @@ class HumanDesk(AnsweringAgent):
 
 
 class Customer(AnsweringAgent):
-    """A customer: says its first line to ``first_agent`` on start, then one line per reply it gets.
+    """A customer: says its first line to `first_agent` on start, then one line per reply it gets.
 
     Args:
         lines: what the customer says, in order (a queue; an empty queue means the customer is done).

@@ -1,9 +1,9 @@
 """Mixture of agents: layers of workers refine each other's answers; the orchestrator aggregates.
 
-:class:`MixtureOrchestrator` scatters a :class:`~protocols.mixture.LayerTask` to the workers of
+`MixtureOrchestrator` scatters a `LayerTask` to the workers of
 layer 1, gathers their answers from its inbox topic, sends layer 2 the task with those answers, and
 so on; after the last layer it asks the model to synthesise one answer and sends the
-:class:`~protocols.mixture.MixtureResult` to the requester. :class:`MixtureWorker` answers a layer task,
+`MixtureResult` to the requester. `MixtureWorker` answers a layer task,
 taking the previous layer's answers into account.
 """
 

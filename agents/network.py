@@ -1,10 +1,10 @@
 """Agents to put on the AUN network: the reflection team and an agent that answers twice.
 
 The same application runs on the embedded runtime and on any AUN gateway, by configuration alone:
-its AIDs are built from the runtime's domain (``coder.local`` alone, ``coder.aun.localhost`` on the
-local gateway, ``coder.<issuer>`` on a public one). ``aun-runtime demo --gateway`` runs it against a
-local gateway and sends it a coding task from a plain AUN client; ``aun-runtime run agents.network:team
---gateway-url ...`` serves it on any gateway.
+its AIDs are built from the runtime's domain (`coder.local` alone, `coder.aun.localhost` on the
+local gateway, `coder.<issuer>` on a public one). `aun-runtime demo --gateway` runs it against a
+local gateway and sends it a coding task from a plain AUN client; `aun-runtime run agents.network:team
+--gateway-url ...` serves it on any gateway.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ __all__ = ["team"]
 
 
 async def team(runtime: AUNRuntime) -> None:
-    """Register ``coder``, ``executor`` and ``reviewer`` (the reflection team), ``twice`` (answers
-    every message twice) and ``quiet`` (answers nothing) in the runtime's domain."""
+    """Register `coder`, `executor` and `reviewer` (the reflection team), `twice` (answers
+    every message twice) and `quiet` (answers nothing) in the runtime's domain."""
     domain = runtime.domain
     await register_reflection_team(
         runtime,

@@ -1,18 +1,18 @@
-"""``aun-runtime demo --gateway``: the demo team on a local AUN gateway, asked by a plain AUN client.
+"""`aun-runtime demo --gateway`: the demo team on a local AUN gateway, asked by a plain AUN client.
 
-It starts a local gateway (:class:`~aun_runtime.gateway.GatewayServer`) on a free port, data in a
-temporary directory, runs the network team (``agents.network:team``: the reflection team, an agent
+It starts a local gateway ([`GatewayServer`][aun_runtime.gateway.GatewayServer]) on a free port, data in a
+temporary directory, runs the network team (`agents.network:team`: the reflection team, an agent
 that answers twice and one that stays silent) on a runtime in the gateway's domain, and exposes it
-through a :class:`~aun_runtime.network.GatewayAgent`. Then a plain AUN client (the ``fastaun``
-library alone, as any AUN program would use it) registers ``user.<issuer>`` and writes to the team:
+through a [`GatewayAgent`][aun_runtime.network.GatewayAgent]. Then a plain AUN client (the `fastaun`
+library alone, as any AUN program would use it) registers `user.<issuer>` and writes to the team:
 a coding task, a question for the agent that answers twice and one for the agent that answers
 nothing. The transcript shows those messages arriving from outside, the team at work, and what went
 back; then the client's own view. It exits by itself.
 
-:func:`run_gateway_demo` takes the application to serve, so the same scene runs any team with
-``coder``, ``twice`` and ``quiet`` in the gateway's domain; :func:`gateway_demo` runs it with the
-network team, and is what this package declares as the ``gateway`` demo (entry point group
-``aun_runtime.demo``) for ``aun-runtime demo --gateway``.
+`run_gateway_demo` takes the application to serve, so the same scene runs any team with
+`coder`, `twice` and `quiet` in the gateway's domain; `gateway_demo` runs it with the
+network team, and is what this package declares as the `gateway` demo (entry point group
+`aun_runtime.demo`) for `aun-runtime demo --gateway`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ Summary = Callable[[AUNRuntime, str], None]
 
 
 async def gateway_demo(archive: str, summary: Summary) -> int:
-    """``aun-runtime demo --gateway``: the scene, with the network team."""
+    """`aun-runtime demo --gateway`: the scene, with the network team."""
     return await run_gateway_demo(team, archive, summary)
 
 

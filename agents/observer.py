@@ -1,22 +1,22 @@
-"""``ObserverAgent``: a group-chat member that reads everything and speaks only when it should.
+"""`ObserverAgent`: a group-chat member that reads everything and speaks only when it should.
 
 The code layer (this class) and the model share the work, as the observer protocol says
-(:mod:`protocols.observer`):
+(`protocols.observer`):
 
-* The code drops the agent's own messages (a gateway may echo them back) and, when ``allow_from`` is
+* The code drops the agent's own messages (a gateway may echo them back) and, when `allow_from` is
   given, messages from anyone else, before any model call. Everything else goes to the model, with
-  the recent conversation of the group from the archive: there is no ``@mention`` check in a
-  ``broadcast`` group.
-* In a ``mention`` group the runtime's channel already keeps unaddressed messages from the agent (so
+  the recent conversation of the group from the archive: there is no `@mention` check in a
+  `broadcast` group.
+* In a `mention` group the runtime's channel already keeps unaddressed messages from the agent (so
   they cost no model call) and archives them; the next message that does name the agent brings them
   along as context.
 * Before any model call, the code asks the runtime's budgets whether an answer could go out at all
   (an observer that overheard a thread and already spoke in it may not speak again there): if not,
   no model call is made, and the message waits in the archive as context for the next turn.
-* The model answers ``__SILENT__`` (the decision is archived as a thought, nothing is sent),
-  ``__REPLY__`` + text (the marker is stripped, the text is sent), or plain text (sent). Markers are
-  read forgivingly and never leak (see :func:`protocols.observer.parse_observer_output`).
-* With ``stream=True`` the output is read as it streams, and a silent answer is cut off as soon as
+* The model answers `__SILENT__` (the decision is archived as a thought, nothing is sent),
+  `__REPLY__` + text (the marker is stripped, the text is sent), or plain text (sent). Markers are
+  read forgivingly and never leak (see `protocols.observer.parse_observer_output`).
+* With `stream=True` the output is read as it streams, and a silent answer is cut off as soon as
   the marker is complete: no tokens are spent on text nobody will see.
 """
 
@@ -53,7 +53,7 @@ class ObserverAgent(AUNAgent):
     """Observes a group chat and decides, message by message, whether to speak.
 
     Args:
-        model: the model client, or a :class:`~aun_runtime.models.ModelConfig` to build one from.
+        model: the model client, or a [`ModelConfig`][aun_runtime.models.ModelConfig] to build one from.
         persona: who the agent is and what it knows, added to the observer prompt.
         allow_from: if given, only messages from these AIDs reach the model; others are archived and
             noted, never answered.

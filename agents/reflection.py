@@ -1,25 +1,25 @@
 """The reflection team: a Coder writes code, an Executor really runs it, a Reviewer judges the run.
 
-The agents speak the contract in :mod:`protocols.reflection`. Each is an AUN agent with ``@event``
+The agents speak the contract in `protocols.reflection`. Each is an AUN agent with `@event`
 handlers only, addressing the next by AID, and keeps no state between messages: every message carries
 the task, so the team can be spread over processes. The outcome goes back to whoever sent the task.
 
-* :class:`Coder` asks the model for a program (and, after a rejection, for a corrected one, showing
+* `Coder` asks the model for a program (and, after a rejection, for a corrected one, showing
   it its last attempt, what running it printed, and the Reviewer's reasons).
-* :class:`Executor` runs the program in a fresh temporary directory with a timeout
-  (autogen-ext's ``LocalCommandLineCodeExecutor``) and reports exit code, stdout and stderr.
-* :class:`Reviewer` asks the model for a structured verdict (JSON: ``approved``, ``reasons``). Code
+* `Executor` runs the program in a fresh temporary directory with a timeout
+  (autogen-ext's `LocalCommandLineCodeExecutor`) and reports exit code, stdout and stderr.
+* `Reviewer` asks the model for a structured verdict (JSON: `approved`, `reasons`). Code
   that failed to run is never approved, whatever the model says. Approved: the result goes to the
   requester. Rejected: the Coder gets the reasons, unless the round limit is reached, in which case
-  the requester gets the last attempt with ``status="round_limit"``.
+  the requester gets the last attempt with `status="round_limit"`.
 
 Example:
-    .. code-block:: python
-
-        async with AUNRuntime() as runtime:
-            await register_reflection_team(runtime, model_client_from_env("cassettes/reflection.json"))
-            inbox = await runtime.open_inbox()
-            await inbox.send("coder.local", CodingTaskMsg(task="Print the first 10 primes."))
+    ```python
+    async with AUNRuntime() as runtime:
+        await register_reflection_team(runtime, model_client_from_env("cassettes/reflection.json"))
+        inbox = await runtime.open_inbox()
+        await inbox.send("coder.local", CodingTaskMsg(task="Print the first 10 primes."))
+    ```
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class Reviewer(AnsweringAgent):
         model: the model client, or a config to build one from.
         coder: the Coder's AID.
         max_rounds: rounds a task gets unless it asks for fewer or more (at most
-            :data:`~protocols.reflection.MAX_ROUNDS_LIMIT`).
+            `MAX_ROUNDS_LIMIT`).
         require_clean_exit: never approve a run that failed or timed out, whatever the model says.
         system_prompt: the Reviewer's instructions.
     """
@@ -271,7 +271,7 @@ async def register_reflection_team(
 ) -> None:
     """Register a Coder, an Executor and a Reviewer under the given AIDs, wired to each other.
 
-    ``model`` may be a config: then each model-using agent builds its own client from it.
+    `model` may be a config: then each model-using agent builds its own client from it.
     """
     await runtime.register_agent(coder, lambda: Coder(model, executor=executor))
     await runtime.register_agent(executor, lambda: Executor(reviewer=reviewer, timeout=timeout))

@@ -1,8 +1,8 @@
 """Sequential workflow: stage agents that each refine the job and pass it along its route.
 
-Each :class:`StageAgent` asks the model to do its one step (``instructions``) on the content it got,
+Each `StageAgent` asks the model to do its one step (`instructions`) on the content it got,
 then sends the result to the next stage in the job's route, or, when it is the last, the
-:class:`~protocols.sequential.WorkflowResult` to whoever started the job.
+`WorkflowResult` to whoever started the job.
 """
 
 from __future__ import annotations

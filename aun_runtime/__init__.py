@@ -1,22 +1,22 @@
 """aun-runtime: an actor-model multi-agent runtime on autogen-core with AUN semantics.
 
 A message is delivered; the receiver decides, on its own, whether, when and how many times to answer.
-Handlers are ``@event`` only, each agent takes its messages one at a time, replies are explicit sends,
+Handlers are `@event` only, each agent takes its messages one at a time, replies are explicit sends,
 and every message is archived, including those an agent's channel kept from it.
 
-The public API is what the public modules' ``__all__`` lists: this package, and
+The public API is what the public modules' `__all__` lists: this package, and
 
-* :mod:`aun_runtime.models` (model clients: cassettes, scripted, metered, from the environment),
-* :mod:`aun_runtime.testing` (small agents for tests and examples),
-* :mod:`aun_runtime.agentmd` (agent.md cards),
-* :mod:`aun_runtime.gateway` (the local AUN gateway server),
-* :mod:`aun_runtime.network` (the gateway agent: a runtime's agents on an AUN network),
-* :mod:`aun_runtime.distributed` (the gRPC host and its workers),
-* :mod:`aun_runtime.console` (the web console),
-* :mod:`aun_runtime.cli` (the ``aun-runtime`` command).
+* [`aun_runtime.models`][aun_runtime.models] (model clients: cassettes, scripted, metered, from the environment),
+* [`aun_runtime.testing`][aun_runtime.testing] (small agents for tests and examples),
+* `aun_runtime.agentmd` (agent.md cards),
+* [`aun_runtime.gateway`][aun_runtime.gateway] (the local AUN gateway server),
+* [`aun_runtime.network`][aun_runtime.network] (the gateway agent: a runtime's agents on an AUN network),
+* [`aun_runtime.distributed`][aun_runtime.distributed] (the gRPC host and its workers),
+* `aun_runtime.console` (the web console),
+* `aun_runtime.cli` (the `aun-runtime` command).
 
-Every module whose name starts with ``_`` is private. The message model and its errors are defined
-in :mod:`protocols` and re-exported here, so that an application needs one import line.
+Every module whose name starts with `_` is private. The message model and its errors are defined
+in `protocols` and re-exported here, so that an application needs one import line.
 """
 
 from autogen_core import MessageContext

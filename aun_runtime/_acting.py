@@ -1,10 +1,10 @@
 """Who is acting, on what: the two context variables every send and model call reads, and how a
 proactive action (one that answers no message) is run.
 
-* :data:`INBOUND` is the message whose handler is running in this task (None in proactive actions).
+* `INBOUND` is the message whose handler is running in this task (None in proactive actions).
   Sends read it to carry the thread and count hops, which is how the loop guard sees a storm.
-* :data:`ACTING` is the agent whose handler or proactive action is running: whose budgets a model
-  call made here spends (see :class:`aun_runtime.models.MeteredChatCompletionClient`).
+* `ACTING` is the agent whose handler or proactive action is running: whose budgets a model
+  call made here spends (see [`aun_runtime.models.MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient]).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ ACTING: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("aun_actin
 
 
 async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]], *, what: str = "a proactive action") -> bool:
-    """Run ``action`` as ``actor``, answering no message, as one turn under the actor's handler
+    """Run `action` as `actor`, answering no message, as one turn under the actor's handler
     timeout: what it sends starts threads of its own.
 
     A loop or budget stop ends it (already recorded by the refused send or call); any other failure,
@@ -47,7 +47,7 @@ async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]], *, 
 
     Returns:
         True if the action ran to its end; False if it did not run or failed (a repeating action
-        then stops, see :func:`repeating`).
+        then stops, see `repeating`).
     """
     host = actor.aun
     turns = host.turns
@@ -79,7 +79,7 @@ async def run_proactive(actor: Actor, action: Callable[[], Awaitable[None]], *, 
 def repeating(
     run_once: Callable[[], Awaitable[bool]], *, delay: float, every: float | None
 ) -> Callable[[], Coroutine[Any, Any, None]]:
-    """``run_once`` run after ``delay`` seconds, then (if ``every`` is set) every ``every`` seconds,
+    """`run_once` run after `delay` seconds, then (if `every` is set) every `every` seconds,
     for as long as each run succeeds (returns True). The waits between runs are no turns: only the
     runs are held to the handler timeout."""
 

@@ -1,8 +1,8 @@
 """What an actor runtime keeps for one agent, and for one published message.
 
-A :class:`Cell` exists while an agent has an instance in memory or messages on their way to it; it
+A `Cell` exists while an agent has an instance in memory or messages on their way to it; it
 is dropped when the instance is evicted with nothing pending, so an idle agent costs nothing here.
-A :class:`Delivery` is made once per publish and shared by every recipient: the message is not
+A `Delivery` is made once per publish and shared by every recipient: the message is not
 copied and its context is built once.
 """
 
@@ -23,9 +23,9 @@ _LOCK_CREATION = threading.Lock()
 
 
 class LazyCancellationToken(CancellationToken):
-    """A ``CancellationToken`` that makes its lock and callback list on first use.
+    """A `CancellationToken` that makes its lock and callback list on first use.
 
-    Every publish needs a token for its ``MessageContext``, and almost none is ever cancelled or
+    Every publish needs a token for its `MessageContext`, and almost none is ever cancelled or
     linked to anything: this one costs one small object until someone does.
     """
 
@@ -49,7 +49,7 @@ class Delivery:
     Attributes:
         message: the message, as published (never copied: in-process subscribers share it, as on
             autogen-core's own runtime).
-        ctx: its ``MessageContext`` (one for all recipients: they differ in nothing).
+        ctx: its `MessageContext` (one for all recipients: they differ in nothing).
         trace: the OpenTelemetry envelope metadata of the publish, when tracing is on.
     """
 
@@ -62,7 +62,7 @@ class Delivery:
 
 
 class Cell:
-    """One agent (an ``AgentId``): its instance, if in memory, its queue and its drain task.
+    """One agent (an `AgentId`): its instance, if in memory, its queue and its drain task.
 
     Attributes:
         agent_id: whose cell this is.

@@ -1,33 +1,33 @@
 """The actor runtime's lifecycle: start, idle, stop, idle eviction, and agents' state.
 
-* ``start()`` starts a drain for every agent with queued messages (publishing before ``start`` only
+* `start()` starts a drain for every agent with queued messages (publishing before `start` only
   queues).
-* ``idle()`` waits until every queued message, and everything its handling caused, has been handled.
-* ``stop_when_idle()`` is ``idle()`` then ``stop()``.
-* ``stop()`` never hangs and never raises for messages in flight (autogen-core 0.7.5 raises
-  ``task_done() called too many times`` there, upstream #7007): handlers still running are cancelled
-  (their ``CancellationToken`` too), and so are agents being created, and given :data:`STOP_GRACE`
+* `idle()` waits until every queued message, and everything its handling caused, has been handled.
+* `stop_when_idle()` is `idle()` then `stop()`.
+* `stop()` never hangs and never raises for messages in flight (autogen-core 0.7.5 raises
+  `task_done() called too many times` there, upstream #7007): handlers still running are cancelled
+  (their `CancellationToken` too), and so are agents being created, and given `STOP_GRACE`
   seconds to finish; the message each was handling and every message still queued, including those
-  published while ``stop()`` waited for the handlers, are reported as undeliverable with
-  :class:`~aun_runtime.RuntimeStoppedError` (the AUN facade archives them as dead letters, so they can
-  be found and sent again). The runtime can be started again afterwards. A ``stop()`` called by a
+  published while `stop()` waited for the handlers, are reported as undeliverable with
+  [`RuntimeStoppedError`][aun_runtime.RuntimeStoppedError] (the AUN facade archives them as dead letters, so they can
+  be found and sent again). The runtime can be started again afterwards. A `stop()` called by a
   handler returns to it: that handler is not cancelled (its token is) and runs to its end, but its
-  message is reported with the others. A caller waiting in ``try_get_underlying_agent_instance``
-  for an agent whose creation ``stop()`` cancelled is not cancelled: the agent is created again for it.
-* ``close()`` stops, saves the instances into a durable state store, closes them and the store, and
-  reports the messages still queued as ``stop()`` does, whatever fails on the way; only then does it
-  raise a handler's exception that ``stop()`` raised. A second ``close()`` does nothing.
-* ``save_state()`` returns the agents' own state, ``{str(agent_id): state}``, for the instances in
+  message is reported with the others. A caller waiting in `try_get_underlying_agent_instance`
+  for an agent whose creation `stop()` cancelled is not cancelled: the agent is created again for it.
+* `close()` stops, saves the instances into a durable state store, closes them and the store, and
+  reports the messages still queued as `stop()` does, whatever fails on the way; only then does it
+  raise a handler's exception that `stop()` raised. A second `close()` does nothing.
+* `save_state()` returns the agents' own state, `{str(agent_id): state}`, for the instances in
   memory and for evicted agents (their saved state). Messages still queued are **not** part of it
-  (they are not agents' state, as on autogen-core, upstream #4108): call ``stop_when_idle()`` first
-  to have none. ``load_state()`` loads into instances in memory (an instance being created gets it
+  (they are not agents' state, as on autogen-core, upstream #4108): call `stop_when_idle()` first
+  to have none. `load_state()` loads into instances in memory (an instance being created gets it
   once it is, and one being evicted stays) and keeps the rest until each agent is next created, so
   loading 100,000 agents' state creates no instance.
-* Idle eviction (see :mod:`aun_runtime._eviction`): an instance is evicted only when nothing is
+* Idle eviction (see `aun_runtime._eviction`): an instance is evicted only when nothing is
   queued for it, nothing is running in it, nothing is promised to its mailbox, and it allows it
-  (``agent.evictable`` is not False; instances registered with ``register_agent_instance`` are never
+  (`agent.evictable` is not False; instances registered with `register_agent_instance` are never
   evicted, since nothing could re-create them). A message that arrives while the instance is being
-  saved keeps it. An agent class that does not implement ``save_state`` is evicted without calling
+  saved keeps it. An agent class that does not implement `save_state` is evicted without calling
   it (autogen-core's default only warns and returns nothing).
 """
 
@@ -60,7 +60,7 @@ def _declares_state(agent: Agent) -> bool:
 
 
 class ActorLifecycle:
-    """Start/stop, idleness, eviction and state of the agents of one :class:`~aun_runtime.AUNActorRuntime`.
+    """Start/stop, idleness, eviction and state of the agents of one [`AUNActorRuntime`][aun_runtime.AUNActorRuntime].
 
     The runtime owns one and delegates its lifecycle methods to it; the lifecycle reaches the agents
     only through what it is given here.
@@ -79,11 +79,11 @@ class ActorLifecycle:
         running: started and not stopped since.
         epoch: bumped by start and stop: a drain of an older epoch leaves its cell alone.
         unfinished: messages queued or being handled.
-        idle_event: set while ``unfinished`` is 0.
+        idle_event: set while `unfinished` is 0.
         evicted: agent instances evicted so far.
 
-    The runtime's delivery path reads ``running`` and ``epoch`` and updates ``unfinished`` and
-    ``idle_event`` directly, without a call: it does so once per delivery.
+    The runtime's delivery path reads `running` and `epoch` and updates `unfinished` and
+    `idle_event` directly, without a call: it does so once per delivery.
     """
 
     def __init__(
@@ -125,7 +125,7 @@ class ActorLifecycle:
             self.idle_event.set()
 
     def keep_failure(self, error: Exception) -> None:
-        """Keep the first handler exception, for ``stop()`` to raise."""
+        """Keep the first handler exception, for `stop()` to raise."""
         if self._background_exception is None:
             self._background_exception = error
 
@@ -223,7 +223,7 @@ class ActorLifecycle:
             raise failure
 
     def _report_queued(self, why: str) -> None:
-        """Report every queued message as undeliverable (:class:`RuntimeStoppedError`); none is left."""
+        """Report every queued message as undeliverable ([`RuntimeStoppedError`][aun_runtime.RuntimeStoppedError]); none is left."""
         for cell in list(self._cells.values()):
             while cell.queue:
                 delivery = cell.queue.popleft()
@@ -280,7 +280,7 @@ class ActorLifecycle:
     # -- eviction ----------------------------------------------------------------------------------
 
     def went_idle(self, cell: Cell) -> None:
-        """``cell`` has nothing queued or running: list it for eviction, or drop it if it has no instance."""
+        """`cell` has nothing queued or running: list it for eviction, or drop it if it has no instance."""
         if cell.agent is None:
             # Its instance could not be created (the messages were reported): nothing would ever
             # evict the cell, so it goes now, unless something is still on its way to it.
@@ -290,7 +290,7 @@ class ActorLifecycle:
             self._idle_list.add(cell)
 
     def idle_list_discard(self, cell: Cell) -> None:
-        """``cell`` is busy again: off the idle list."""
+        """`cell` is busy again: off the idle list."""
         if self._idle_list is not None:
             self._idle_list.discard(cell)
 
@@ -308,7 +308,7 @@ class ActorLifecycle:
         return evicted
 
     async def evict_idle(self, older_than: float = 0.0) -> int:
-        """Evict now every instance idle for at least ``older_than`` seconds; returns how many."""
+        """Evict now every instance idle for at least `older_than` seconds; returns how many."""
         if self._idle_list is not None:
             cells = self._idle_list.due(asyncio.get_running_loop().time(), older_than)
         else:
@@ -360,7 +360,7 @@ class ActorLifecycle:
     # -- state -------------------------------------------------------------------------------------
 
     async def restore(self, agent_id: AgentId, agent: Agent) -> None:
-        """Load the state saved for ``agent_id`` into its new instance (kept if loading fails)."""
+        """Load the state saved for `agent_id` into its new instance (kept if loading fails)."""
         state = self._store.take(agent_id)
         if state is not None:
             try:

@@ -1,32 +1,32 @@
-"""``AUNActorRuntime``: autogen-core's ``AgentRuntime`` protocol, implemented the actor way.
+"""`AUNActorRuntime`: autogen-core's `AgentRuntime` protocol, implemented the actor way.
 
 autogen-core's single-threaded runtime puts every message through one queue, starts a task per
 delivery, serialises each message up to three times for its event log and opens about six tracing
 spans per delivery, whether anyone listens or not; one agent may run twenty handlers at once. This
-runtime keeps the protocol (agents, ``RoutedAgent`` handlers, ``TypeSubscription`` and
-``TypePrefixSubscription``, serializers, ``AgentId``/``TopicId``, save/load state) and changes how
+runtime keeps the protocol (agents, `RoutedAgent` handlers, `TypeSubscription` and
+`TypePrefixSubscription`, serializers, `AgentId`/`TopicId`, save/load state) and changes how
 messages travel:
 
 * **A mailbox per agent, drained by one task.** A publish routes the message (an indexed lookup),
-  admits it to each recipient's :class:`~aun_runtime.Mailbox` and appends it to the recipient's queue.
+  admits it to each recipient's [`Mailbox`][aun_runtime.Mailbox] and appends it to the recipient's queue.
   An agent with messages has exactly one drain task, which hands them to the agent one at a time, in
   arrival order; the task ends when the queue is empty. So an idle agent costs no task.
-* **Backpressure.** Each mailbox has a bound and an overflow policy. Under ``block`` a publisher that
+* **Backpressure.** Each mailbox has a bound and an overflow policy. Under `block` a publisher that
   meets a full mailbox waits for room (first come, first served), which keeps memory flat however
-  fast it publishes; under ``dead_letter`` the message is refused and reported.
+  fast it publishes; under `dead_letter` the message is refused and reported.
 * **Nothing per delivery that is not needed.** The message is not copied or serialised, one
-  ``MessageContext`` serves every recipient, and there are no spans unless tracing is on
-  (:mod:`aun_runtime._actor_tracing`; then they carry autogen-core's names).
-* **Idle eviction.** An instance idle for ``idle_timeout`` seconds is saved (``save_state``), closed
-  and dropped; its next message creates a new one and loads that state (:mod:`aun_runtime._eviction`).
+  `MessageContext` serves every recipient, and there are no spans unless tracing is on
+  (`aun_runtime._actor_tracing`; then they carry autogen-core's names).
+* **Idle eviction.** An instance idle for `idle_timeout` seconds is saved (`save_state`), closed
+  and dropped; its next message creates a new one and loads that state (`aun_runtime._eviction`).
 * **Failures are reported.** A message that is refused, cannot reach its agent (unknown type, a factory
   that raises), whose handler raises, or that is still queued when the runtime stops is passed to the
-  ``on_undeliverable`` hook (the AUN facade archives it as a dead letter) or logged. The drain task
-  survives a handler that raises (``CancelledError`` included, as when the publisher cancels the
+  `on_undeliverable` hook (the AUN facade archives it as a dead letter) or logged. The drain task
+  survives a handler that raises (`CancelledError` included, as when the publisher cancels the
   message's token) and goes on with the next message; a hook that raises is logged.
-* **No RPC.** ``send_message`` raises :class:`~aun_runtime.RPCForbiddenError` before anything is queued.
+* **No RPC.** `send_message` raises [`RPCForbiddenError`][aun_runtime.RPCForbiddenError] before anything is queued.
 
-Lifecycle and state details are in :mod:`aun_runtime._actor_lifecycle`.
+Lifecycle and state details are in `aun_runtime._actor_lifecycle`.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ DRAIN_BATCH = 64
 
 
 def _log_name(agent_id: AgentId) -> str:
-    """``agent_id`` as log lines name it: its type alone under autogen-core's default key (every AUN
-    agent's: the type is its AID), else ``type/key``."""
+    """`agent_id` as log lines name it: its type alone under autogen-core's default key (every AUN
+    agent's: the type is its AID), else `type/key`."""
     return agent_id.type if agent_id.key == "default" else str(agent_id)
 
 
@@ -115,18 +115,19 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     Args:
         mailbox_capacity: the bound of each agent's mailbox (unless a mailbox provider gives one).
         overflow: what happens when a message meets a full mailbox.
-        block_timeout: how long a publisher waits for room under ``block``; after that the message
-            is queued over the bound and counted in the mailbox's ``overflowed``.
+        block_timeout: how long a publisher waits for room under `block`; after that the message
+            is queued over the bound and counted in the mailbox's `overflowed`.
 
-            Any of these three given makes them the runtime's :attr:`mailbox_options`, which an
-            :class:`~aun_runtime.AUNRuntime` on this core uses for every AID's mailbox; those not
-            given keep :class:`~aun_runtime.MailboxOptions`' defaults.
+            Any of these three given makes them the runtime's [`mailbox_options`][aun_runtime.AUNCore.mailbox_options], which an
+            [`AUNRuntime`][aun_runtime.AUNRuntime] on this core uses for every AID's mailbox; those not
+            given keep [`MailboxOptions`][aun_runtime.MailboxOptions]' defaults.
         idle_timeout: seconds an agent instance may stay idle before it is saved and dropped; None
             never evicts.
         state_store: where evicted agents' state waits (default: in memory).
-        tracer_provider: an OpenTelemetry tracer provider; see :mod:`aun_runtime._actor_tracing`.
+        tracer_provider: an OpenTelemetry tracer provider (default: the SDK provider installed
+            globally, if any); its spans are named as autogen-core names them.
         ignore_unhandled_exceptions: as on autogen-core's runtime: if False, the first exception a
-            handler raises is raised again by ``stop``/``stop_when_idle``.
+            handler raises is raised again by `stop`/`stop_when_idle`.
 
     Example:
         Plain autogen-core code, unchanged:
@@ -202,8 +203,8 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
 
     @property
     def mailbox_options(self) -> MailboxOptions | None:
-        """The mailbox options this runtime was given (``mailbox_capacity``, ``overflow``,
-        ``block_timeout``), or None if it was given none."""
+        """The mailbox options this runtime was given (`mailbox_capacity`, `overflow`,
+        `block_timeout`), or None if it was given none."""
         return self._mailbox_options
 
     @property
@@ -249,13 +250,15 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         Raises:
             RuntimeError: messages are queued but the runtime is not started (they would wait forever),
                 or a handler called it: it would wait for that very handler (start a task for it, or
-                call ``stop()``).
+                call `stop()`).
         """
         await self._lifecycle.idle()
 
     async def stop(self) -> None:
-        """Stop now: cancel running handlers and report what was not handled (see
-        :mod:`aun_runtime._actor_lifecycle`)."""
+        """Stop now: cancel running handlers; the messages they were handling and those still queued
+        are reported as undeliverable ([`RuntimeStoppedError`][aun_runtime.RuntimeStoppedError]; an
+        [`AUNRuntime`][aun_runtime.AUNRuntime] archives them as dead letters). It never hangs, and the
+        runtime can be started again."""
         await self._lifecycle.stop()
 
     async def stop_when_idle(self) -> None:
@@ -263,7 +266,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         await self._lifecycle.stop_when_idle()
 
     async def stop_when(self, condition: Callable[[], bool], check_period: float = 1.0) -> None:
-        """Stop once ``condition()`` is true, checking every ``check_period`` seconds (as autogen-core)."""
+        """Stop once `condition()` is true, checking every `check_period` seconds (as autogen-core)."""
         while not condition():  # noqa: ASYNC110 - a plain predicate has nothing to wait on (autogen-core's API)
             await asyncio.sleep(check_period)
         await self.stop()
@@ -271,22 +274,22 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     async def close(self) -> None:
         """Stop if running, then close every agent instance in memory and the state store.
 
-        With a durable state store (``store.durable``), each instance's state is saved into it first,
+        With a durable state store (`store.durable`), each instance's state is saved into it first,
         as if it were evicted, and the store is closed: a runtime started on the same store later
         carries on from there. Messages still queued are reported as undeliverable with
-        :class:`~aun_runtime.RuntimeStoppedError`, as ``stop()`` does.
+        [`RuntimeStoppedError`][aun_runtime.RuntimeStoppedError], as `stop()` does.
 
-        All of it happens whatever fails on the way: an agent whose ``save_state`` or ``close`` raises
-        is logged and the others are still saved and closed; a handler's exception that ``stop()``
-        raises (``ignore_unhandled_exceptions=False``) is raised once the store is closed. A second
-        ``close()`` does nothing.
+        All of it happens whatever fails on the way: an agent whose `save_state` or `close` raises
+        is logged and the others are still saved and closed; a handler's exception that `stop()`
+        raises (`ignore_unhandled_exceptions=False`) is raised once the store is closed. A second
+        `close()` does nothing.
         """
         await self._lifecycle.close()
 
     async def evict_idle(self, older_than: float = 0.0) -> int:
-        """Evict now every instance idle for at least ``older_than`` seconds; returns how many.
+        """Evict now every instance idle for at least `older_than` seconds; returns how many.
 
-        The timer does this by itself after ``idle_timeout``; call it to shed memory at once.
+        The timer does this by itself after `idle_timeout`; call it to shed memory at once.
         """
         return await self._lifecycle.evict_idle(older_than)
 
@@ -313,7 +316,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     # -- state -------------------------------------------------------------------------------------
 
     async def save_state(self) -> Mapping[str, Any]:
-        """The agents' own state, ``{str(agent_id): state}``, for the instances in memory and for
+        """The agents' own state, `{str(agent_id): state}`, for the instances in memory and for
         evicted agents (their saved state). Messages still queued are not part of it."""
         return await self._lifecycle.save_state()
 
@@ -339,12 +342,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         cancellation_token: CancellationToken | None = None,
         message_id: str | None = None,
     ) -> None:
-        """Deliver ``message`` to every agent subscribed to ``topic_id`` except its sender.
+        """Deliver `message` to every agent subscribed to `topic_id` except its sender.
 
-        Returns once the message is in every recipient's mailbox. Under the ``block`` policy that may
+        Returns once the message is in every recipient's mailbox. Under the `block` policy that may
         mean waiting for room; that wait is the backpressure that keeps a fast publisher from
-        piling messages up. A recipient whose mailbox refuses it (``dead_letter``) or that cannot
-        be created is reported to ``on_undeliverable``; the others still get it.
+        piling messages up. A recipient whose mailbox refuses it (`dead_letter`) or that cannot
+        be created is reported to `on_undeliverable`; the others still get it.
         """
         # sender, topic_id, is_rpc, cancellation_token, message_id (positional: cheaper, once per publish)
         ctx = MessageContext(
@@ -368,7 +371,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                     await self._route_waiting(delivery, waiting)
 
     def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> list[AgentId] | None:
-        """Queue ``delivery`` for every recipient that has room now (no coroutine: the usual case);
+        """Queue `delivery` for every recipient that has room now (no coroutine: the usual case);
         return the recipients whose mailbox makes the publisher wait, in order."""
         message_id = delivery.ctx.message_id
         cells = self._cells
@@ -417,7 +420,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                 self._enqueue(cell, delivery)
 
     def _new_cell(self, agent_id: AgentId, message: Any = None) -> Cell | None:
-        """A cell for an agent the runtime can create; else ``message`` is reported, and None."""
+        """A cell for an agent the runtime can create; else `message` is reported, and None."""
         reason = self._cannot_create(agent_id)
         if reason is not None:
             self._undeliverable(agent_id, message, UndeliverableError(reason))

@@ -3,10 +3,10 @@
 Tracing costs a span per step and a JSON serialisation per delivery, which is most of what
 autogen-core's runtime spends on a message. So the actor runtime traces only when tracing is on:
 a tracer provider is passed, or an OpenTelemetry SDK provider is installed globally (as autogen-core,
-it follows the global provider). ``AUTOGEN_DISABLE_RUNTIME_TRACING=true`` turns it off as it does
-for autogen-core. When on, the spans are made by autogen-core's own ``TraceHelper`` with its
-messaging configuration: ``autogen create <topic>``, ``autogen publish <topic>`` and
-``autogen process <agent>``, with the same attributes, so existing dashboards keep working.
+it follows the global provider). `AUTOGEN_DISABLE_RUNTIME_TRACING=true` turns it off as it does
+for autogen-core. When on, the spans are made by autogen-core's own `TraceHelper` with its
+messaging configuration: `autogen create <topic>`, `autogen publish <topic>` and
+`autogen process <agent>`, with the same attributes, so existing dashboards keep working.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def tracing_provider(tracer_provider: TracerProvider | None) -> TracerProvider |
 
 
 class RuntimeTracer:
-    """autogen-core's trace helper, plus the span attributes its runtime attaches to ``process``."""
+    """autogen-core's trace helper, plus the span attributes its runtime attaches to `process`."""
 
     def __init__(self, provider: TracerProvider, runtime_name: str) -> None:
         self.helper: TraceHelper[Any, Any, Any] = TraceHelper(

@@ -1,31 +1,31 @@
-"""``AUNAgent``: an autogen-core ``RoutedAgent`` that behaves as AUN says an agent behaves.
+"""`AUNAgent`: an autogen-core `RoutedAgent` that behaves as AUN says an agent behaves.
 
 The actor rules, as the code enforces them:
 
-* **Events only.** A handler is an ``@event``; a class that declares an ``@rpc`` or
-  ``@message_handler`` handler is refused when it is defined. Nobody can ask an AUN agent for a
+* **Events only.** A handler is an `@event`; a class that declares an `@rpc` or
+  `@message_handler` handler is refused when it is defined. Nobody can ask an AUN agent for a
   return value, because a receiver has no obligation to respond.
 * **One message at a time.** Each agent has a mailbox: messages are handled one by one, in arrival
-  order, and at most ``capacity`` of them may wait (see :mod:`aun_runtime._mailbox`).
-* **Replies are acts.** An agent answers by calling its send tool: :meth:`AUNAgent.send`,
-  :meth:`AUNAgent.group_send` or :meth:`AUNAgent.reply`, zero, one or many times, while handling a
-  message or later, and it may speak first (:meth:`AUNAgent.on_start`, :meth:`AUNAgent.schedule`).
-* **Thinking stays inside.** :meth:`AUNAgent.think` records reasoning in the archive; it is never sent.
-* **Tool annotations oblige nothing.** A ``tool_call`` or ``tool_result`` payload describes the
+  order, and at most `capacity` of them may wait (see `aun_runtime._mailbox`).
+* **Replies are acts.** An agent answers by calling its send tool: [`AUNAgent.send`][aun_runtime.AUNAgent.send],
+  [`AUNAgent.group_send`][aun_runtime.AUNAgent.group_send] or [`AUNAgent.reply`][aun_runtime.AUNAgent.reply], zero, one or many times, while handling a
+  message or later, and it may speak first ([`AUNAgent.on_start`][aun_runtime.AUNAgent.on_start], [`AUNAgent.schedule`][aun_runtime.AUNAgent.schedule]).
+* **Thinking stays inside.** [`AUNAgent.think`][aun_runtime.AUNAgent.think] records reasoning in the archive; it is never sent.
+* **Tool annotations oblige nothing.** A `tool_call` or `tool_result` payload describes the
   sender's own tool use; receiving one runs nothing here (a handler may look at it, like any payload).
 
 Handlers receive either the envelope or the typed contract inside it: declare
-``message: AUNMessage`` to get every message, or ``message: SomeContract`` to get json payloads
-of that contract decoded. The envelope of the message being handled is always :attr:`AUNAgent.inbound`.
+`message: AUNMessage` to get every message, or `message: SomeContract` to get json payloads
+of that contract decoded. The envelope of the message being handled is always [`AUNAgent.inbound`][aun_runtime.AUNAgent.inbound].
 
 Example:
-    .. code-block:: python
-
-        class Echo(AUNAgent):
-            @event
-            async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
-                if message.text:
-                    await self.reply(f"you said: {message.text}")
+    ```python
+    class Echo(AUNAgent):
+        @event
+        async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+            if message.text:
+                await self.reply(f"you said: {message.text}")
+    ```
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeAlias, TypeVar, get_type_hints, overload
 
@@ -94,9 +95,9 @@ def event(
     MessageHandler[_AgentT, _ReceivesT, None]
     | Callable[[_HandlerFunction[_AgentT, _ReceivesT]], MessageHandler[_AgentT, _ReceivesT, None]]
 ):
-    """autogen-core's ``@event``, with a handler whose type hints are missing or do not resolve refused
-    as a :class:`HandlerDefinitionError` that names the class and method and says how to annotate it
-    (autogen-core's own decorator raises a bare ``AssertionError`` or ``NameError`` there)."""
+    """autogen-core's `@event`, with a handler whose type hints are missing or do not resolve refused
+    as a [`HandlerDefinitionError`][aun_runtime.HandlerDefinitionError] that names the class and method and says how to annotate it
+    (autogen-core's own decorator raises a bare `AssertionError` or `NameError` there)."""
 
     def decorator(function: _HandlerFunction[_AgentT, _ReceivesT]) -> MessageHandler[_AgentT, _ReceivesT, None]:
         _check_annotations(function)
@@ -140,7 +141,7 @@ def _check_annotations(function: Any) -> None:
 
 
 class AUNAgent(RoutedAgent):
-    """Base class of AUN agents. Subclass it, add ``@event`` handlers, register it with a runtime.
+    """Base class of AUN agents. Subclass it, add `@event` handlers, register it with a runtime.
 
     Args:
         description: one line saying what the agent does (shown in metadata and consoles).
@@ -239,7 +240,7 @@ class AUNAgent(RoutedAgent):
 
     @property
     def aun_metadata(self) -> dict[str, str]:
-        """AUN metadata: AID, behaviour mode (always ``autonomous``) and description."""
+        """AUN metadata: AID, behaviour mode (always `autonomous`) and description."""
         return {"aid": self.aid, "mode": self.mode, "description": self._description}
 
     @property
@@ -256,7 +257,7 @@ class AUNAgent(RoutedAgent):
     # -- delivery ----------------------------------------------------------------------------------
 
     async def on_message_impl(self, message: Any, ctx: MessageContext) -> None:
-        """Deliver through mailbox and channel. Not to be overridden: write ``@event`` handlers."""
+        """Deliver through mailbox and channel. Not to be overridden: write `@event` handlers."""
         endpoint = self._endpoint
         if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
             await super().on_message_impl(message, ctx)
@@ -267,7 +268,7 @@ class AUNAgent(RoutedAgent):
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message, as one turn under the agent's
-        handler timeout (see :mod:`aun_runtime._turns`); failures become dead letters."""
+        handler timeout (see `aun_runtime._turns`); failures become dead letters."""
         envelope = message if isinstance(message, AUNMessage) else None
         endpoint = self._endpoint
         assert endpoint is not None  # only an attached agent's endpoint dispatches
@@ -319,7 +320,7 @@ class AUNAgent(RoutedAgent):
         cancellation_token: CancellationToken | None = None,
         message_id: str | None = None,
     ) -> NoReturn:
-        """Refused: AUN has no request/response. Use :meth:`send`."""
+        """Refused: AUN has no request/response. Use [`send`][aun_runtime.Inbox.send]."""
         raise RPCForbiddenError()
 
     # -- the send tools ----------------------------------------------------------------------------
@@ -332,11 +333,11 @@ class AUNAgent(RoutedAgent):
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send a direct message to ``to``. Returns once it is queued; no answer is awaited.
+        """Send a direct message to `to`. Returns once it is queued; no answer is awaited.
 
         Args:
             to: the recipient's AID (local, or remote through a gateway).
-            payload: a payload model, a contract instance, a dict, or a string (becomes ``text``).
+            payload: a payload model, a contract instance, a dict, or a string (becomes `text`).
             in_reply_to: the message (or its id) this one answers, if any.
             message_id: a caller-chosen id (for idempotent retries); default: a fresh one.
         """
@@ -355,8 +356,8 @@ class AUNAgent(RoutedAgent):
 
         Args:
             group_id: the group.
-            payload: as for :meth:`send`.
-            mentions: AIDs (or ``"all"``) to mention; they decide who sees it in a ``mention`` group.
+            payload: as for [`send`][aun_runtime.Inbox.send].
+            mentions: AIDs (or `"all"`) to mention; they decide who sees it in a `mention` group.
             in_reply_to: the message answered, if any.
             message_id: a caller-chosen id; default: a fresh one.
         """
@@ -374,15 +375,15 @@ class AUNAgent(RoutedAgent):
     ) -> AUNMessage:
         """Answer the message being handled: to its group if it came through one, else to its sender.
 
-        In a ``mention`` group a message that names nobody is filtered for every member, so a text
-        reply there mentions the sender of the message answered unless ``mentions`` is given: pass
-        ``mentions=[...]`` to name others instead, or ``mentions=[]`` to mention nobody. A json or
+        In a `mention` group a message that names nobody is filtered for every member, so a text
+        reply there mentions the sender of the message answered unless `mentions` is given: pass
+        `mentions=[...]` to name others instead, or `mentions=[]` to mention nobody. A json or
         other non-text reply carries no mentions, so it gets none by default either.
 
         Args:
-            payload: as for :meth:`send`.
+            payload: as for [`send`][aun_runtime.Inbox.send].
             mentions: who to mention in a group (ignored for a direct reply); None means the default
-                above, ``[]`` means no mentions.
+                above, `[]` means no mentions.
         """
         inbound = self.inbound
         if inbound is None:
@@ -400,21 +401,21 @@ class AUNAgent(RoutedAgent):
 
     @contextlib.contextmanager
     def acting_on(self, message: AUNMessage) -> Iterator[None]:
-        """Act on ``message`` again, later, as if handling it: for a follow-up in a proactive action.
+        """Act on `message` again, later, as if handling it: for a follow-up in a proactive action.
 
-        Inside the block, :attr:`inbound` is ``message``: :meth:`reply` answers it, sends continue its
+        Inside the block, [`inbound`][aun_runtime.Inbox.inbound] is `message`: [`reply`][aun_runtime.Inbox.reply] answers it, sends continue its
         thread (one hop further, counted in its budgets) and model calls spend this agent's budget for
         that thread. An agent that promised to come back to something keeps the conversation in one
         thread this way, instead of starting one nobody can bound.
 
         Example:
-            .. code-block:: python
-
-                asked = self.inbound
-                async def later() -> None:
-                    with self.acting_on(asked):
-                        await self.reply("done, as promised")
-                self.schedule(later, delay=60)
+            ```python
+            asked = self.inbound
+            async def later() -> None:
+                with self.acting_on(asked):
+                    await self.reply("done, as promised")
+            self.schedule(later, delay=60)
+            ```
         """
         token = INBOUND.set(message)
         try:
@@ -430,12 +431,12 @@ class AUNAgent(RoutedAgent):
     def schedule(
         self, action: Callable[[], Awaitable[None]], *, delay: float = 0.0, every: float | None = None
     ) -> asyncio.Task[None]:
-        """Run ``action`` later, with no inbound message: the way an agent speaks first.
+        """Run `action` later, with no inbound message: the way an agent speaks first.
 
         Args:
             action: a coroutine function taking no arguments.
             delay: seconds to wait before the first run.
-            every: if set, run again every ``every`` seconds until the runtime stops.
+            every: if set, run again every `every` seconds until the runtime stops.
 
         Returns:
             The task; cancel it to stop a repeating action. The runtime cancels it on stop.
@@ -455,7 +456,7 @@ class AUNAgent(RoutedAgent):
 
         An agent class that overrides it is created when the runtime starts, instead of on its first
         message, so that it can act with nobody having written to it. The runtime awaits it (in
-        registration order, so runs are reproducible): keep it short, and :meth:`schedule` anything
+        registration order, so runs are reproducible): keep it short, and [`schedule`][aun_runtime.Inbox.schedule] anything
         that goes on.
         """
 
@@ -475,16 +476,16 @@ class AUNAgent(RoutedAgent):
 
     async def close(self) -> None:
         """Called when the runtime drops this instance (eviction or close). Override to release
-        resources, and call ``super().close()``."""
+        resources, and call `super().close()`."""
         if self._endpoint is not None:
             self._endpoint.park_channel()  # keep the dedup window small while nobody is home
 
     async def save_state(self) -> Mapping[str, Any]:
-        """An agent's own state, for ``save_state``. Default: stateless."""
+        """An agent's own state, for `save_state`. Default: stateless."""
         return {}
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`save_state` returned. Default: nothing to restore."""
+        """Restore what [`save_state`][aun_runtime.Inbox.save_state] returned. Default: nothing to restore."""
 
 
 #: What :meth:`AUNRuntime.register_agent` accepts besides a class: a callable that returns an agent.
@@ -509,4 +510,17 @@ class AgentMaker:
                 f"the factory for {self.endpoint.aid} returned {type(agent).__name__}, not an AUNAgent"
             )
         agent._attach(self.host, self.endpoint)
+        if not self.endpoint.description:  # a factory such as a lambda said nothing: the agent says it
+            self.endpoint.description = agent.metadata["description"] or class_description(type(agent))
+            if self.endpoint.description:
+                self.host.archive.describe_agent(self.endpoint.aid, self.endpoint.description)
         return agent
+
+
+def class_description(cls: type) -> str:
+    """The first line of a class's docstring (empty if it has none): an agent's description by default.
+
+    Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
+    """
+    doc = cls.__doc__
+    return sys.intern(doc.strip().splitlines()[0]) if doc and doc.strip() else ""

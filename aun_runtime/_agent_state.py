@@ -1,8 +1,8 @@
 """Where the state of evicted agents waits for their next message.
 
 When a runtime drops an idle agent instance (virtual-actor style), it keeps what the agent's
-``save_state`` returned, keyed by its ``AgentId``, and hands it to ``load_state`` of the new
-instance created for the agent's next message. The store is also where ``load_state`` of the whole
+`save_state` returned, keyed by its `AgentId`, and hands it to `load_state` of the new
+instance created for the agent's next message. The store is also where `load_state` of the whole
 runtime parks the state of agents that are not in memory, so that loading 100,000 agents' state
 does not create 100,000 instances.
 """
@@ -23,15 +23,15 @@ class AgentStateStore(Protocol):
     """Keeps the saved state of agents that are not in memory."""
 
     def put(self, agent: AgentId, state: Mapping[str, Any]) -> None:
-        """Keep ``state`` for ``agent``, replacing what was there."""
+        """Keep `state` for `agent`, replacing what was there."""
         ...
 
     def take(self, agent: AgentId) -> Mapping[str, Any] | None:
-        """Remove and return the state kept for ``agent`` (None if there is none)."""
+        """Remove and return the state kept for `agent` (None if there is none)."""
         ...
 
     def peek(self, agent: AgentId) -> Mapping[str, Any] | None:
-        """The state kept for ``agent``, left in place (None if there is none)."""
+        """The state kept for `agent`, left in place (None if there is none)."""
         ...
 
     def items(self) -> Iterator[tuple[AgentId, Mapping[str, Any]]]:
@@ -46,7 +46,7 @@ class MemoryStateStore:
 
     autogen-core requires agent state to be JSON-serialisable, and as text it is several times
     smaller than the live dictionaries (100,000 evicted agents each keep one), shares nothing with
-    the dropped instance, and comes back as a fresh copy. An agent with the key ``default`` (every
+    the dropped instance, and comes back as a fresh copy. An agent with the key `default` (every
     AUN agent) is filed under its type string, the very object the runtime already holds for it.
     """
 

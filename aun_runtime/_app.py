@@ -1,21 +1,21 @@
 """Applications given by import string: what an app is, how one is loaded, and how it is run.
 
-An application registers agents and groups on a started :class:`~aun_runtime.AUNRuntime`. The
-commands (``run``, ``worker``, ``console``) load it by import string, so the library never imports
+An application registers agents and groups on a started [`AUNRuntime`][aun_runtime.AUNRuntime]. The
+commands (`run`, `worker`, `console`) load it by import string, so the library never imports
 an application itself. It takes one of three forms:
 
-* ``async def app(runtime)``: it sets the run up and returns;
-* ``async def app(runtime): ...; yield; ...``: an async generator, whose code before ``yield``
+* `async def app(runtime)`: it sets the run up and returns;
+* `async def app(runtime): ...; yield; ...`: an async generator, whose code before `yield`
   sets the run up and whose code after it tears it down when the run ends, however it ends (a
-  signal, ``--for``, ``--until-idle``, an error): the way an app owns what its agents use, such as a
-  ``McpWorkbench`` (``async with McpWorkbench(...) as workbench: ...; yield``);
-* a function returning an async context manager (``@contextlib.asynccontextmanager``), entered
+  signal, `--for`, `--until-idle`, an error): the way an app owns what its agents use, such as a
+  `McpWorkbench` (`async with McpWorkbench(...) as workbench: ...; yield`);
+* a function returning an async context manager (`@contextlib.asynccontextmanager`), entered
   to set up and exited to tear down.
 
-Any form may also hand cleanups to ``runtime.on_stop(...)``. The teardown runs when the runtime
-stops, after its last turn, within :data:`~aun_runtime.DEFAULT_ON_STOP_TIMEOUT`. If the app raises,
+Any form may also hand cleanups to `runtime.on_stop(...)`. The teardown runs when the runtime
+stops, after its last turn, within `DEFAULT_ON_STOP_TIMEOUT`. If the app raises,
 in its set-up or its teardown, its traceback is printed on stderr at once and the command exits 1
-(see :mod:`aun_runtime._stopping`).
+(see `aun_runtime._stopping`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _APP_SIGNATURE = (
 
 
 def load_app(spec: str) -> App:
-    """Import ``module:attribute`` and return the application."""
+    """Import `module:attribute` and return the application."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise SystemExit(f"error: an app is given as module:function, e.g. agents.demo:app (got {spec!r})")

@@ -1,60 +1,64 @@
 """The archive: every message an agent sends, receives or is shielded from, in one SQLite file.
 
 Nothing that reaches a runtime is lost: each message is recorded once per agent that it concerns,
-with what happened to it. The archive is what lets an agent in a ``mention`` group fold the talk it
+with what happened to it. The archive is what lets an agent in a `mention` group fold the talk it
 was not shown into its next addressed turn, what a console draws, and what a dead letter points to.
 
-Schema: messages are stored once, and each agent's view of them is a small record::
+Schema: messages are stored once, and each agent's view of them is a small record:
 
-    messages                              -- one row per message, however many agents it concerns
-        id           INTEGER PRIMARY KEY
-        message_id   TEXT NOT NULL         -- the message's id (unique per sender)
-        from_aid     TEXT NOT NULL
-        to_aid       TEXT                  -- recipient of a direct message
-        group_id     TEXT                  -- group of a group message
-        thread       TEXT                  -- conversation thread
-        in_reply_to  TEXT                  -- the message answered
-        created_at   INTEGER NOT NULL      -- ms since the epoch
-        body         TEXT NOT NULL         -- the whole message as JSON
+```text
+messages                              -- one row per message, however many agents it concerns
+    id           INTEGER PRIMARY KEY
+    message_id   TEXT NOT NULL         -- the message's id (unique per sender)
+    from_aid     TEXT NOT NULL
+    to_aid       TEXT                  -- recipient of a direct message
+    group_id     TEXT                  -- group of a group message
+    thread       TEXT                  -- conversation thread
+    in_reply_to  TEXT                  -- the message answered
+    created_at   INTEGER NOT NULL      -- ms since the epoch
+    body         TEXT NOT NULL         -- the whole message as JSON
 
-    records                               -- one row per agent a message (or thought) concerns
-        id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
-        owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
-        kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop | budget_stop
-        reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
-                                           -- id of the message it is about
-        message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
-        text         TEXT                  -- a thought's text, or an event's description
-        recorded_at  INTEGER NOT NULL      -- ms since the epoch
+records                               -- one row per agent a message (or thought) concerns
+    id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
+    owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
+    kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop | budget_stop
+    reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
+                                       -- id of the message it is about
+    message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
+    text         TEXT                  -- a thought's text, or an event's description
+    recorded_at  INTEGER NOT NULL      -- ms since the epoch
 
-    archive (a view)                      -- records joined with their messages, one row per record:
-        id, owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,
-        in_reply_to (for a thought: the message it is about), body (message JSON or text),
-        created_at, recorded_at
+archive (a view)                      -- records joined with their messages, one row per record:
+    id, owner, kind, reason, message_id, from_aid, to_aid, group_id, thread,
+    in_reply_to (for a thought: the message it is about), body (message JSON or text),
+    created_at, recorded_at
+```
 
-A group message to ten agents is one ``messages`` row and eleven ``records`` rows (ten receivers
+A group message to ten agents is one `messages` row and eleven `records` rows (ten receivers
 and the sender), not eleven copies of its body.
 
 And one table of who takes part, written when an AID is registered, so that a reader in another
-process (a console) can tell agents from application inboxes and show each one's card::
+process (a console) can tell agents from application inboxes and show each one's card:
 
-    agents
-        aid            TEXT PRIMARY KEY
-        role           TEXT NOT NULL        -- agent | inbox
-        mode           TEXT NOT NULL        -- the AUN behaviour mode (always autonomous)
-        description    TEXT NOT NULL
-        card           TEXT                 -- the agent's agent.md, when it has one
-        registered_at  INTEGER NOT NULL     -- ms since the epoch
+```text
+agents
+    aid            TEXT PRIMARY KEY
+    role           TEXT NOT NULL        -- agent | inbox
+    mode           TEXT NOT NULL        -- the AUN behaviour mode (always autonomous)
+    description    TEXT NOT NULL
+    card           TEXT                 -- the agent's agent.md, when it has one
+    registered_at  INTEGER NOT NULL     -- ms since the epoch
+```
 
 Writes are batched: records collect in memory and go to SQLite in one transaction when
-``batch_size`` records are waiting or ``flush_interval`` seconds after the first one, whichever
-comes first, and always before any read and on :meth:`Archive.close`. The inserts run in a writer
-thread (:mod:`aun_runtime._archive_writer`), so the event loop only appends to a list: what it
+`batch_size` records are waiting or `flush_interval` seconds after the first one, whichever
+comes first, and always before any read and on [`Archive.close`][aun_runtime.Archive.close]. The inserts run in a writer
+thread (`aun_runtime._archive_writer`), so the event loop only appends to a list: what it
 appends holds a message's columns (its JSON made once, shared by all its records), not the message,
 so a message is freed as soon as it is handled rather than when the writer catches up. The file
 uses WAL mode so another process (a console) can read while the runtime writes:
-``Archive(path, read_only=True)`` opens such a file without ever writing to it, and
-:meth:`Archive.records_after` (or :meth:`Archive.rows_after`, unparsed) follows it page by page.
+`Archive(path, read_only=True)` opens such a file without ever writing to it, and
+[`Archive.records_after`][aun_runtime.Archive.records_after] (or [`Archive.rows_after`][aun_runtime.Archive.rows_after], unparsed) follows it page by page.
 
 A message is archived once per agent: the channel drops redeliveries before they reach the archive
 (and reloads recent keys from it after a restart), so the table needs no unique index, which would
@@ -248,7 +252,7 @@ def _encode(messages: list[MessageRow], records: list[PendingRecord]) -> _Encode
 
 
 def _statements(batches: Sequence[_EncodedBatch]) -> list[_EncodedBatch]:
-    """The batches joined into as few statements' worth of JSON as :data:`MAX_STATEMENT_CHARS` allows."""
+    """The batches joined into as few statements' worth of JSON as `MAX_STATEMENT_CHARS` allows."""
     statements: list[_EncodedBatch] = []
     group: list[_EncodedBatch] = []
     size = 0
@@ -278,14 +282,14 @@ class Archive:
     """An append-only SQLite record of everything agents send, receive, think and fail to deliver.
 
     Args:
-        path: the SQLite file (created with its directory if missing), or ``":memory:"``.
+        path: the SQLite file (created with its directory if missing), or `":memory:"`.
         batch_size: records per write transaction.
         flush_interval: seconds a record may wait before it is written.
         read_only: open an existing file without ever writing to it (to follow an archive that
             another process writes). Recording then raises.
 
     Raises:
-        FileNotFoundError: ``read_only`` and there is no file at ``path``.
+        FileNotFoundError: `read_only` and there is no file at `path`.
 
     Example:
         >>> archive = Archive(":memory:")
@@ -334,20 +338,20 @@ class Archive:
     # -- writing -----------------------------------------------------------------------------------
 
     def record(self, owner: str, kind: RecordKind, message: AUNMessage, reason: str | None = None) -> None:
-        """Record ``message`` in ``owner``'s view."""
+        """Record `message` in `owner`'s view."""
         self._add(self._message_record(owner, kind, reason, message, None, 0))
 
     def record_thought(self, owner: str, text: str, about: str | None = None) -> None:
-        """Record an internal thought of ``owner``, optionally about a message (its id). Never sent."""
+        """Record an internal thought of `owner`, optionally about a message (its id). Never sent."""
         self._add((owner, RecordKind.THOUGHT, about, None, text, _now_ms()))
         for watcher in self._thought_watchers:
             watcher(owner, text, about)
 
     def watch_thoughts(self, watcher: Callable[[str, str, str | None], None]) -> Callable[[], None]:
-        """Call ``watcher(owner, text, about)`` after each thought recorded in this process, until the
+        """Call `watcher(owner, text, about)` after each thought recorded in this process, until the
         returned function is called (a gateway agent that shows thoughts to the network uses it).
 
-        A watcher runs inside ``record_thought``: it must be quick and must not raise.
+        A watcher runs inside `record_thought`: it must be quick and must not raise.
         """
         self._thought_watchers.append(watcher)
 
@@ -388,7 +392,7 @@ class Archive:
     def record_agent(
         self, aid: str, *, role: str, mode: str, description: str, card: str | None = None
     ) -> None:
-        """Record that ``aid`` takes part (written at once: registrations are rare)."""
+        """Record that `aid` takes part (written at once: registrations are rare)."""
         self._check_writable()
         row = (aid, role, mode, description, card, _now_ms())
         # Under the writer's lock, after what is queued: one statement at a time on the connection.
@@ -398,6 +402,13 @@ class Archive:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 row,
             )
+        )
+
+    def describe_agent(self, aid: str, description: str) -> None:
+        """Set the description of `aid`, recorded before (its factory gave none; its instance does)."""
+        self._check_writable()
+        self._writer.read(
+            lambda db: db.execute("UPDATE agents SET description = ? WHERE aid = ?", (description, aid))
         )
 
     def _check_writable(self) -> None:
@@ -456,7 +467,7 @@ class Archive:
 
         For a subclass that keeps tables of its own in the archive file and must commit its rows
         together with the records (a distributed worker's journal): it opens a transaction on the
-        archive's connection (in a function it hands to the writer's ``read``), calls this, writes
+        archive's connection (in a function it hands to the writer's `read`), calls this, writes
         its own rows and commits. The batch is encoded and written as the archive writes its own.
 
         Args:
@@ -474,7 +485,7 @@ class Archive:
     async def committed(self) -> None:
         """Wait, without blocking the event loop, until every record made so far is committed.
 
-        What :meth:`flush` does for code that must not stall the loop while the disk works: a bridge
+        What [`flush`][aun_runtime.Archive.flush] does for code that must not stall the loop while the disk works: a bridge
         that acknowledges a message to the network only once its record is safe on disk.
 
         Raises:
@@ -510,7 +521,7 @@ class Archive:
         after_id: int = 0,
         limit: int = 100,
     ) -> list[ArchiveRecord]:
-        """``owner``'s records, oldest first: the last ``limit`` of them that match.
+        """`owner`'s records, oldest first: the last `limit` of them that match.
 
         Args:
             owner: whose view.
@@ -538,15 +549,15 @@ class Archive:
     def records(
         self, *, kinds: Iterable[RecordKind | str] | None = None, after_id: int = 0, limit: int = 1000
     ) -> list[ArchiveRecord]:
-        """All owners' records, oldest first: the last ``limit`` that match."""
+        """All owners' records, oldest first: the last `limit` that match."""
         args: list[object] = [after_id]
         clause = "id > ? AND " + _kinds_clause(kinds, args)
         return self._select(clause, args, limit)
 
     def records_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRecord]:
-        """The *first* ``limit`` records newer than ``after_id``, oldest first.
+        """The *first* `limit` records newer than `after_id`, oldest first.
 
-        Where :meth:`records` answers "what happened last", this follows the archive as it grows:
+        Where [`records`][aun_runtime.Archive.records] answers "what happened last", this follows the archive as it grows:
         pass the last id seen and get the next page, never a record twice and never a gap.
         """
         self._hand_over()
@@ -555,13 +566,13 @@ class Archive:
         return [_record(row) for row in rows]
 
     def rows_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRow]:
-        """As :meth:`records_after`, but unparsed, and only what is already written.
+        """As [`records_after`][aun_runtime.Archive.records_after], but unparsed, and only what is already written.
 
         Each message stays the JSON it was stored as: a reader that only passes records on (a
         console sending them to a browser) skips the validation and re-encoding of every message,
         which is nearly all of the cost of a read. And it neither pushes nor waits for records still
         waiting to be written, so a reader that polls never makes the runtime wait for the disk;
-        they show up at its next look, at most ``flush_interval`` later.
+        they show up at its next look, at most `flush_interval` later.
         """
         sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
         rows = self._writer.read_committed(lambda db: db.execute(sql, (after_id, limit)).fetchall())
@@ -571,7 +582,7 @@ class Archive:
         ]
 
     def last_id(self) -> int:
-        """The id of the newest record written (0 for an empty archive); like :meth:`rows_after`,
+        """The id of the newest record written (0 for an empty archive); like [`rows_after`][aun_runtime.Archive.rows_after],
         it does not wait for records still waiting to be written."""
         sql = "SELECT MAX(id) FROM records"
         return int(self._writer.read_committed(lambda db: db.execute(sql).fetchone()[0] or 0))
@@ -606,7 +617,7 @@ class Archive:
         return int(self._writer.read(lambda db: db.execute(sql, args).fetchone()[0]))
 
     def seen_keys(self, owner: str, limit: int) -> list[tuple[str, str]]:
-        """The newest ``limit`` (sender, message_id) pairs delivered or filtered for ``owner``.
+        """The newest `limit` (sender, message_id) pairs delivered or filtered for `owner`.
 
         A channel seeds its duplicate filter with these, so a redelivery after a restart is still
         recognised.

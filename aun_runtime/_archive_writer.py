@@ -7,8 +7,8 @@ The loop thread only hands over a list; the batch writer turns it into rows here
 What keeps the thread from falling behind a busy event loop is needing the GIL rarely: every time
 it gives the GIL up (around each SQLite call) and wants it back, it may wait out Python's switch
 interval (5 ms) while the loop runs. So the batch writer writes a batch with one statement (see
-:class:`~aun_runtime._archive.Archive`), and when several batches are waiting, the thread takes
-them all (up to :data:`MAX_BATCHES_PER_WRITE`) into one transaction.
+`Archive`), and when several batches are waiting, the thread takes
+them all (up to `MAX_BATCHES_PER_WRITE`) into one transaction.
 
 Batches wait in a bounded queue. If the disk cannot keep up, the loop thread blocks when it hands
 over the next batch: memory stays bounded, and a slow disk slows the runtime down rather than
@@ -19,6 +19,7 @@ with the failed batches put back so that nothing recorded is dropped.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import sqlite3
@@ -73,7 +74,7 @@ class ArchiveWriter:
         self._thread.start()
 
     def submit(self, batch: Batch) -> None:
-        """Queue a batch for writing (blocks only if :data:`MAX_QUEUED_BATCHES` are waiting)."""
+        """Queue a batch for writing (blocks only if `MAX_QUEUED_BATCHES` are waiting)."""
         self._queue.put(batch)
 
     def wait(self) -> None:
@@ -92,10 +93,10 @@ class ArchiveWriter:
 
     def barrier(self) -> concurrent.futures.Future[None]:
         """A future that resolves once everything submitted so far is committed, or fails with
-        :class:`ArchiveWriteError` if a write failed (the error stays to be reported by :meth:`wait`).
+        [`ArchiveWriteError`][aun_runtime.ArchiveWriteError] if a write failed (the error stays to be reported by [`wait`][aun_runtime.gateway.GatewayEvents.wait]).
 
-        Unlike :meth:`wait`, it blocks nobody, and it waits for *these* batches only, not for batches
-        submitted after it: a caller on the event loop awaits it (``asyncio.wrap_future``).
+        Unlike [`wait`][aun_runtime.gateway.GatewayEvents.wait], it blocks nobody, and it waits for *these* batches only, not for batches
+        submitted after it: a caller on the event loop awaits it (`asyncio.wrap_future`).
         """
         if self._failed:  # batches that failed before are tried again, as at a flush
             failed, self._failed = self._failed, []
@@ -106,13 +107,13 @@ class ArchiveWriter:
         return marker.future
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``query`` on the connection once everything submitted is written."""
+        """Run `query` on the connection once everything submitted is written."""
         self.wait()
         with self._lock:
             return query(self._db)
 
     def read_committed(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``query`` on what is committed now, without waiting for queued batches.
+        """Run `query` on what is committed now, without waiting for queued batches.
 
         For a reader that polls anyway (a console): it never makes the event loop wait for the disk.
         """
@@ -172,8 +173,12 @@ class ArchiveWriter:
                 self._queue.task_done()
 
     def _settle(self, barrier: _Barrier) -> None:
-        if self._failures == barrier.failures:
-            barrier.future.set_result(None)
-        else:
-            barrier.future.set_exception(ArchiveWriteError(f"writing the archive failed: {self._error}"))
+        # A waiter that went away (its task cancelled: a bridge stopping mid-delivery) cancelled the
+        # future; there is nobody to tell, and the writer goes on. Were it to raise here, this thread
+        # would end, and every flush after it would wait forever for a write that never comes.
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if self._failures == barrier.failures:
+                barrier.future.set_result(None)
+            else:
+                barrier.future.set_exception(ArchiveWriteError(f"writing the archive failed: {self._error}"))
         self._queue.task_done()

@@ -1,13 +1,13 @@
-"""``AUNCore``: what an AUN runtime needs of the autogen-core runtime beneath it.
+"""`AUNCore`: what an AUN runtime needs of the autogen-core runtime beneath it.
 
-:class:`~aun_runtime.AUNRuntime` is a facade over an autogen-core ``AgentRuntime``, the *core*.
-Beyond autogen-core's own protocol (registration, subscriptions, ``publish_message``), the facade
+[`AUNRuntime`][aun_runtime.AUNRuntime] is a facade over an autogen-core `AgentRuntime`, the *core*.
+Beyond autogen-core's own protocol (registration, subscriptions, `publish_message`), the facade
 needs a few capabilities, declared here once so that a core says what it is rather than being
 probed for it:
 
 * whether it **drains mailboxes** itself (runs each agent's messages one at a time from the mailbox
   the facade hands it) or leaves the facade to apply them at delivery;
-* two **hooks** (:meth:`AUNCore.attach`): where each AID's mailbox comes from, and who hears of a
+* two **hooks** ([`AUNCore.attach`][aun_runtime.AUNCore.attach]): where each AID's mailbox comes from, and who hears of a
   message the core could not deliver (to record it as a dead letter);
 * the **archive** it keeps, if it keeps one (a distributed worker journals into it), the
   **directory** of AIDs and groups held by other processes, if there are any, and the **mailbox
@@ -15,9 +15,9 @@ probed for it:
 * its **lifecycle**: start (a worker's start connects to its host, so it may be awaited), idle, stop
   when idle, stop, close.
 
-Three cores implement it: :class:`~aun_runtime.AUNActorRuntime` (the default),
-:class:`~aun_runtime.AUNSingleThreadedRuntime` (autogen-core's own runtime with AUN rules) and the
-distributed worker (:class:`aun_runtime.distributed.WorkerRuntime`).
+Three cores implement it: [`AUNActorRuntime`][aun_runtime.AUNActorRuntime] (the default),
+[`AUNSingleThreadedRuntime`][aun_runtime.AUNSingleThreadedRuntime] (autogen-core's own runtime with AUN rules) and the
+distributed worker ([`aun_runtime.distributed.WorkerRuntime`][aun_runtime.distributed.WorkerRuntime]).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ UndeliverableHook: TypeAlias = Callable[[AgentId, Any, BaseException], None]
 
 @runtime_checkable
 class AUNCore(AgentRuntime, Protocol):
-    """An autogen-core ``AgentRuntime`` that an :class:`~aun_runtime.AUNRuntime` can run on."""
+    """An autogen-core `AgentRuntime` that an [`AUNRuntime`][aun_runtime.AUNRuntime] can run on."""
 
     @property
     def drains_mailboxes(self) -> bool:

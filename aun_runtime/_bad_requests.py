@@ -1,11 +1,11 @@
-"""``BadRequestLog``: malformed HTTP is answered 400 and summarised in the log, never a traceback.
+"""`BadRequestLog`: malformed HTTP is answered 400 and summarised in the log, never a traceback.
 
-aiohttp answers a request it cannot parse (no ``Host`` header, a bad request line, a bad header)
+aiohttp answers a request it cannot parse (no `Host` header, a bad request line, a bad header)
 with a 400 and logs it as an error with the parser's traceback: ten lines per request, so anyone who
 reaches the port can fill the log (2,000 such requests made 1.3 MB). The local gateway and the
 console give aiohttp this logger instead. A malformed request is nobody's bug here: the first in a
 quiet spell is logged in one line at once, those that follow are counted, and one line at the end
-of each :data:`BAD_REQUEST_LOG_INTERVAL` they kept coming in says how many there were. Every other error
+of each `BAD_REQUEST_LOG_INTERVAL` they kept coming in says how many there were. Every other error
 aiohttp reports (a handler that raised: a bug) keeps its traceback.
 """
 

@@ -2,13 +2,13 @@
 
 For each arriving message the channel of the receiving agent decides, before any model sees it:
 
-1. **Duplicate?** A second delivery of the same ``(from_aid, message_id)`` is dropped (it was already
+1. **Duplicate?** A second delivery of the same `(from_aid, message_id)` is dropped (it was already
    archived and handled once). This is what turns at-least-once transport into exactly-once handling.
-2. **Shown?** A group message in a ``mention`` group reaches the handler only if its structured
+2. **Shown?** A group message in a `mention` group reaches the handler only if its structured
    mentions name this agent or everyone. The mode is the one snapshotted onto the message at send
    time, so a mode change is never retroactive and every process decides alike. Text is never
-   scanned for ``@name``.
-3. **Archived, always.** Shown messages are archived as ``received``, shielded ones as ``filtered``
+   scanned for `@name`.
+3. **Archived, always.** Shown messages are archived as `received`, shielded ones as `filtered`
    with the reason: not delivered to the model, which is not the same as read and ignored.
 """
 
@@ -76,7 +76,7 @@ class Channel:
         return tuple(self._seen)
 
     def admit(self, message: AUNMessage) -> Admission:
-        """Decide what happens to ``message`` and archive it (once)."""
+        """Decide what happens to `message` and archive it (once)."""
         key = (message.from_aid, message.message_id)
         seen = self._seen
         if key in seen:

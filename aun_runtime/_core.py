@@ -1,18 +1,18 @@
 """autogen-core runtimes as AUN transports: topic names, wire serializers, and the single-threaded core.
 
-An :class:`~aun_runtime.AUNRuntime` carries messages over any autogen-core ``AgentRuntime`` (the
+An [`AUNRuntime`][aun_runtime.AUNRuntime] carries messages over any autogen-core `AgentRuntime` (the
 *core*). This module holds what every core needs:
 
-* the topic mapping (``aun.inbox.<aid>`` for direct messages, ``aun.group.<gid>`` for groups; the
-  topic source is always ``default``, so one AID is one agent instance and one mailbox);
-* :class:`WireSerializer`, which names every contract class on the wire by its namespaced wire name,
-  not the bare ``__name__`` autogen-core would use (two ``Task`` classes must never collide);
-* :class:`AUNSingleThreadedRuntime`: autogen-core's single-threaded runtime with ``send_message``
-  refused before anything is queued (an intervention handler would make ``stop_when_idle`` hang in
+* the topic mapping (`aun.inbox.<aid>` for direct messages, `aun.group.<gid>` for groups; the
+  topic source is always `default`, so one AID is one agent instance and one mailbox);
+* `WireSerializer`, which names every contract class on the wire by its namespaced wire name,
+  not the bare `__name__` autogen-core would use (two `Task` classes must never collide);
+* [`AUNSingleThreadedRuntime`][aun_runtime.AUNSingleThreadedRuntime]: autogen-core's single-threaded runtime with `send_message`
+  refused before anything is queued (an intervention handler would make `stop_when_idle` hang in
   0.7.5), and a publish path without the spans, eager log formatting and event-log serialisation
   that cost most of a delivery when nobody is tracing. The embedded default is the faster
-  :class:`~aun_runtime.AUNActorRuntime`; this one stays for code that needs autogen-core's own
-  runtime (interventions, ``process_next``) under the AUN rules.
+  [`AUNActorRuntime`][aun_runtime.AUNActorRuntime]; this one stays for code that needs autogen-core's own
+  runtime (interventions, `process_next`) under the AUN rules.
 """
 
 from __future__ import annotations
@@ -174,12 +174,12 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
     ) -> None:
-        """Hear about messages still queued at ``stop()`` (mailboxes are applied by the facade)."""
+        """Hear about messages still queued at `stop()` (mailboxes are applied by the facade)."""
         self._on_undeliverable = on_undeliverable
 
     async def stop(self) -> None:
         """Stop now. autogen-core drops what is still queued without a word; here each queued
-        publish is reported to ``on_undeliverable`` (once per recipient) before it is dropped.
+        publish is reported to `on_undeliverable` (once per recipient) before it is dropped.
         Handlers already running finish, as in autogen-core."""
         hook = self._on_undeliverable
         while hook is not None:
@@ -270,11 +270,11 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         await self._message_queue.join()
 
     async def close(self) -> None:
-        """Stop if running (reporting what is still queued, as ``stop()`` does), then close every
-        agent instance and let it go. A second ``close()`` finds nothing left and does nothing.
+        """Stop if running (reporting what is still queued, as `stop()` does), then close every
+        agent instance and let it go. A second `close()` finds nothing left and does nothing.
 
-        The instances are closed even if ``stop()`` raises (a handler's exception); an agent whose
-        ``close`` raises is logged and the others are still closed."""
+        The instances are closed even if `stop()` raises (a handler's exception); an agent whose
+        `close` raises is logged and the others are still closed."""
         try:
             if self._run_context is not None:
                 await self.stop()

@@ -2,9 +2,9 @@
 
 The in-process runtime knows everything itself: an AID is registered here or nowhere, and groups
 live in the runtime. A core that is one of several processes (a distributed worker) also knows what
-the others hold. It offers that knowledge as a :class:`Directory`; :class:`~aun_runtime.AUNRuntime`
+the others hold. It offers that knowledge as a `Directory`; [`AUNRuntime`][aun_runtime.AUNRuntime]
 consults it for routing, unknown-AID detection and group membership when its core has one
-(``core.directory``), and behaves exactly as before when it has none.
+(`core.directory`), and behaves exactly as before when it has none.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Directory(Protocol):
     keeps_undeliverable: bool
 
     def aid_status(self, aid: str) -> AIDStatus:
-        """Where ``aid`` stands (for an AID held elsewhere; local AIDs are the runtime's own)."""
+        """Where `aid` stands (for an AID held elsewhere; local AIDs are the runtime's own)."""
         ...
 
     def group(self, group_id: str) -> GroupInfo | None:

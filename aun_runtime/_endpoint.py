@@ -1,18 +1,18 @@
 """What the AUN runtime keeps for one local AID, kept small enough for 100,000 idle ones.
 
-An :class:`Endpoint` holds the AID's mailbox (its bound and policy, whichever core enforces them),
+An `Endpoint` holds the AID's mailbox (its bound and policy, whichever core enforces them),
 its inbox sequence, its description and card, and its channel. The channel's dedup window is the
 only part that grows with traffic, so it follows the agent's life:
 
-* while the agent has an instance, the window lives in its :class:`~aun_runtime._channel.Channel`;
-* when the instance is evicted, a short window (up to :data:`PARKED_WINDOW_KEYS` keys) is parked
+* while the agent has an instance, the window lives in its `Channel`;
+* when the instance is evicted, a short window (up to `PARKED_WINDOW_KEYS` keys) is parked
   as a tuple, and a long one is dropped: the archive holds every key, and the channel reads the
   newest ones back when the agent is next active;
 * an AID that never had a channel in a runtime whose archive started empty needs no archive read:
   nothing can be there for it.
 
 The endpoint delivers to whatever agent instance the AID has now: the agent hands it its dispatch
-(``endpoint.handle(agent._dispatch, ...)``), so the endpoint knows nothing of agent classes.
+(`endpoint.handle(agent._dispatch, ...)`), so the endpoint knows nothing of agent classes.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class Endpoint:
         self.mailbox = mailbox
         self.description = description
         self.eager = eager
-        #: Seconds one turn of this agent may run (None: no limit); see :mod:`aun_runtime._turns`.
+        #: Seconds one turn of this agent may run (None: no limit); see `aun_runtime._turns`.
         self.handler_timeout = handler_timeout
         self.card: AgentCard | None = None
         self.last_seq = 0  # the inbox position of the last direct message
@@ -146,7 +146,7 @@ class Endpoint:
             self._reload = True
 
     async def deliver(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
-        """Hand one arriving message to the agent's ``dispatch``: mailbox, membership, channel, handler.
+        """Hand one arriving message to the agent's `dispatch`: mailbox, membership, channel, handler.
 
         On a core that drains mailboxes, the core has already admitted the message to this
         endpoint's mailbox and runs one message at a time; on any other core it happens here.

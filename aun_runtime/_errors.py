@@ -1,4 +1,4 @@
-"""Errors raised by the runtime. All derive from :class:`protocols.errors.AUNError`."""
+"""Errors raised by the runtime. All derive from `protocols.errors.AUNError`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from protocols.errors import AUNError
 
 
 class RPCForbiddenError(AUNError):
-    """``send_message`` was called: AUN has no request/response, so nothing was queued."""
+    """`send_message` was called: AUN has no request/response, so nothing was queued."""
 
     def __init__(self) -> None:
         super().__init__(
@@ -53,7 +53,7 @@ class RuntimeStoppedError(UndeliverableError):
 
 class HandlerTimeoutError(AUNError):
     """A turn (a handler on one message, or one run of a proactive action) ran past its agent's
-    ``handler_timeout`` and was cancelled; its message is a dead letter and the agent went on with
+    `handler_timeout` and was cancelled; its message is a dead letter and the agent went on with
     its next one."""
 
     def __init__(self, aid: str, what: str, ran: float, timeout: float) -> None:
@@ -87,14 +87,14 @@ class AgentRegistrationError(AUNError):
 
 
 class HandlerDefinitionError(AUNError, TypeError):
-    """An AUN agent class declares a handler AUN does not allow (``@rpc`` or ``@message_handler``), an
-    ``@event`` handler without resolvable type hints, or an override that would silently disable an
-    inherited ``@event`` handler."""
+    """An AUN agent class declares a handler AUN does not allow (`@rpc` or `@message_handler`), an
+    `@event` handler without resolvable type hints, or an override that would silently disable an
+    inherited `@event` handler."""
 
 
 class BudgetExceeded(AUNError):
-    """A budget stopped a send or a model call (see :class:`~aun_runtime.Budgets`). The stop is
-    recorded (``budget_stop``), counted and logged; a handler that meets one simply ends."""
+    """A budget stopped a send or a model call (see [`Budgets`][aun_runtime.Budgets]). The stop is
+    recorded (`budget_stop`), counted and logged; a handler that meets one simply ends."""
 
     #: What the message says to do about it.
     advice = "raise AUNRuntime(budgets=Budgets(...)) or register_agent(..., budgets=...) if more is intended"

@@ -2,10 +2,10 @@
 
 autogen-core keeps every agent instance it ever created (upstream issues #4893, #5374), so memory grows
 with every AID or session ever addressed. An actor runtime can do what virtual-actor systems do:
-an instance whose mailbox has been empty for ``idle_timeout`` seconds is saved (``save_state``) and
+an instance whose mailbox has been empty for `idle_timeout` seconds is saved (`save_state`) and
 dropped, and a new one is created, with that state loaded, for its next message.
 
-:class:`IdleList` only keeps time: agents enter it when their mailbox runs empty and leave it when a
+`IdleList` only keeps time: agents enter it when their mailbox runs empty and leave it when a
 message arrives, both in O(1); one timer wakes up when the oldest entry is due, and hands the due
 cells to the runtime, which does the saving and dropping.
 """
@@ -55,7 +55,7 @@ class IdleList:
         return len(self._idle)
 
     def add(self, cell: Cell) -> None:
-        """``cell`` just went idle."""
+        """`cell` just went idle."""
         if cell.idle_listed:
             self._idle.move_to_end(cell.agent_id)
         cell.idle_listed = True
@@ -65,7 +65,7 @@ class IdleList:
             self._arm(loop)
 
     def discard(self, cell: Cell) -> None:
-        """``cell`` is busy again (or gone)."""
+        """`cell` is busy again (or gone)."""
         if cell.idle_listed:
             cell.idle_listed = False
             self._idle.pop(cell.agent_id, None)
@@ -82,7 +82,7 @@ class IdleList:
             self._timer = None
 
     def due(self, now: float, older_than: float) -> list[Cell]:
-        """Take every cell idle for at least ``older_than`` seconds off the list."""
+        """Take every cell idle for at least `older_than` seconds off the list."""
         found: list[Cell] = []
         idle = self._idle
         while idle:

@@ -1,15 +1,15 @@
-"""``FailureLog``: where a runtime records what went wrong, so that nothing fails in silence.
+"""`FailureLog`: where a runtime records what went wrong, so that nothing fails in silence.
 
-Three kinds of failure are recorded, each archived, counted in :class:`~aun_runtime.RuntimeStats`
+Three kinds of failure are recorded, each archived, counted in [`RuntimeStats`][aun_runtime.RuntimeStats]
 and logged:
 
 * a **dead letter**: a message that could not be delivered (unknown AID, no route, unknown group, a
   sender outside the group, a full mailbox) or whose handler raised, with the reason;
-* a **loop stop**: a send refused by the loop guard (the thread passed ``max_hops``);
+* a **loop stop**: a send refused by the loop guard (the thread passed `max_hops`);
 * a **budget stop**: a send or a model call refused by a budget.
 
-A handler that times out is a dead letter whose reason is a :class:`~aun_runtime.HandlerTimeoutError`;
-it is counted in ``handler_timeouts`` as well.
+A handler that times out is a dead letter whose reason is a `HandlerTimeoutError`;
+it is counted in `handler_timeouts` as well.
 
 **One line per kind per turn.** Every failure is archived with its detail, but the log gets the
 first of a kind in a turn (a dead letter of one error class, a loop stop, a budget stop, by the
@@ -55,7 +55,7 @@ class FailureLog:
         self.turns = turns
 
     def dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record that ``message`` could not be delivered to, or handled by, ``owner``."""
+        """Record that `message` could not be delivered to, or handled by, `owner`."""
         stats = self.stats
         stats.dead_letters += 1
         if isinstance(error, HandlerTimeoutError):
@@ -68,7 +68,7 @@ class FailureLog:
             logger.error("dead letter for %s: handler raised %s", owner, reason, exc_info=error)
 
     def refused(self, message: AUNMessage, error: _ErrorT) -> _ErrorT:
-        """Record ``message`` as its sender's dead letter; return ``error`` for the sender to raise."""
+        """Record `message` as its sender's dead letter; return `error` for the sender to raise."""
         self.dead_letter(message.from_aid, message, error)
         return error
 
@@ -79,7 +79,7 @@ class FailureLog:
         self._warn(("loop stop", sender), f"loop guard: {error}")
 
     def budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
-        """Record that a budget stopped ``owner``: a send (with the message refused) or a model call."""
+        """Record that a budget stopped `owner`: a send (with the message refused) or a model call."""
         self.stats.budget_stops += 1
         self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
         self._warn(("budget stop", owner), f"budget stop for {owner}: {error}")

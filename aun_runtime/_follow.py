@@ -1,12 +1,12 @@
 """The transcript as it grows: one line per new archive record, for a run that serves.
 
 A served run cannot wait for the end to print its transcript (there may be no end), and the nested
-transcript of :func:`~aun_runtime.render_transcript` is not append-only: a reply is placed under
+transcript of `render_transcript` is not append-only: a reply is placed under
 what it answers, far above the last line printed. So a run prints one line per record as it comes,
 in the order it happened, never reprinting: each message gets the number the final transcript gives
-it (in order of first appearance), and a reply says which one it answers (``re #3``), so the thread
+it (in order of first appearance), and a reply says which one it answers (`re #3`), so the thread
 can still be followed. Deliveries are not printed (the message's own line says it went out); what
-went wrong (dead letters, loop and budget stops) stands out with ``!!``, as in the transcript.
+went wrong (dead letters, loop and budget stops) stands out with `!!`, as in the transcript.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class TranscriptFollower:
     """Turns archive records, oldest first, into transcript lines, one per record worth showing."""
 
     def __init__(self, *, is_agent: Callable[[str], bool] = lambda _: True) -> None:
+        # A run passes `ArchiveRoles(archive)`: who is an agent as its archive says, for records of
+        # earlier runs on the same file too (never a guess from what is registered at the moment).
         self.is_agent = is_agent
         self.last_id = 0
         self._number: dict[str, int] = {}
@@ -41,7 +43,7 @@ class TranscriptFollower:
         return message_line(message, self._number, self.is_agent, tags)
 
     def lines(self, records: Iterable[ArchiveRecord]) -> list[str]:
-        """The lines of ``records``, each prefixed with the time it was recorded (HH:MM:SS)."""
+        """The lines of `records`, each prefixed with the time it was recorded (HH:MM:SS)."""
         out: list[str] = []
         for record in records:
             start = len(out)
@@ -84,7 +86,7 @@ async def follow_archive(
     interval: float = DEFAULT_FOLLOW_INTERVAL,
     out: TextIO | None = None,
 ) -> None:
-    """Print new records' lines every ``interval`` seconds until cancelled (then once more)."""
+    """Print new records' lines every `interval` seconds until cancelled (then once more)."""
     stream = out or sys.stdout
     try:
         while True:

@@ -1,9 +1,9 @@
-"""``AgentHost``: the part of a runtime that an agent, and the endpoint that delivers to it, use.
+"""`AgentHost`: the part of a runtime that an agent, and the endpoint that delivers to it, use.
 
-:class:`~aun_runtime.AUNAgent` never reaches into :class:`~aun_runtime.AUNRuntime` itself: what it
+[`AUNAgent`][aun_runtime.AUNAgent] never reaches into [`AUNRuntime`][aun_runtime.AUNRuntime] itself: what it
 needs of the runtime it lives in is declared here, so the agent depends on this protocol and the
-runtime implements it. ``agent.aun`` is an ``AgentHost``: an agent can send (the send tools call
-:meth:`AgentHost.send_as`), look things up (groups, metadata, the archive, the budget ledger), and
+runtime implements it. `agent.aun` is an `AgentHost`: an agent can send (the send tools call
+[`AgentHost.send_as`][aun_runtime.AgentHost.send_as]), look things up (groups, metadata, the archive, the budget ledger), and
 record what went wrong; it cannot register agents or change groups, which is the application's
 business.
 """
@@ -30,11 +30,11 @@ __all__ = ["AgentHost"]
 
 
 class AgentHost(Protocol):
-    """What an agent may use of the runtime it lives in (``agent.aun``)."""
+    """What an agent may use of the runtime it lives in (`agent.aun`)."""
 
     @property
     def domain(self) -> str:
-        """The local domain: AIDs ``<name>.<domain>`` are local."""
+        """The local domain: AIDs `<name>.<domain>` are local."""
         ...
 
     @property
@@ -63,7 +63,7 @@ class AgentHost(Protocol):
         ...
 
     def handler_timeout_of(self, aid: str) -> float | None:
-        """Seconds a turn of the local agent ``aid`` may run (None: no limit)."""
+        """Seconds a turn of the local agent `aid` may run (None: no limit)."""
         ...
 
     @property
@@ -82,36 +82,36 @@ class AgentHost(Protocol):
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send as the local AID ``sender``: a direct message ``to`` an AID, or a post to ``group_id``.
+        """Send as the local AID `sender`: a direct message `to` an AID, or a post to `group_id`.
 
-        While a handler (or :meth:`~aun_runtime.AUNAgent.acting_on`) runs, the message continues the
+        While a handler (or [`acting_on`][aun_runtime.AUNAgent.acting_on]) runs, the message continues the
         thread of the message being handled, one hop further, and counts in that thread's budgets.
         """
         ...
 
     def was_member(self, group_id: str, aid: str, seq: int) -> bool:
-        """Whether ``aid`` was in ``group_id`` when its message number ``seq`` was posted (True for a
+        """Whether `aid` was in `group_id` when its message number `seq` was posted (True for a
         group this runtime does not hold: whoever holds it decided)."""
         ...
 
     def keep_task(self, task: asyncio.Task[None]) -> None:
-        """Cancel ``task`` (an agent's scheduled action) when the runtime stops."""
+        """Cancel `task` (an agent's scheduled action) when the runtime stops."""
         ...
 
     def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record that ``message`` could not be delivered to, or handled by, ``owner``."""
+        """Record that `message` could not be delivered to, or handled by, `owner`."""
         ...
 
     def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
-        """Record that a budget stopped ``owner`` (a send, with the message refused, or a model call)."""
+        """Record that a budget stopped `owner` (a send, with the message refused, or a model call)."""
         ...
 
     def is_local(self, aid: str) -> bool:
-        """True if ``aid`` is registered in this runtime."""
+        """True if `aid` is registered in this runtime."""
         ...
 
     def is_agent(self, aid: str) -> bool:
-        """True if ``aid`` is a local agent (not an application's inbox)."""
+        """True if `aid` is a local agent (not an application's inbox)."""
         ...
 
     def group(self, group_id: str) -> GroupInfo:
@@ -131,5 +131,5 @@ class AgentHost(Protocol):
         ...
 
     async def ping(self, aid: str) -> bool:
-        """Ask explicitly whether ``aid`` is reachable. Never inferred from silence."""
+        """Ask explicitly whether `aid` is reachable. Never inferred from silence."""
         ...

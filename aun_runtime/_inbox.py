@@ -1,4 +1,4 @@
-"""``Inbox``: how code outside any agent sends and hears back."""
+"""`Inbox`: how code outside any agent sends and hears back."""
 
 from __future__ import annotations
 
@@ -17,8 +17,13 @@ __all__ = ["Inbox"]
 class Inbox(AUNAgent):
     """An application's mailbox: keeps every message it receives, for code outside any agent.
 
-    ``await inbox.next(timeout=...)`` waits for the next one; :attr:`received` holds them all (up to
-    ``capacity``, oldest first). Silence is legal: ``next`` returns None on timeout, it does not raise.
+    `await inbox.next(timeout=...)` waits for the next message, and `inbox.replies_to(question)`
+    lists the answers to one: both give what was said (text and json payloads, and payloads of
+    types this version does not know), and leave out the `tool_call`/`tool_result` annotations in
+    which an agent shows its own tool use, unless asked for them (`annotations=True`). So
+    `[m.text for m in inbox.replies_to(question)]` reads the answers whether or not the agent used a
+    tool. `received` holds every message, annotations included (up to `capacity`, oldest first).
+    Silence is legal: `next` returns None on timeout, it does not raise.
     """
 
     #: Messages kept for reading. An application that reads them keeps up; one that does not loses
@@ -41,19 +46,38 @@ class Inbox(AUNAgent):
                 self._cursor = max(0, self._cursor - 1)
             self._arrived.set()
 
-    async def next(self, timeout: float | None = None) -> AUNMessage | None:
-        """The next message not yet read, waiting up to ``timeout`` seconds; None if none came."""
-        while self._cursor >= len(self.received):
-            self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), timeout)
-            except TimeoutError:
-                return None
-        message = self.received[self._cursor]
-        self._cursor += 1
-        return message
+    async def next(self, timeout: float | None = None, *, annotations: bool = False) -> AUNMessage | None:
+        """The next message not yet read, waiting up to `timeout` seconds; None if none came.
 
-    def replies_to(self, message: AUNMessage | str) -> list[AUNMessage]:
-        """Every message received so far that answers ``message`` (zero, one or many)."""
+        Args:
+            timeout: seconds to wait (None: until one comes).
+            annotations: also return tool annotations; by default they are passed over (they stay
+                in `received`).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            while self._cursor >= len(self.received):
+                self._arrived.clear()
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), left)
+                except TimeoutError:
+                    return None
+            message = self.received[self._cursor]
+            self._cursor += 1
+            if annotations or not message.is_annotation:
+                return message
+
+    def replies_to(self, message: AUNMessage | str, *, annotations: bool = False) -> list[AUNMessage]:
+        """Every message received so far that answers `message` (zero, one or many), in arrival order.
+
+        Args:
+            message: the message answered, or its id.
+            annotations: also the tool annotations sent in answer to it (the answering agent's
+                `tool_call` and `tool_result` notes), among the rest in arrival order.
+        """
         message_id = message.message_id if isinstance(message, AUNMessage) else message
-        return [m for m in self.received if m.in_reply_to == message_id]
+        return [
+            m for m in self.received if m.in_reply_to == message_id and (annotations or not m.is_annotation)
+        ]

@@ -4,41 +4,45 @@ autogen-core starts a task per delivered message, so one agent may run many hand
 finish them out of order. An actor does not: it takes its messages one by one. The mailbox gives
 each agent that discipline and puts a bound on how much may wait for it.
 
-A :class:`Mailbox` is the single place where the bound and the overflow policy live, whichever core
+A [`Mailbox`][aun_runtime.Mailbox] is the single place where the bound and the overflow policy live, whichever core
 carries the messages:
 
-* On a core that drains mailboxes itself (:class:`~aun_runtime.AUNActorRuntime`), the core admits
-  each arriving message with :meth:`Mailbox.take_if_room` / :meth:`Mailbox.enter`, runs one message
-  at a time, and calls :meth:`Mailbox.release` when it is done.
+* On a core that drains mailboxes itself ([`AUNActorRuntime`][aun_runtime.AUNActorRuntime]), the core admits
+  each arriving message with [`Mailbox.take_if_room`][aun_runtime.Mailbox.take_if_room] / [`Mailbox.enter`][aun_runtime.Mailbox.enter], runs one message
+  at a time, and calls [`Mailbox.release`][aun_runtime.Mailbox.release] when it is done.
 * On a core that runs a task per message (autogen-core's single-threaded runtime), the runtime facade
-  does the same at delivery time with :meth:`Mailbox.arrive`, and :meth:`Mailbox.take_turn` makes
+  does the same at delivery time with [`Mailbox.arrive`][aun_runtime.Mailbox.arrive], and [`Mailbox.take_turn`][aun_runtime.Mailbox.take_turn] makes
   the handlers take turns.
 
 Occupancy counts every message that is promised to, waiting in, or being handled by the mailbox.
 Senders in this process *reserve* a place before they publish a direct message (the send tools do
-this), so with the ``block`` policy a fast sender waits for a slow receiver instead of piling
+this), so with the `block` policy a fast sender waits for a slow receiver instead of piling
 messages up. Room is handed out first come, first served: a sender that arrives while others wait
 queues behind them, so waiting never reorders messages.
 
 A message that arrives without a reservation (a group post, a raw autogen-core publish, a message
 from another process) is admitted the same way when the core can push back on its publisher: under
-``block`` the publisher waits for room, up to ``block_timeout``; after that the message is queued
-anyway and counted as ``overflowed``, so that two agents flooding each other cannot deadlock.
-A core that cannot push back (a task per message) queues it at once and counts it as ``overflowed``
-when the mailbox was full. Under ``dead_letter`` a message that meets a full mailbox is refused and
+`block` the publisher waits for room, up to `block_timeout`; after that the message is queued
+anyway and counted as `overflowed`, so that two agents flooding each other cannot deadlock.
+A core that cannot push back (a task per message) queues it at once and counts it as `overflowed`
+when the mailbox was full. Under `dead_letter` a message that meets a full mailbox is refused and
 recorded as a dead letter. Nothing is dropped silently.
 
 A mailbox that fills is logged once per *full episode*, not per message. The first sender that has
 to wait (or the first message refused or queued over the bound) starts the episode and one warning
-on the ``aun_runtime`` logger, written at the end of that turn of the event loop so that it names
-the senders of the same burst::
+on the `aun_runtime` logger, written at the end of that turn of the event loop so that it names
+the senders of the same burst:
 
-    mailbox of slow.local is full (capacity 4): 5 waiting for room, from a.local, b.local, c.local and 2 more
+```text
+mailbox of slow.local is full (capacity 4): 5 waiting for room, from a.local, b.local, c.local and 2 more
+```
 
 Everything else that meets the full mailbox in that episode is only counted. The episode ends when
-occupancy falls to half the capacity (the low-water mark) with nobody waiting, with one info line::
+occupancy falls to half the capacity (the low-water mark) with nobody waiting, with one info line:
 
-    mailbox of slow.local is no longer full, after 2.41 s: 310 waited, 0 refused, 0 queued over the bound
+```text
+mailbox of slow.local is no longer full, after 2.41 s: 310 waited, 0 refused, 0 queued over the bound
+```
 
 and the next fill logs again. Nothing of this runs while there is room.
 """
@@ -87,8 +91,8 @@ class OverflowPolicy(StrEnum):
 class MailboxOptions:
     """How every agent's mailbox is made: its bound, its overflow policy and the blocking timeout.
 
-    Given to the runtime (``AUNRuntime(mailbox_capacity=...)``) or to a core that makes mailboxes
-    (``AUNActorRuntime(mailbox_capacity=...)``): one of them, never both, so a setting can never be
+    Given to the runtime (`AUNRuntime(mailbox_capacity=...)`) or to a core that makes mailboxes
+    (`AUNActorRuntime(mailbox_capacity=...)`): one of them, never both, so a setting can never be
     silently overruled by the other.
     """
 
@@ -101,7 +105,7 @@ class MailboxOptions:
         Mailbox(self.capacity, self.overflow, self.block_timeout)  # the same checks as every mailbox
 
     def mailbox(self, owner: str | None = None) -> Mailbox:
-        """A new mailbox with these options, for ``owner``."""
+        """A new mailbox with these options, for `owner`."""
         return Mailbox(self.capacity, self.overflow, self.block_timeout, owner=owner)
 
 
@@ -114,7 +118,7 @@ class Mailbox:
     Args:
         capacity: how many messages may be reserved for, waiting in, or handled by this mailbox.
         overflow: the policy when it is full.
-        block_timeout: seconds a sender waits for room under ``block``.
+        block_timeout: seconds a sender waits for room under `block`.
         owner: the AID (or other name) of the agent it belongs to, for the full-mailbox log lines.
     """
 
@@ -179,12 +183,12 @@ class Mailbox:
         return True
 
     async def reserve(self, message_id: str, sender: str | None = None) -> None:
-        """Promise a place to a message about to be published (by ``sender``, if known: it is named
+        """Promise a place to a message about to be published (by `sender`, if known: it is named
         in the warning when the mailbox is full).
 
         Raises:
-            MailboxFullError: the mailbox is full and the policy is ``dead_letter``, or it stayed
-                full for ``block_timeout`` seconds.
+            MailboxFullError: the mailbox is full and the policy is `dead_letter`, or it stayed
+                full for `block_timeout` seconds.
         """
         if not self._has_room():
             if self.overflow is OverflowPolicy.DEAD_LETTER:
@@ -215,7 +219,7 @@ class Mailbox:
 
     def take_if_room(self, message_id: str) -> bool:
         """Admit an arriving message without waiting, if it can be: it holds a reservation, or there
-        is room and nobody is waiting for it. False means: wait with :meth:`enter`, or refuse."""
+        is room and nobody is waiting for it. False means: wait with [`enter`][aun_runtime.Mailbox.enter], or refuse."""
         if self._reserved is not None and self._consume_reservation(message_id):
             return True
         if self.occupancy < self.capacity and not self._waiters:
@@ -224,13 +228,13 @@ class Mailbox:
         return False
 
     async def enter(self, message_id: str, sender: str | None = None) -> bool:
-        """Admit an arriving message that :meth:`take_if_room` could not: the publisher (``sender``,
+        """Admit an arriving message that [`take_if_room`][aun_runtime.Mailbox.take_if_room] could not: the publisher (`sender`,
         if known, for the full-mailbox warning) waits.
 
         Returns:
-            True once the message has its place. Under ``block`` that is after room came (first
-            come, first served) or, after ``block_timeout``, over the bound (counted in
-            ``overflowed``). False under ``dead_letter``: refuse it and record a dead letter.
+            True once the message has its place. Under `block` that is after room came (first
+            come, first served) or, after `block_timeout`, over the bound (counted in
+            `overflowed`). False under `dead_letter`: refuse it and record a dead letter.
         """
         if self.take_if_room(message_id):
             return True
@@ -249,8 +253,8 @@ class Mailbox:
         """Admit a message at once, for a core that cannot make its publisher wait.
 
         Returns:
-            False: refuse it (full, ``dead_letter`` policy). Under ``block`` a message without a
-            reservation that finds the mailbox full is queued anyway and counted in ``overflowed``.
+            False: refuse it (full, `dead_letter` policy). Under `block` a message without a
+            reservation that finds the mailbox full is queued anyway and counted in `overflowed`.
         """
         if self._reserved is not None and self._consume_reservation(message_id):
             return True
@@ -267,7 +271,7 @@ class Mailbox:
     # -- handling ----------------------------------------------------------------------------------
 
     async def take_turn(self, handle: Awaitable[T]) -> T:
-        """Await ``handle`` when every message that arrived before has been handled.
+        """Await `handle` when every message that arrived before has been handled.
 
         Only needed on a core that runs a task per message; a draining core takes turns by itself.
         The turn passes straight to the next waiter, so no later arrival can overtake an earlier one.
@@ -335,7 +339,7 @@ class Mailbox:
         return True
 
     async def _wait_for_room(self, sender: str | None) -> None:
-        """Queue for a place; it is taken on our behalf by :meth:`release` before we wake up."""
+        """Queue for a place; it is taken on our behalf by [`release`][aun_runtime.Mailbox.release] before we wake up."""
         self._full_episode(sender).waited += 1  # before queueing: nobody waits outside an episode
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
@@ -382,7 +386,7 @@ class Mailbox:
             self._end_episode()
 
     def _full_episode(self, sender: str | None) -> _FullEpisode:
-        """The full episode under way, with ``sender`` noted; a new one schedules its warning."""
+        """The full episode under way, with `sender` noted; a new one schedules its warning."""
         episode = self._episode
         if episode is None:
             episode = self._episode = _FullEpisode()

@@ -1,9 +1,9 @@
 """One transcript from the archives of several runtimes (the workers of a cluster, or runtimes
-joined through gateways): ``aun-runtime transcript --archive A --archive B``.
+joined through gateways): `aun-runtime transcript --archive A --archive B`.
 
 Each archive is opened read-only (a runtime may still be writing it). Records are merged by the
 time they were recorded, each archive's own order kept and ties going to the archive named first;
-a message recorded ``sent`` in one archive and ``received`` in another is one message, delivered
+a message recorded `sent` in one archive and `received` in another is one message, delivered
 there, and the same record found in two archives is shown once.
 """
 
@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Sequence
 
 from ._archive import Archive, ArchiveRecord
-from ._transcript import render_transcript
+from ._transcript import ArchiveRoles, render_transcript
 
 __all__ = ["merge_records", "merged_transcript"]
 
@@ -28,7 +28,7 @@ def _all_records(archive: Archive) -> list[ArchiveRecord]:
 
 
 def merge_records(archives: Sequence[Archive]) -> list[ArchiveRecord]:
-    """Every record of ``archives``, by recorded time (stable), each fact once."""
+    """Every record of `archives`, by recorded time (stable), each fact once."""
     merged: list[ArchiveRecord] = []
     seen: set[tuple[str, str, str, str | None]] = set()
     for record in heapq.merge(*(_all_records(a) for a in archives), key=lambda r: r.recorded_at):
@@ -42,12 +42,12 @@ def merge_records(archives: Sequence[Archive]) -> list[ArchiveRecord]:
 
 
 def merged_transcript(paths: Sequence[str]) -> str:
-    """The transcript of the archive files at ``paths``, merged (see the module's docstring)."""
+    """The transcript of the archive files at `paths`, merged (see the module's docstring)."""
     archives = [Archive(path, read_only=True) for path in paths]
     try:
         records = merge_records(archives)
-        inboxes = {entry.aid for archive in archives for entry in archive.agents() if entry.role == "inbox"}
+        roles = ArchiveRoles(*archives)
+        return render_transcript(records, is_agent=roles)
     finally:
         for archive in archives:
             archive.close()
-    return render_transcript(records, is_agent=lambda aid: aid not in inboxes)

@@ -1,7 +1,7 @@
-"""The one refusal every core of this project shares: ``send_message``.
+"""The one refusal every core of this project shares: `send_message`.
 
 A receiver has no obligation to respond, so a runtime offers no request/response call. A core
-lists :class:`RefusesRPC` first among its bases, ahead of the autogen-core runtime it builds on.
+lists `RefusesRPC` first among its bases, ahead of the autogen-core runtime it builds on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __all__ = ["RefusesRPC"]
 
 
 class RefusesRPC:
-    """A runtime whose ``send_message`` raises :class:`~aun_runtime.RPCForbiddenError`."""
+    """A runtime whose `send_message` raises [`RPCForbiddenError`][aun_runtime.RPCForbiddenError]."""
 
     async def send_message(
         self,

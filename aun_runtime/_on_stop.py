@@ -1,14 +1,14 @@
-"""``StopCallbacks``: what an application asked to have done when its runtime stops.
+"""`StopCallbacks`: what an application asked to have done when its runtime stops.
 
 An application often opens things its agents use for as long as the runtime runs: an MCP server
-behind a ``McpWorkbench``, an HTTP client, a database pool. ``runtime.on_stop(workbench.stop)``
+behind a `McpWorkbench`, an HTTP client, a database pool. `runtime.on_stop(workbench.stop)`
 ties such a thing to the run: the callback runs once, when the runtime stops, however it stops
-(``stop``, ``stop_when_idle``, ``close``, leaving ``async with``, or a command that ends on a signal,
-at the end of ``--for`` or ``--until-idle``, or on an error), and only after the last turn has ended,
+(`stop`, `stop_when_idle`, `close`, leaving `async with`, or a command that ends on a signal,
+at the end of `--for` or `--until-idle`, or on an error), and only after the last turn has ended,
 so no agent is still using what it closes.
 
 * Callbacks run last registered first (what was opened last is closed first), each once.
-* Each gets :data:`DEFAULT_ON_STOP_TIMEOUT` seconds (or its own ``timeout``): one still running then
+* Each gets `DEFAULT_ON_STOP_TIMEOUT` seconds (or its own `timeout`): one still running then
   is cancelled, and one that raises is logged with its traceback; either way the others still run
   and the stop goes on. A stop never hangs on a callback, and never raises one's error.
 """

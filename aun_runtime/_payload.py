@@ -47,7 +47,7 @@ def coerce_payload(payload: PayloadLike, mentions: Sequence[str | Mention] | Non
 
 
 def coerce_mentions(mentions: Sequence[str | Mention]) -> tuple[AIDMention | ScopeMention, ...]:
-    """``["bob.local", "all"]`` -> structured mentions."""
+    """`["bob.local", "all"]` -> structured mentions."""
     out: list[AIDMention | ScopeMention] = []
     for item in mentions:
         if isinstance(item, AIDMention | ScopeMention):

@@ -1,7 +1,7 @@
 """The network seam: what a runtime hands to a gateway agent, and what it takes from one.
 
 A runtime delivers what it can itself: to AIDs registered in it, and to its own groups. With an
-*outbound route* set (:meth:`AUNRuntime.set_outbound_route`, normally a gateway agent), the rest
+*outbound route* set ([`AUNRuntime.set_outbound_route`][aun_runtime.AUNRuntime.set_outbound_route], normally a gateway agent), the rest
 goes out instead of becoming a dead letter:
 
 * a direct message to an AID **not registered in this runtime** (whatever its domain: with a
@@ -10,10 +10,10 @@ goes out instead of becoming a dead letter:
 * a group message to a group **this runtime does not hold** (a group on the network);
 * the copy of a message in one of this runtime's groups for a member that is not registered here.
 
-Without a route, nothing changes: an unknown AID of the local domain is ``UnknownAIDError``, any
-other AID ``NoRouteError``, an unknown group ``UnknownGroupError``, each a dead letter.
+Without a route, nothing changes: an unknown AID of the local domain is `UnknownAIDError`, any
+other AID `NoRouteError`, an unknown group `UnknownGroupError`, each a dead letter.
 
-The other direction: :func:`deliver_remote` publishes a message that arrived from the network on the
+The other direction: [`deliver_remote`][aun_runtime.AUNRuntime.deliver_remote] publishes a message that arrived from the network on the
 local recipient's topic, and returns only once the recipient's channel has archived its verdict on
 it (received, filtered, or recognised as a duplicate) or it became a dead letter, *and* the archive
 has committed that record. Acknowledging to the network after that point is what makes a bridge
@@ -46,11 +46,11 @@ class OutboundRoute(Protocol):
     """Where a runtime sends what it cannot deliver itself (a gateway agent implements it)."""
 
     async def forward(self, message: AUNMessage, recipient: str | None) -> None:
-        """Take ``message`` for the network; return once it is safely queued (not delivered).
+        """Take `message` for the network; return once it is safely queued (not delivered).
 
         Args:
-            message: the message as the sender sent it (``seq`` unset: the network numbers it).
-            recipient: the AID this copy is for: ``message.to`` for a direct message, a member for
+            message: the message as the sender sent it (`seq` unset: the network numbers it).
+            recipient: the AID this copy is for: `message.to` for a direct message, a member for
                 the copy of a local group's message; None for a message to a network group.
 
         Raises:
@@ -60,7 +60,7 @@ class OutboundRoute(Protocol):
         ...
 
     async def ping(self, aid: str) -> bool:
-        """Whether ``aid``, not registered in this runtime, can be reached now (asked, not guessed)."""
+        """Whether `aid`, not registered in this runtime, can be reached now (asked, not guessed)."""
         ...
 
 
@@ -96,14 +96,14 @@ async def deliver_remote(
     verdict is on disk.
 
     Args:
-        arrivals: ``(message, recipient)`` pairs in the order the network delivered them (one page).
+        arrivals: `(message, recipient)` pairs in the order the network delivered them (one page).
         endpoints: the runtime's local AIDs.
         core: the core that carries the publishes.
         archive: the runtime's archive, whose commit is awaited.
         failures: where undeliverable arrivals are recorded.
 
-    Backpressure reaches the network: under the ``block`` policy a full mailbox makes this wait (the
-    network keeps what is not yet acknowledged); under ``dead_letter`` the message is recorded as a
+    Backpressure reaches the network: under the `block` policy a full mailbox makes this wait (the
+    network keeps what is not yet acknowledged); under `dead_letter` the message is recorded as a
     dead letter at once.
 
     Raises:

@@ -1,26 +1,26 @@
-"""``AUNRuntime``: registration of AIDs and groups, over a core; sends go through the send path.
+"""`AUNRuntime`: registration of AIDs and groups, over a core; sends go through the send path.
 
-The runtime is a facade over an autogen-core ``AgentRuntime`` (the *core*, by default
-:class:`~aun_runtime.AUNActorRuntime`). Every AUN message is a publish on a topic of the core;
+The runtime is a facade over an autogen-core `AgentRuntime` (the *core*, by default
+[`AUNActorRuntime`][aun_runtime.AUNActorRuntime]). Every AUN message is a publish on a topic of the core;
 nothing is ever sent as an RPC. On top of the core the runtime adds what AUN needs:
 
-* **Mailboxes.** Each AID has one :class:`~aun_runtime.Mailbox`: its bound and overflow policy. A
-  core that drains mailboxes itself (``drains_mailboxes``) is handed each AID's mailbox and
+* **Mailboxes.** Each AID has one [`Mailbox`][aun_runtime.Mailbox]: its bound and overflow policy. A
+  core that drains mailboxes itself (`drains_mailboxes`) is handed each AID's mailbox and
   enforces it; on any other core the runtime applies it when the message is delivered. Either way
   direct sends reserve their place first, so the rules are the same on every core.
-* **Routing.** A direct message to ``x.local`` is published on ``aun.inbox.x.local``; a group message
-  on ``aun.group.<gid>``, where each member holds a subscription (membership *is* the subscriptions,
+* **Routing.** A direct message to `x.local` is published on `aun.inbox.x.local`; a group message
+  on `aun.group.<gid>`, where each member holds a subscription (membership *is* the subscriptions,
   so it can change while the runtime runs).
-* **Sending** (:mod:`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
+* **Sending** (`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
   routing, for the agents' send tools and for code outside any agent alike.
-* **Dead letters** (:mod:`aun_runtime._failures`). A message that cannot be delivered (unknown AID,
+* **Dead letters** (`aun_runtime._failures`). A message that cannot be delivered (unknown AID,
   no route, unknown group, a sender outside the group, a full mailbox) or whose handler raises is
   archived as a dead letter with the reason and logged. The sender of an undeliverable message also
   gets a specific error.
 * **The loop guard.** Every message sent while a handler runs belongs to the handled message's
-  thread and counts one hop more. A send that would pass ``max_hops`` is refused, recorded as a
+  thread and counts one hop more. A send that would pass `max_hops` is refused, recorded as a
   loop stop and logged, which ends A->B->A and A->B->C->A storms.
-* **Liveness** is asked for explicitly with :meth:`AUNRuntime.ping`; silence is never failure.
+* **Liveness** is asked for explicitly with [`AUNRuntime.ping`][aun_runtime.AUNRuntime.ping]; silence is never failure.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from protocols.contract import contract_classes
 
 from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
-from ._agent import AgentFactory, AgentMaker, AUNAgent
+from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
 from ._archive import Archive
 from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
@@ -81,7 +81,7 @@ from ._payload import PayloadLike
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
-from ._transcript import render_transcript
+from ._transcript import ArchiveRoles, render_transcript
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT, RuntimeDefault, Turn, TurnWatch
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
 
@@ -107,40 +107,40 @@ class AUNRuntime:
     """An AUN runtime: agents addressed by AID, groups, publish-only delivery and a full archive.
 
     Args:
-        archive: an :class:`Archive`, or a path for its SQLite file (default: in memory).
-        domain: the local domain: AIDs ``<name>.<domain>`` are local, any other goes out through a
+        archive: an [`Archive`][aun_runtime.Archive], or a path for its SQLite file (default: in memory).
+        domain: the local domain: AIDs `<name>.<domain>` are local, any other goes out through a
             gateway route (or is a dead letter if there is none).
         max_hops: the loop guard's hop limit per thread.
         mailbox_capacity: each agent's mailbox bound (default: the core's, if it was given mailbox
-            options, else :data:`~aun_runtime._mailbox.DEFAULT_MAILBOX_CAPACITY`). Mailbox options are
+            options, else `DEFAULT_MAILBOX_CAPACITY`). Mailbox options are
             given here or to the core, not both.
-        overflow: what happens when a mailbox is full (default: ``block``).
-        block_timeout: how long a sender waits for room under ``block``.
+        overflow: what happens when a mailbox is full (default: `block`).
+        block_timeout: how long a sender waits for room under `block`.
         dedup_window: how many recent message keys each agent remembers.
         budgets: the limits on threads and model use every agent works within, unless registered
-            with its own (see :class:`~aun_runtime.Budgets`).
+            with its own (see [`Budgets`][aun_runtime.Budgets]).
         handler_timeout: seconds one turn (a handler on one message, one run of a proactive
             action) may run before it is cancelled and its message becomes a dead letter
-            (:class:`~aun_runtime.HandlerTimeoutError`), unless an agent is registered with its own;
-            None: no limit. See :data:`~aun_runtime.DEFAULT_HANDLER_TIMEOUT` for why five minutes.
-        core: the autogen-core runtime that carries the messages, an :class:`~aun_runtime.AUNCore`
-            (default: a fresh :class:`AUNActorRuntime`). A core that keeps its own archive (a
-            distributed worker journals into it) supplies it when ``archive`` is not given; a core
-            with a ``directory`` tells the runtime about AIDs and groups held by other processes, and
+            (`HandlerTimeoutError`), unless an agent is registered with its own;
+            None: no limit. See `DEFAULT_HANDLER_TIMEOUT` for why five minutes.
+        core: the autogen-core runtime that carries the messages, an [`AUNCore`][aun_runtime.AUNCore]
+            (default: a fresh [`AUNActorRuntime`][aun_runtime.AUNActorRuntime]). A core that keeps its own archive (a
+            distributed worker journals into it) supplies it when `archive` is not given; a core
+            with a `directory` tells the runtime about AIDs and groups held by other processes, and
             then holds the groups.
 
     Raises:
-        TypeError: ``core`` is a plain autogen-core runtime, not an :class:`~aun_runtime.AUNCore`.
+        TypeError: `core` is a plain autogen-core runtime, not an [`AUNCore`][aun_runtime.AUNCore].
         ValueError: an option is out of range, or given both here and to the core.
 
     Example:
-        .. code-block:: python
-
-            async with AUNRuntime() as runtime:
-                await runtime.register_agent("echo.local", Echo)
-                inbox = await runtime.open_inbox("app.local")
-                await inbox.send("echo.local", "hello")
-                print(await inbox.next(timeout=5))
+        ```python
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent("echo.local", Echo)
+            inbox = await runtime.open_inbox("app.local")
+            await inbox.send("echo.local", "hello")
+            print(await inbox.next(timeout=5))
+        ```
     """
 
     def __init__(
@@ -200,6 +200,8 @@ class AUNRuntime:
         self.handler_timeout = handler_timeout
         #: Every turn in flight, under its agent's handler timeout.
         self.turns = TurnWatch(on_end=lambda turn: self._failures.summarise(turn))
+        #: The archive's last record id when this runtime took it: what came before is earlier runs'.
+        self.archive_start = self.archive.last_id()
         self._failures = FailureLog(self.archive, self.stats, self.turns)
         self._stop_callbacks = StopCallbacks()
         self._sending = SendPath(
@@ -239,7 +241,7 @@ class AUNRuntime:
             await self.stop()
 
     async def start(self) -> None:
-        """Start delivering; agents that speak first (``on_start``) are created and started now."""
+        """Start delivering; agents that speak first (`on_start`) are created and started now."""
         if self._running:
             return
         self.turns.reopen()
@@ -260,7 +262,7 @@ class AUNRuntime:
         self.archive.flush()
 
     async def stop_when_idle(self) -> None:
-        """Wait until everything sent has been handled, then stop (and run the :meth:`on_stop`
+        """Wait until everything sent has been handled, then stop (and run the `on_stop`
         callbacks)."""
         await self._cancel_tasks()
         if self._running:
@@ -270,17 +272,17 @@ class AUNRuntime:
         await self._stop_callbacks.run()
 
     async def stop(self, *, grace: float = 0.0) -> None:
-        """Stop: no new turn starts, the turns in flight get ``grace`` seconds to end, and then
-        whatever still runs is cancelled; then the :meth:`on_stop` callbacks run.
+        """Stop: no new turn starts, the turns in flight get `grace` seconds to end, and then
+        whatever still runs is cancelled; then the `on_stop` callbacks run.
 
         A message whose turn would come meanwhile is not handled, and neither is anything still
-        queued: each is a dead letter (:class:`~aun_runtime.RuntimeStoppedError`), except on a
+        queued: each is a dead letter ([`RuntimeStoppedError`][aun_runtime.RuntimeStoppedError]), except on a
         distributed worker, which leaves it unacknowledged so that its sender sends it again to the
         worker's next run. A turn cancelled at the end of the grace is recorded the same way.
 
         Args:
             grace: seconds the turns in flight may take to end (default 0: cancel them at once).
-                The commands give them :data:`~aun_runtime.STOP_GRACE` after a signal.
+                The commands give them `STOP_GRACE` after a signal.
         """
         turns = self.turns
         turns.close()
@@ -300,28 +302,27 @@ class AUNRuntime:
         await self._stop_callbacks.run()
 
     def on_stop(self, callback: StopCallback, *, timeout: float = DEFAULT_ON_STOP_TIMEOUT) -> StopCallback:
-        """Run ``callback`` once when this runtime stops, after its last turn: how an application
-        ties what its agents use (a ``McpWorkbench``, an HTTP client) to the run.
+        """Run `callback` once when this runtime stops, after its last turn: how an application
+        ties what its agents use (a `McpWorkbench`, an HTTP client) to the run.
 
-        Callbacks run last registered first, each within ``timeout`` seconds (one still running then
-        is cancelled); one that raises is logged with its traceback, and the stop goes on. See
-        :mod:`aun_runtime._on_stop`.
+        Callbacks run last registered first, each within `timeout` seconds (one still running then
+        is cancelled); one that raises is logged with its traceback, and the stop goes on.
 
         Args:
             callback: a coroutine function, or a plain function, taking no arguments.
             timeout: seconds it may take.
 
         Returns:
-            ``callback``, so that this works as a decorator too.
+            `callback`, so that this works as a decorator too.
 
         Example:
-            .. code-block:: python
-
-                async def app(runtime: AUNRuntime) -> None:
-                    workbench = McpWorkbench(StdioServerParams(command="my-mcp-server"))
-                    await workbench.start()
-                    runtime.on_stop(workbench.stop)
-                    await runtime.register_agent("scout.local", lambda: AutonomousAgent(model, tools=workbench))
+            ```python
+            async def app(runtime: AUNRuntime) -> None:
+                workbench = McpWorkbench(StdioServerParams(command="my-mcp-server"))
+                await workbench.start()
+                runtime.on_stop(workbench.stop)
+                await runtime.register_agent("scout.local", lambda: AutonomousAgent(model, tools=workbench))
+            ```
         """
         self._stop_callbacks.add(callback, timeout)
         return callback
@@ -352,22 +353,25 @@ class AUNRuntime:
         budgets: Budgets | None = None,
         handler_timeout: float | RuntimeDefault | None = RUNTIME_DEFAULT,
     ) -> None:
-        """Make ``aid`` a local agent, created by ``factory`` on its first message.
+        """Make `aid` a local agent, created by `factory` on its first message.
 
         Args:
             aid: the agent's AID.
-            factory: an :class:`AUNAgent` subclass, or a callable returning an instance.
-            description: one line for metadata (default: the card's, or the class docstring's first line).
+            factory: an [`AUNAgent`][aun_runtime.AUNAgent] subclass, or a callable returning an instance.
+            description: one line for metadata and the console (default: the card's, else the class
+                docstring's first line; for a factory that is not a class, such as a lambda, the
+                description the agent it makes gives itself, else its class docstring's first line,
+                taken when the agent is first made).
             eager: create the agent when the runtime starts rather than on its first message. Default:
-                true for a class that overrides :meth:`AUNAgent.on_start` (it means to speak first).
-            card: the agent's agent.md (text or parsed); default: the class's ``agent_md``, if any.
+                true for a class that overrides [`AUNAgent.on_start`][aun_runtime.AUNAgent.on_start] (it means to speak first).
+            card: the agent's agent.md (text or parsed); default: the class's `agent_md`, if any.
             budgets: limits of its own on threads and model use (default: the runtime's).
             handler_timeout: seconds one of its turns may run (default: the runtime's
-                ``handler_timeout``); None: no limit.
+                `handler_timeout`); None: no limit.
 
         Raises:
-            InvalidAIDError: ``aid`` is not a valid AID.
-            AgentRegistrationError: ``aid`` is already registered, or the card is for another AID.
+            InvalidAIDError: `aid` is not a valid AID.
+            AgentRegistrationError: `aid` is already registered, or the card is for another AID.
             AgentMDError: the card is not a valid agent.md.
         """
         validate_aid(aid)
@@ -388,9 +392,8 @@ class AUNRuntime:
                 raise AgentRegistrationError(f"{factory.__name__} is not an AUNAgent subclass")
             if eager is None:
                 eager = factory.on_start is not AUNAgent.on_start
-            if not description and factory.__doc__:
-                # Interned: many AIDs of one class share the one string (100,000 copies are 14 MB).
-                description = sys.intern(factory.__doc__.strip().splitlines()[0])
+            if not description:
+                description = class_description(factory)
         mailbox = self.mailbox_options.mailbox(owner=aid)
         endpoint = Endpoint(
             self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty,
@@ -422,10 +425,10 @@ class AUNRuntime:
             await self._start_agent(endpoint)
 
     async def open_inbox(self, aid: str | None = None) -> Inbox:
-        """Register an :class:`Inbox` for code outside any agent, and return it.
+        """Register an [`Inbox`][aun_runtime.Inbox] for code outside any agent, and return it.
 
         An inbox is an agent that keeps what it receives, so that an application (or a test) can send
-        as ``aid`` and read whatever comes back: nothing, one message or many. Opening an inbox
+        as `aid` and read whatever comes back: nothing, one message or many. Opening an inbox
         that is already open returns it.
         """
         aid = aid or f"{APP_NAME}.{self.domain}"
@@ -438,7 +441,7 @@ class AUNRuntime:
         return await self.agent_instance(aid, Inbox)
 
     async def agent_instance(self, aid: str, cls: type[AgentT]) -> AgentT:
-        """The local instance of ``aid`` (created if it was not yet), checked to be a ``cls``.
+        """The local instance of `aid` (created if it was not yet), checked to be a `cls`.
 
         For inspection and tests; agents talk to each other with messages, never through instances.
         """
@@ -455,19 +458,19 @@ class AUNRuntime:
         await run_proactive(agent, agent.on_start, what="on_start")
 
     def is_local(self, aid: str) -> bool:
-        """True if ``aid`` is registered in this runtime."""
+        """True if `aid` is registered in this runtime."""
         return aid in self._endpoints
 
     def is_agent(self, aid: str) -> bool:
-        """True if ``aid`` is a local agent (not an application's :class:`Inbox`)."""
+        """True if `aid` is a local agent (not an application's [`Inbox`][aun_runtime.Inbox])."""
         return aid in self._endpoints and aid not in self._inboxes
 
     def transcript(self, limit: int = 10_000) -> str:
         """The archive as readable text: replies under what they answer, silence as delivered."""
-        return render_transcript(self.archive.records(limit=limit), is_agent=self.is_agent)
+        return render_transcript(self.archive.records(limit=limit), is_agent=ArchiveRoles(self.archive))
 
     def agent_info(self, aid: str) -> dict[str, str]:
-        """AUN metadata of a local agent: AID, behaviour mode (``autonomous``) and description."""
+        """AUN metadata of a local agent: AID, behaviour mode (`autonomous`) and description."""
         endpoint = self._endpoints.get(aid)
         if endpoint is None:
             raise UnknownAIDError(f"{aid} is not registered in this runtime")
@@ -498,13 +501,13 @@ class AUNRuntime:
         return endpoint.mailbox
 
     async def ping(self, aid: str) -> bool:
-        """Ask explicitly whether ``aid`` is reachable. Never inferred from silence.
+        """Ask explicitly whether `aid` is reachable. Never inferred from silence.
 
         True for a registered local agent, False for an unknown AID of the local domain. With an
         outbound route, any other AID is asked of the route (a gateway agent pings the network).
 
         Raises:
-            NoRouteError: ``aid`` is outside the local domain and no gateway carries it.
+            NoRouteError: `aid` is outside the local domain and no gateway carries it.
         """
         validate_aid(aid)
         if aid in self._endpoints:
@@ -526,8 +529,16 @@ class AUNRuntime:
         members: Iterable[str] = (),
         dispatch_mode: DispatchMode | str = DispatchMode.BROADCAST,
     ) -> GroupInfo:
-        """Create a group. ``dispatch_mode`` also accepts ``disabled`` and ``mention-only``."""
+        """Create a group. `dispatch_mode` also accepts `disabled` and `mention-only`.
+
+        The application's AID `app.<domain>` among `members` is opened as an inbox if nothing is
+        registered under it yet, as [`send`][aun_runtime.AUNRuntime.send] does: what is posted to the
+        group reaches it and is kept there.
+        """
         validate_group_id(group_id)
+        members = list(members)
+        for aid in members:
+            await self._app_inbox(aid)  # the application's AID as a member: its inbox, opened now
         if self._directory is not None:
             member_list = [validate_aid(aid) for aid in members]
             return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
@@ -540,7 +551,8 @@ class AUNRuntime:
         return self.group(group_id)
 
     async def add_member(self, group_id: str, aid: str) -> None:
-        """Add ``aid`` to a group; it sees the group's messages posted from now on."""
+        """Add `aid` to a group; it sees the group's messages posted from now on."""
+        await self._app_inbox(aid)
         if self._directory is not None:
             await self._directory.add_member(group_id, validate_aid(aid))
             return
@@ -562,7 +574,7 @@ class AUNRuntime:
             group.subscriptions[aid] = subscription.id
 
     async def remove_member(self, group_id: str, aid: str) -> None:
-        """Remove ``aid`` from a group; it sees nothing posted after this, and still gets what was
+        """Remove `aid` from a group; it sees nothing posted after this, and still gets what was
         posted before (those messages were sent to it)."""
         if self._directory is not None:
             await self._directory.remove_member(group_id, aid)
@@ -620,28 +632,37 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send a direct message from code outside any agent (as ``sender``, default ``app.<domain>``).
+        """Send a direct message from code outside any agent (as `sender`, default `app.<domain>`).
 
-        Without ``sender`` the message goes out from the application's inbox ``app.<domain>``, opened
+        Without `sender` the message goes out from the application's inbox `app.<domain>`, opened
         on first use if nothing is registered under that AID, so the answers arrive and are kept
-        there (``await runtime.open_inbox()`` returns that inbox) instead of becoming dead letters.
+        there (`await runtime.open_inbox()` returns that inbox) instead of becoming dead letters.
         """
-        if sender is None:
-            sender = f"{APP_NAME}.{self.domain}"
-            if sender not in self._endpoints and not self._sending.held_elsewhere(sender):
-                await self.open_inbox(sender)
+        sender = await self._app_inbox(sender)
         return await self._sending.send(sender, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
+
+    async def _app_inbox(self, aid: str | None) -> str:
+        """`aid`, or the application's AID `app.<domain>` when None. The application's AID is opened
+        as an inbox on first use (a send, a group post, a membership) if nothing is registered under
+        it, so that what comes back to it is kept instead of becoming dead letters."""
+        app = f"{APP_NAME}.{self.domain}"
+        aid = app if aid is None else aid
+        if aid == app and aid not in self._endpoints and not self._sending.held_elsewhere(aid):
+            await self.open_inbox(aid)
+        return aid
 
     async def group_send(
         self,
         group_id: str,
         payload: PayloadLike,
         *,
-        sender: str,
+        sender: str | None = None,
         mentions: Sequence[str | Mention] | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Post to a group from code outside any agent, as ``sender`` (who must be a member)."""
+        """Post to a group from code outside any agent, as `sender` (who must be a member; default
+        `app.<domain>`, opened as an inbox on first use as for [`send`][aun_runtime.AUNRuntime.send])."""
+        sender = await self._app_inbox(sender)
         return await self._sending.send(
             sender, payload, group_id=group_id, mentions=mentions, message_id=message_id
         )
@@ -657,7 +678,7 @@ class AUNRuntime:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send as the local AID ``sender``: what an agent's send tools call (see :class:`AgentHost`)."""
+        """Send as the local AID `sender`: what an agent's send tools call (see [`AgentHost`][aun_runtime.AgentHost])."""
         return await self._sending.send(
             sender, payload, to=to, group_id=group_id, mentions=mentions, in_reply_to=in_reply_to,
             message_id=message_id,
@@ -670,18 +691,18 @@ class AUNRuntime:
     # -- the network seam (see _route.py) -----------------------------------------------------------
 
     def set_outbound_route(self, route: OutboundRoute | None) -> None:
-        """Send what this runtime cannot deliver itself through ``route`` (a gateway agent); None
+        """Send what this runtime cannot deliver itself through `route` (a gateway agent); None
         restores dead letters. With a route, an AID is local exactly when it is registered here (or,
         with a directory, held by another process of this cluster)."""
         self._sending.outbound = route
 
     @property
     def outbound_route(self) -> OutboundRoute | None:
-        """The route set with :meth:`set_outbound_route`, or None."""
+        """The route set with [`set_outbound_route`][aun_runtime.AUNRuntime.set_outbound_route], or None."""
         return self._sending.outbound
 
     async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
-        """Deliver messages that came from the network to local recipients, ``(message, recipient)``
+        """Deliver messages that came from the network to local recipients, `(message, recipient)`
         in arrival order; return once the archive has committed every recipient's verdict."""
         await deliver_remote(
             arrivals, endpoints=self._endpoints, core=self.core, archive=self.archive, failures=self._failures
@@ -690,20 +711,20 @@ class AUNRuntime:
     # -- what agents and their endpoints use (see AgentHost) ---------------------------------------
 
     def was_member(self, group_id: str, aid: str, seq: int) -> bool:
-        """Whether ``aid`` was in ``group_id`` when its message ``seq`` was posted (True for a group
+        """Whether `aid` was in `group_id` when its message `seq` was posted (True for a group
         of another runtime: whoever holds it decided)."""
         group = self._groups.get(group_id)
         return group is None or group.was_member(aid, seq)
 
     def handler_timeout_of(self, aid: str) -> float | None:
-        """Seconds a turn of the local agent ``aid`` may run (None: no limit)."""
+        """Seconds a turn of the local agent `aid` may run (None: no limit)."""
         endpoint = self._endpoints.get(aid)
         if endpoint is None:
             raise UnknownAIDError(f"{aid} is not registered in this runtime")
         return endpoint.handler_timeout
 
     def keep_task(self, task: asyncio.Task[None]) -> None:
-        """Cancel ``task`` (an agent's scheduled action) when the runtime stops."""
+        """Cancel `task` (an agent's scheduled action) when the runtime stops."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -721,14 +742,14 @@ class AUNRuntime:
         self.record_dead_letter(agent.type, envelope, error)
 
     def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
-        """Record that a budget stopped ``owner`` (a send, with the message refused, or a model
-        call). Archived as ``budget_stop``, counted in :attr:`stats`, logged: never silent."""
+        """Record that a budget stopped `owner` (a send, with the message refused, or a model
+        call). Archived as `budget_stop`, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
         self._failures.budget_stop(owner, error, message)
 
     def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record that ``message`` could not be delivered to, or handled by, ``owner`` because of
-        ``error`` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
-        letter with the reason, counted in :attr:`stats`, logged: never silent."""
+        """Record that `message` could not be delivered to, or handled by, `owner` because of
+        `error` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
+        letter with the reason, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
         self._failures.dead_letter(owner, message, error)
 
 

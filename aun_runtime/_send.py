@@ -1,21 +1,21 @@
 """The send path: how a message from a local AID becomes a publish, a copy for the network, or a
 refusal with a dead letter.
 
-Every send goes through :meth:`SendPath.send`, whether it comes from an agent's send tools or from
+Every send goes through `SendPath.send`, whether it comes from an agent's send tools or from
 code outside any agent:
 
-1. **Thread and hops.** A message sent while a handler runs (or under ``acting_on``) continues the
+1. **Thread and hops.** A message sent while a handler runs (or under `acting_on`) continues the
    handled message's thread one hop further; any other starts a thread of its own.
-2. **The loop guard and the thread budgets.** A send past ``max_hops`` is refused as a loop stop;
+2. **The loop guard and the thread budgets.** A send past `max_hops` is refused as a loop stop;
    one past its thread's budgets as a budget stop. Either is recorded, then raised.
 3. **Routing.** A direct message to a local AID reserves its place in the recipient's mailbox, takes
-   its inbox ``seq`` and is published on the AID's inbox topic; a group message takes the group's
-   next ``seq`` and is published on the group's topic. With a directory (a distributed worker),
+   its inbox `seq` and is published on the AID's inbox topic; a group message takes the group's
+   next `seq` and is published on the group's topic. With a directory (a distributed worker),
    AIDs and groups held by other processes are published to, or kept for them while they are away.
    With an outbound route (a gateway agent), what this runtime cannot deliver goes out (see
-   :mod:`aun_runtime._route`); without one, it is a dead letter.
+   `aun_runtime._route`); without one, it is a dead letter.
 
-The message is archived as sent once it has its ``seq``, before the publish: a reader of the
+The message is archived as sent once it has its `seq`, before the publish: a reader of the
 archive never sees a delivery whose sending is missing.
 """
 
@@ -125,7 +125,7 @@ class SendPath:
         in_reply_to: AUNMessage | str | None = None,
         message_id: str | None = None,
     ) -> AUNMessage:
-        """Send as ``sender``: to ``to``, or to ``group_id``. See the module docstring."""
+        """Send as `sender`: to `to`, or to `group_id`. See the module docstring."""
         inbound = INBOUND.get()
         cause = (
             inbound if inbound is not None else in_reply_to if isinstance(in_reply_to, AUNMessage) else None
@@ -177,11 +177,11 @@ class SendPath:
         return message
 
     def held_elsewhere(self, aid: str) -> bool:
-        """True if another process of this cluster holds (or held) ``aid``: it is not the network's."""
+        """True if another process of this cluster holds (or held) `aid`: it is not the network's."""
         return self.directory is not None and self.directory.aid_status(aid) is not AIDStatus.UNKNOWN
 
     def no_agent(self, aid: str) -> UndeliverableError:
-        """The error for a message to ``aid`` when nobody here (or on a route) can take it."""
+        """The error for a message to `aid` when nobody here (or on a route) can take it."""
         if aid_domain(aid) == self.domain:
             return UnknownAIDError(f"no agent {aid} is registered in this runtime")
         return NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")

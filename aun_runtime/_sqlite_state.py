@@ -1,17 +1,17 @@
 """An agent state store in an SQLite file: evicted agents cost no memory, and resume after a restart.
 
-:class:`MemoryStateStore` keeps each evicted agent's state in the process, so an idle agent still
-costs the size of its state. :class:`SQLiteStateStore` keeps it in a file instead: an idle agent
+[`MemoryStateStore`][aun_runtime.MemoryStateStore] keeps each evicted agent's state in the process, so an idle agent still
+costs the size of its state. [`SQLiteStateStore`][aun_runtime.SQLiteStateStore] keeps it in a file instead: an idle agent
 costs only its registration, and an agent whose state is in the file resumes from it when it is
 next created, in this process or in the next one that opens the file (virtual actors with durable
 state). The actor runtime saves every instance still in memory into a durable store when it is
 closed, so a runtime restarted on the same file carries on where the last one stopped.
 
-Writes are deferred: ``put`` changes a small table of pending states in memory, which goes to the
-file in one transaction when :data:`PENDING_LIMIT` states wait, before any read that needs the
-file, and on :meth:`SQLiteStateStore.close`. Evictions come in bursts (thousands of agents going
+Writes are deferred: `put` changes a small table of pending states in memory, which goes to the
+file in one transaction when `PENDING_LIMIT` states wait, before any read that needs the
+file, and on [`SQLiteStateStore.close`][aun_runtime.SQLiteStateStore.close]. Evictions come in bursts (thousands of agents going
 idle at once), and one transaction per agent would cost a file sync each. Nothing is ever deleted:
-``take`` hands an agent's state to its new instance and hides it from the store's readers, but
+`take` hands an agent's state to its new instance and hides it from the store's readers, but
 leaves the row in the file until the agent's next save replaces it. So a process that dies loses
 only what changed since each agent was last saved, never an older state.
 """
@@ -85,7 +85,7 @@ class SQLiteStateStore:
         self._closed = False
 
     def put(self, agent: AgentId, state: Mapping[str, Any]) -> None:
-        """Keep ``state`` for ``agent``, replacing what was there.
+        """Keep `state` for `agent`, replacing what was there.
 
         Raises:
             TypeError: the state is not JSON-serialisable (autogen-core requires that it be).
@@ -97,9 +97,9 @@ class SQLiteStateStore:
             self.flush()
 
     def take(self, agent: AgentId) -> Mapping[str, Any] | None:
-        """Return the state kept for ``agent`` and stop offering it (None if there is none).
+        """Return the state kept for `agent` and stop offering it (None if there is none).
 
-        The row stays in the file, the agent's last saved state, until its next ``put``.
+        The row stays in the file, the agent's last saved state, until its next `put`.
         """
         key = (agent.type, agent.key)
         text = self._lookup(key)
@@ -109,7 +109,7 @@ class SQLiteStateStore:
         return decoded_state(text)
 
     def peek(self, agent: AgentId) -> Mapping[str, Any] | None:
-        """The state kept for ``agent``, left in place (None if there is none)."""
+        """The state kept for `agent`, left in place (None if there is none)."""
         text = self._lookup((agent.type, agent.key))
         return None if text is None else decoded_state(text)
 

@@ -1,4 +1,4 @@
-"""``RuntimeStats``: the counters of what happened to a runtime's messages."""
+"""`RuntimeStats`: the counters of what happened to a runtime's messages."""
 
 from __future__ import annotations
 

@@ -1,37 +1,32 @@
 """How a command ends: the signals it stops on, the grace its turns get, and its exit code.
 
-Every long-running command (``run`` with any option, ``demo``, ``worker``, ``host``, ``gateway``,
-``console``) runs through :func:`run_command`, so they all stop the same way:
+Every long-running command (`run` with any option, `demo`, `worker`, `host`, `gateway`,
+`console`) runs through `run_command`, so they all stop the same way:
 
 * **SIGINT (Ctrl-C) or SIGTERM** asks the command to stop. It says so on stderr, starts no new
-  turn, gives the turns in flight :data:`STOP_GRACE` seconds, then cancels what still runs (each
+  turn, gives the turns in flight `STOP_GRACE` seconds, then cancels what still runs (each
   such message is recorded: a dead letter, or on a worker unacknowledged, so it is sent again), runs
-  the application's teardown (each part within :data:`~aun_runtime.DEFAULT_ON_STOP_TIMEOUT`) and exits.
+  the application's teardown (each part within `DEFAULT_ON_STOP_TIMEOUT`) and exits.
 * **A second signal** exits at once.
 * **Nothing holds the process**: whatever hangs (a handler that ignores cancellation, a library's
-  shutdown, a thread), the process is gone :data:`EXIT_DEADLINE` seconds after the first signal.
+  shutdown, a thread), the process is gone `EXIT_DEADLINE` seconds after the first signal.
   When the command ends by itself, the tasks it left behind (an application's workbench, tasks of
-  its own) are cancelled and given :data:`WIND_DOWN` seconds, and are left behind after that; a
-  thread it left running holds the process for :data:`WIND_DOWN` seconds at most (:func:`bound_exit`).
+  its own) are cancelled and given `WIND_DOWN` seconds, and are left behind after that; a
+  thread it left running holds the process for `WIND_DOWN` seconds at most (`bound_exit`).
 
-Both signals get a handler of their own (a process started with ``&`` by a non-interactive shell
-inherits SIGINT ignored, and would otherwise never hear Ctrl-C), installed with ``signal.signal``
+Both signals get a handler of their own (a process started with `&` by a non-interactive shell
+inherits SIGINT ignored, and would otherwise never hear Ctrl-C), installed with `signal.signal`
 rather than on the event loop: a loop blocked by a handler that never awaits never runs its signal
 callbacks, but a Python signal handler still runs, so a second signal and the deadline always work.
 
 **Exit codes**, the same for every command:
 
-=====  =========================================================================================
-0      it ended the way it is meant to end: a run that ends by itself (``--until-idle``, ``--for``,
-       ``demo``) with no failures recorded; a serving command (``run`` without those options,
-       ``--console``, ``--gateway-url``, ``worker``, ``host``, ``gateway``, ``console``) stopped by
-       SIGINT or SIGTERM, cleanly
-1      it failed: the application (setup or teardown) raised, its traceback printed; or a run that
-       ends by itself recorded dead letters, loop stops or budget stops (one line says how many)
-2      usage or configuration: a bad option, an application that cannot be loaded, a port in use
-128+N  interrupted by signal N (130: SIGINT, 143: SIGTERM): a run meant to end by itself was
-       stopped before its end, or any command got a second signal or missed :data:`EXIT_DEADLINE`
-=====  =========================================================================================
+| code | how the command ended |
+|---|---|
+| 0 | the way it is meant to end: a run that ends by itself (`--until-idle`, `--for`, `demo`) with no failures recorded; a serving command (`run` without those options, `--console`, `--gateway-url`, `worker`, `host`, `gateway`, `console`) stopped by SIGINT or SIGTERM, cleanly |
+| 1 | it failed: the application (setup or teardown) raised, its traceback printed; or a run that ends by itself recorded dead letters, loop stops or budget stops (one line says how many) |
+| 2 | usage or configuration: a bad option, an application that cannot be loaded, a port in use |
+| 128+N | interrupted by signal N (130: SIGINT, 143: SIGTERM): a run meant to end by itself was stopped before its end, or any command got a second signal or missed `EXIT_DEADLINE` |
 """
 
 from __future__ import annotations
@@ -72,7 +67,7 @@ WIND_DOWN = 3.0
 
 
 class ExitCode(IntEnum):
-    """How a command ended (see the module docstring); a signal ``N`` gives ``128 + N``."""
+    """How a command ended (see the module docstring); a signal `N` gives `128 + N`."""
 
     OK = 0
     FAILED = 1
@@ -138,12 +133,12 @@ class StopRequest:
         await self._event.wait()
 
     async def unless_stopped(self, work: Awaitable[T], *, cancel_wait: float = WIND_DOWN) -> tuple[bool, T | None]:
-        """Await ``work`` unless a stop is requested first.
+        """Await `work` unless a stop is requested first.
 
         Returns:
-            ``(True, its result)`` if it finished first (its exception, if it raised, is raised here);
-            ``(False, None)`` if the stop came first: ``work`` is cancelled then, and given
-            ``cancel_wait`` seconds to end.
+            `(True, its result)` if it finished first (its exception, if it raised, is raised here);
+            `(False, None)` if the stop came first: `work` is cancelled then, and given
+            `cancel_wait` seconds to end.
         """
         task = asyncio.ensure_future(work)
         stopped = asyncio.ensure_future(self.wait())
@@ -167,11 +162,11 @@ class StopRequest:
 
 
 def run_command(main: Callable[[StopRequest], Awaitable[int]], *, serving: bool) -> int:
-    """Run ``main(stop)`` on a fresh event loop, with the signals handled as the module says;
+    """Run `main(stop)` on a fresh event loop, with the signals handled as the module says;
     return its exit code.
 
-    Unlike ``asyncio.run``, the cleanup after ``main`` is bounded: tasks left behind get
-    :data:`WIND_DOWN` seconds once cancelled, and are then left behind rather than waited for.
+    Unlike `asyncio.run`, the cleanup after `main` is bounded: tasks left behind get
+    `WIND_DOWN` seconds once cancelled, and are then left behind rather than waited for.
     """
     stop = StopRequest(serving=serving)
     loop = asyncio.new_event_loop()
@@ -193,7 +188,7 @@ def run_command(main: Callable[[StopRequest], Awaitable[int]], *, serving: bool)
 
 
 def bound_exit(code: int) -> None:
-    """The process ends with ``code`` within :data:`WIND_DOWN` seconds of now, whatever holds it
+    """The process ends with `code` within `WIND_DOWN` seconds of now, whatever holds it
     (a thread the application left running, which the interpreter would wait for, or a library's
     exit hook). For a command that owns its process: call it as the command returns."""
     timer = threading.Timer(WIND_DOWN, _exit_held, (code,))

@@ -4,13 +4,13 @@ fastaun 0.5.25 parses every frame with a strict parser and refuses the whole fra
 connection, when anything in it is outside these rules:
 
 * integers within ±(2^53-1), the range a double holds exactly (what JavaScript calls safe);
-* other numbers finite and within the same range (``1e400`` is infinity, ``1e300`` too large);
+* other numbers finite and within the same range (`1e400` is infinity, `1e300` too large);
 * strings and keys with no half of a UTF-16 surrogate pair;
 * no object key twice.
 
 A value the gateway accepts is relayed as it is, so one value outside these rules would disconnect
-every receiver again at each reconnect. :func:`find_unsafe` names the first such place, and any
-nesting past :data:`MAX_DEPTH` (a relayed payload sits a few levels deeper in its frame, and a
+every receiver again at each reconnect. `find_unsafe` names the first such place, and any
+nesting past `MAX_DEPTH` (a relayed payload sits a few levels deeper in its frame, and a
 parser's recursion has a limit too): the gateway refuses requests with one, and the gateway agent
 recognises them in frames another gateway relayed.
 """
@@ -93,7 +93,7 @@ def _find(value: Any, depth: int, max_depth: int) -> tuple[Path, str] | None:
 
 
 def join_path(parts: list[str | int], prefix: str = "") -> str:
-    """``["payload", "items", 2, "n"]`` as ``payload.items[2].n`` (long keys shortened)."""
+    """`["payload", "items", 2, "n"]` as `payload.items[2].n` (long keys shortened)."""
     path = prefix
     for part in parts:
         if isinstance(part, int):
@@ -106,10 +106,10 @@ def join_path(parts: list[str | int], prefix: str = "") -> str:
 
 
 def find_unsafe(value: Any, prefix: str = "", *, max_depth: int = MAX_DEPTH) -> tuple[str, str] | None:
-    """The first place in ``value`` an AUN client would refuse, as ``(path, what is wrong)``.
+    """The first place in `value` an AUN client would refuse, as `(path, what is wrong)`.
 
-    ``prefix`` is the path of ``value`` itself ("" for a params object, whose fields are named
-    bare: ``payload.data.n``). None: a client reads all of it.
+    `prefix` is the path of `value` itself ("" for a params object, whose fields are named
+    bare: `payload.data.n`). None: a client reads all of it.
     """
     found = _find(value, 1, max_depth)
     if found is None:

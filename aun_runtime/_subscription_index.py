@@ -1,14 +1,14 @@
 """Topic routing with autogen-core's subscription semantics, indexed for many subscriptions.
 
-autogen-core's ``SubscriptionManager`` scans every subscription on every add and rebuilds its table
+autogen-core's `SubscriptionManager` scans every subscription on every add and rebuilds its table
 for every topic seen so far, so registering *n* agents costs O(n²): 100,000 AIDs, each with its inbox
-subscription, would take hours. :class:`SubscriptionIndex` gives the same answers (same recipients,
+subscription, would take hours. `SubscriptionIndex` gives the same answers (same recipients,
 same order, duplicates kept, the same errors) with a dictionary for the common case:
 
-* subscriptions that behave exactly like ``TypeSubscription`` (it or a subclass that changes none
-  of ``is_match``/``map_to_agent``/``__eq__``, such as ``DefaultSubscription``) are found by topic
+* subscriptions that behave exactly like `TypeSubscription` (it or a subclass that changes none
+  of `is_match`/`map_to_agent`/`__eq__`, such as `DefaultSubscription`) are found by topic
   type in O(1);
-* every other subscription (``TypePrefixSubscription``, user-defined ones) is asked ``is_match``;
+* every other subscription (`TypePrefixSubscription`, user-defined ones) is asked `is_match`;
 * the recipients of recently published topics are kept in a bounded cache, cleared on any change.
 """
 
@@ -41,7 +41,7 @@ class SubscriptionIndex:
 
     Kept small per subscription (a runtime may hold one per AID for 100,000 AIDs): a topic type or
     an id with one subscription maps to it directly, and only a second one makes a list.
-    Recipients come in subscription order among plain ``TypeSubscription`` matches, then among the
+    Recipients come in subscription order among plain `TypeSubscription` matches, then among the
     others (autogen-core interleaves the two by age; each agent still gets every match, and its own
     messages in order).
     """
@@ -98,7 +98,7 @@ class SubscriptionIndex:
         self._cache_without.clear()
 
     def recipients(self, topic: TopicId) -> tuple[AgentId, ...]:
-        """The agents a publish on ``topic`` reaches (duplicates kept, as in autogen-core)."""
+        """The agents a publish on `topic` reaches (duplicates kept, as in autogen-core)."""
         # A topic with the source "default" (every AUN topic) is cached under its type string,
         # whose hash Python keeps: a TopicId is hashed by a Python-level dataclass method.
         key: TopicId | str = topic.type if topic.source == "default" else topic
@@ -116,7 +116,7 @@ class SubscriptionIndex:
         return found
 
     def recipients_without(self, topic: TopicId, sender: AgentId) -> tuple[AgentId, ...]:
-        """The recipients of a publish on ``topic`` by ``sender``: a publish is never delivered back
+        """The recipients of a publish on `topic` by `sender`: a publish is never delivered back
         to its sender (as in autogen-core). Kept per (topic, sender), so a group post compares
         AgentIds once, not once per member."""
         key = (topic, sender)

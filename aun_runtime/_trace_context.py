@@ -3,21 +3,21 @@
 Over the AUN network (the gateway agent):
 
 When the sending runtime traces (its core was given a tracer provider, or one is installed: see
-:mod:`aun_runtime._actor_tracing`), the span a message is sent from (the sending agent's
-``autogen process`` span) is written into the message's envelope as a W3C ``traceparent``
-(``payload.client_context.aun_envelope.traceparent``), kept in the outbox with the message so that
+`aun_runtime._actor_tracing`), the span a message is sent from (the sending agent's
+`autogen process` span) is written into the message's envelope as a W3C `traceparent`
+(`payload.client_context.aun_envelope.traceparent`), kept in the outbox with the message so that
 a message sent after a restart still names it. A receiving runtime that traces publishes such a
-message inside that context: its ``autogen create`` and ``publish`` spans are children of the
-sender's span, in the sender's trace, and its ``autogen process`` span links to them, as
+message inside that context: its `autogen create` and `publish` spans are children of the
+sender's span, in the sender's trace, and its `autogen process` span links to them, as
 autogen-core's process spans link to their create span within one runtime. A runtime that does
 not trace writes nothing, and reads no more than whether the field is there; any other AUN client
 sees one more field in a place it does not look.
 
-Between workers of one gRPC host, the same ``traceparent`` rides as the CloudEvent's
-``traceparent`` attribute (the CloudEvents distributed-tracing extension): a traced worker's
-``aun deliver`` span is then a child of the span the sending worker sent it from.
+Between workers of one gRPC host, the same `traceparent` rides as the CloudEvent's
+`traceparent` attribute (the CloudEvents distributed-tracing extension): a traced worker's
+`aun deliver` span is then a child of the span the sending worker sent it from.
 
-Only the W3C ``traceparent`` travels (no ``tracestate``, no baggage): what ties the spans together,
+Only the W3C `traceparent` travels (no `tracestate`, no baggage): what ties the spans together,
 nothing an application put there.
 """
 
@@ -42,7 +42,7 @@ _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 def current_traceparent() -> str | None:
-    """The ``traceparent`` of the span the caller runs in, or None when there is none (tracing
+    """The `traceparent` of the span the caller runs in, or None when there is none (tracing
     off: then this is one context lookup)."""
     if not trace.get_current_span().get_span_context().is_valid:
         return None
@@ -52,12 +52,12 @@ def current_traceparent() -> str | None:
 
 
 def well_formed(value: Any) -> str | None:
-    """``value`` if it is a W3C ``traceparent`` (version 00), else None: what came from elsewhere."""
+    """`value` if it is a W3C `traceparent` (version 00), else None: what came from elsewhere."""
     return value if isinstance(value, str) and _TRACEPARENT.fullmatch(value) else None
 
 
 def traceparent_of(event: dict[str, Any]) -> str | None:
-    """The ``traceparent`` a message event's envelope carries, if it is well formed."""
+    """The `traceparent` a message event's envelope carries, if it is well formed."""
     payload = event.get("payload")
     context = payload.get("client_context") if isinstance(payload, dict) else None
     envelope = context.get("aun_envelope") if isinstance(context, dict) else None
@@ -65,13 +65,13 @@ def traceparent_of(event: dict[str, Any]) -> str | None:
 
 
 def context_of(traceparent: str) -> otel_context.Context:
-    """The context whose (remote) current span is the one ``traceparent`` names."""
+    """The context whose (remote) current span is the one `traceparent` names."""
     return _PROPAGATOR.extract({TRACEPARENT_KEY: traceparent})
 
 
 @contextlib.contextmanager
 def continued(traceparent: str | None) -> Iterator[None]:
-    """Run the block in the trace ``traceparent`` names (as its remote parent); None changes nothing."""
+    """Run the block in the trace `traceparent` names (as its remote parent); None changes nothing."""
     if traceparent is None:
         yield
         return

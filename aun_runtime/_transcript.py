@@ -1,9 +1,13 @@
 """A readable transcript of an archive, written the way AUN asks clients to show traffic.
 
 * A message nobody answered is *delivered*, never an error: silence is a legal answer.
-* Replies are listed under the message they answer, however many there are.
-* A message that answers nothing is marked as starting a conversation (``proactive`` when an agent,
-  not the application, started it).
+* Replies are listed under the message they answer, however many there are. What a message answers
+  is said once, in `answered`: the message it names (`in_reply_to`), or else, for a message sent
+  while its sender handled a thread, that thread's first message. Its replies are counted by
+  `counts_as_reply`: tool annotations are listed among them but are not replies (they are notes on
+  the sender's own tool use), as `Inbox.replies_to` leaves them out. The console counts the same way.
+* A message that answers nothing is marked as starting a conversation (`proactive` when an agent,
+  not an application's inbox, started it, as the archive's agents table says: `ArchiveRoles`).
 * What a channel kept from an agent is shown as filtered and archived, not as lost.
 * Dead letters, loop-guard stops and budget stops stand out, because those are the real failures.
   A message that never got out (its recipient does not exist) is still listed where it belongs,
@@ -15,15 +19,101 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from protocols.aun import AIDMention, AUNMessage, ToolCallPayload, ToolResultPayload
 
-from ._archive import ArchiveRecord, RecordKind
+from ._archive import Archive, ArchiveRecord, RecordKind
 
-__all__ = ["message_line", "render_transcript", "snip"]
+__all__ = [
+    "ArchiveCounts",
+    "ArchiveRoles",
+    "answered",
+    "archive_counts",
+    "counts_as_reply",
+    "message_line",
+    "render_transcript",
+    "snip",
+]
 
 _SNIPPET = 80
 _INDENT = "    "
+
+
+def answered(message: AUNMessage) -> str | None:
+    """The id of the message `message` answers: the one it names, else, when it was sent while its
+    sender handled a thread (a follow-up that names nothing), that thread's first message."""
+    if message.in_reply_to is not None:
+        return message.in_reply_to
+    if message.hops and message.thread and message.thread != message.message_id:
+        return message.thread
+    return None
+
+
+def counts_as_reply(message: AUNMessage) -> bool:
+    """Whether `message`, answering another, counts among its replies: tool annotations do not."""
+    return not message.is_annotation
+
+
+class ArchiveRoles:
+    """Who is an agent, as the archive's agents table says (`role` `agent`); an application's inbox,
+    or an AID this archive never registered (one from another runtime), is not. It reads the table
+    again when asked about an AID it has not seen, so registrations made since are known."""
+
+    def __init__(self, *archives: Archive) -> None:
+        self._archives = archives
+        self._roles: dict[str, str] = {}
+
+    def __call__(self, aid: str) -> bool:
+        if aid not in self._roles:
+            for archive in self._archives:
+                self._roles.update((entry.aid, entry.role) for entry in archive.agents())
+            self._roles.setdefault(aid, "unknown")
+        return self._roles[aid] == "agent"
+
+
+@dataclass(frozen=True)
+class ArchiveCounts:
+    """What a transcript of the same records shows, counted.
+
+    Attributes:
+        messages: the messages listed (each once, whoever sent or received it; a message that never
+            got out, its recipient unknown, included).
+        delivered: deliveries (one per recipient shown a message).
+        filtered: messages a channel kept from a recipient (archived).
+        dead_letters: dead letters.
+        loop_stops: sends the loop guard refused.
+        budget_stops: sends and model calls a budget refused.
+    """
+
+    messages: int = 0
+    delivered: int = 0
+    filtered: int = 0
+    dead_letters: int = 0
+    loop_stops: int = 0
+    budget_stops: int = 0
+
+
+def archive_counts(records: Sequence[ArchiveRecord]) -> ArchiveCounts:
+    """Count `records` as `render_transcript` shows them."""
+    messages: set[str] = set()
+    kinds: dict[RecordKind, int] = defaultdict(int)
+    for record in records:
+        kinds[record.kind] += 1
+        if record.message is not None and record.kind in _LISTED:
+            messages.add(record.message.message_id)
+    return ArchiveCounts(
+        messages=len(messages),
+        delivered=kinds[RecordKind.RECEIVED],
+        filtered=kinds[RecordKind.FILTERED],
+        dead_letters=kinds[RecordKind.DEAD_LETTER],
+        loop_stops=kinds[RecordKind.LOOP_STOP],
+        budget_stops=kinds[RecordKind.BUDGET_STOP],
+    )
+
+
+#: The records that list a message in the transcript (a dead letter lists one that never got out).
+_LISTED = (RecordKind.SENT, RecordKind.RECEIVED, RecordKind.FILTERED, RecordKind.DEAD_LETTER)
 
 
 def render_transcript(
@@ -32,7 +122,7 @@ def render_transcript(
     """Render archive records (oldest first) as text, replies nested under what they answer.
 
     Args:
-        records: the archive's records, e.g. ``runtime.archive.records()``.
+        records: the archive's records, e.g. `runtime.archive.records()`.
         is_agent: tells agents from application inboxes, to mark agents' own openings as proactive.
     """
     sent: dict[str, AUNMessage] = {}
@@ -46,7 +136,7 @@ def render_transcript(
         message = record.message
         if record.kind is RecordKind.SENT and message is not None:
             if message.message_id not in sent:  # else: already shown where it arrived (merged archives)
-                children[message.in_reply_to].append(message.message_id)
+                children[answered(message)].append(message.message_id)
             sent[message.message_id] = message
             outside.discard(message.message_id)
             undelivered.discard(message.message_id)
@@ -66,7 +156,7 @@ def render_transcript(
                 _arrived(message, sent, undelivered, children)
             notes[where].append(f"!! DEAD LETTER at {record.owner}: {record.reason}")
         elif record.kind is RecordKind.LOOP_STOP:
-            where = message.in_reply_to if message is not None else None
+            where = answered(message) if message is not None else None
             notes[where].append(f"!! LOOP GUARD stopped {record.owner}: {record.reason}")
         elif record.kind is RecordKind.BUDGET_STOP:
             # A refused send carries the refused message (the owner's own): shown under what it
@@ -74,7 +164,7 @@ def render_transcript(
             if message is None:
                 where = None
             elif message.from_aid == record.owner:
-                where = message.in_reply_to
+                where = answered(message)
             else:
                 where = message.message_id
             notes[where].append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
@@ -98,7 +188,8 @@ def render_transcript(
         for reason, owners in filtered.get(message_id, {}).items():
             fate.append(f"filtered for {', '.join(owners)} ({reason}; archived)")
         replies = children.get(message_id, [])
-        fate.append(f"{len(replies)} repl{'y' if len(replies) == 1 else 'ies'}" if replies else "no reply")
+        count = sum(1 for child in replies if counts_as_reply(sent[child]))
+        fate.append(f"{count} repl{'y' if count == 1 else 'ies'}" if count else "no reply")
         lines.append(f"{pad}{_INDENT}{' · '.join(fate)}")
         for note in notes.get(message_id, []):
             lines.append(f"{pad}{_INDENT}{note}")
@@ -107,7 +198,7 @@ def render_transcript(
 
     for note in notes.get(None, []):
         lines.append(note)
-    roots = [m for m in sent if sent[m].in_reply_to is None or sent[m].in_reply_to not in sent]
+    roots = [m for m in sent if answered(sent[m]) not in sent]
     for root in roots:
         render(root, 0)
     return "\n".join(lines)
@@ -120,13 +211,16 @@ def message_line(
     tags: list[str],
     after: Sequence[str] = (),
 ) -> str:
-    """``#n sender -> target [tags]: content``: ``tags``, then what the message answers (or that it
-    answers nothing), then ``after``. ``numbers`` numbers the messages shown, this one included."""
+    """`#n sender -> target [tags]: content`: `tags`, then what the message answers (or that it
+    answers nothing), then `after`. `numbers` numbers the messages shown, this one included."""
     target = f"#{message.group_id}" if message.group_id else message.to
-    if message.in_reply_to is None:
-        tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
-    elif message.in_reply_to in numbers:
-        tags.append(f"re #{numbers[message.in_reply_to]}")
+    answers = answered(message)
+    if answers is None:
+        # A note on the sender's own tool use starts no conversation: it is only labelled if it answers.
+        if not message.is_annotation:
+            tags.append("proactive" if is_agent(message.from_aid) else "new conversation")
+    elif answers in numbers:
+        tags.append(f"re #{numbers[answers]}")
     tags.extend(after)
     return f"#{numbers[message.message_id]} {message.from_aid} -> {target} [{'; '.join(tags)}]: {_content(message)}"
 
@@ -138,7 +232,7 @@ def _arrived(
     if message.message_id not in shown:
         shown[message.message_id] = message
         outside.add(message.message_id)
-        children[message.in_reply_to].append(message.message_id)
+        children[answered(message)].append(message.message_id)
 
 
 def _content(message: AUNMessage) -> str:
@@ -161,5 +255,5 @@ def _flat(text: str | None) -> str:
 
 
 def snip(text: str | None) -> str:
-    """``text`` on one line, cut to a snippet, quoted: how the transcript shows what was said."""
+    """`text` on one line, cut to a snippet, quoted: how the transcript shows what was said."""
     return repr(_flat(text))

@@ -1,25 +1,25 @@
-"""``TurnWatch``: every turn of a runtime's agents, bounded in time, and held back while it stops.
+"""`TurnWatch`: every turn of a runtime's agents, bounded in time, and held back while it stops.
 
 A *turn* is one run of an agent's handler on one message, or one run of a proactive action
-(``on_start``, one run of a scheduled action). Every core hands its turns to the agent's dispatch
-(:meth:`AUNAgent._dispatch <aun_runtime.AUNAgent>`), which begins and ends each one here, so the
+(`on_start`, one run of a scheduled action). Every core hands its turns to the agent's dispatch
+([`AUNAgent._dispatch`][aun_runtime.AUNAgent]), which begins and ends each one here, so the
 rules below hold alike on the actor core, autogen-core's single-threaded core and a distributed worker.
 
-* **A stuck turn is bounded.** A turn runs under its agent's ``handler_timeout``
-  (:data:`DEFAULT_HANDLER_TIMEOUT` unless the runtime or the registration says otherwise; None is no
+* **A stuck turn is bounded.** A turn runs under its agent's `handler_timeout`
+  (`DEFAULT_HANDLER_TIMEOUT` unless the runtime or the registration says otherwise; None is no
   limit). Past it, the turn's task is cancelled inside the handler and the turn ends with a
-  :class:`~aun_runtime.HandlerTimeoutError`, which names the timeout and how long the turn ran: its
+  `HandlerTimeoutError`, which names the timeout and how long the turn ran: its
   message becomes a dead letter and the agent takes its next one. One timer per runtime, set for the
   earliest deadline, watches every turn: a turn costs a clock read and two dict operations, where a
-  timer of its own (``asyncio.timeout``) would cost a timer handle per message on the delivery path.
+  timer of its own (`asyncio.timeout`) would cost a timer handle per message on the delivery path.
   A handler that catches the cancellation and carries on cannot be cut off (asyncio cancels, it
   cannot kill); one that blocks the event loop without awaiting cannot be either.
-* **Stopping.** :meth:`close` holds back every turn not yet begun (a message whose turn comes waits
-  in :meth:`held` instead, and a scheduled action does not run); :meth:`wait` gives the turns in
-  flight a grace to end; :meth:`cut_all` cancels what is still running, each turn ending with the
-  error it is given; :meth:`release` fails the held messages once the core has stopped.
-* **Whose turn is it.** :meth:`current` is the turn running in this task, which is how repeated
-  warnings of one turn are summarised (see :mod:`aun_runtime._failures`).
+* **Stopping.** [`close`][aun_runtime.Inbox.close] holds back every turn not yet begun (a message whose turn comes waits
+  in `held` instead, and a scheduled action does not run); [`wait`][aun_runtime.gateway.GatewayEvents.wait] gives the turns in
+  flight a grace to end; `cut_all` cancels what is still running, each turn ending with the
+  error it is given; [`release`][aun_runtime.Mailbox.release] fails the held messages once the core has stopped.
+* **Whose turn is it.** `current` is the turn running in this task, which is how repeated
+  warnings of one turn are summarised (see `aun_runtime._failures`).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class TurnWatch:
     # -- one turn ------------------------------------------------------------------------------
 
     def begin(self, aid: str, message: AUNMessage | None, timeout: float | None, what: str = "the handler") -> Turn:
-        """A turn of ``aid`` begins in this task; end it with :meth:`end` whatever happens."""
+        """A turn of `aid` begins in this task; end it with `end` whatever happens."""
         loop = asyncio.get_running_loop()
         task = asyncio.current_task(loop)
         assert task is not None  # every core runs handlers in tasks
@@ -130,7 +130,7 @@ class TurnWatch:
         return turn
 
     def cut_off(self, turn: Turn) -> BaseException | None:
-        """For a turn's ``except CancelledError``: the error the turn ends with when the watch
+        """For a turn's `except CancelledError`: the error the turn ends with when the watch
         cancelled it and nothing else did (the cancellation is taken back), else None: re-raise."""
         if not turn.cancelled or turn.settled:
             return None
@@ -200,12 +200,12 @@ class TurnWatch:
         return list(self._turns.values())
 
     def close(self) -> None:
-        """Begin no new turn: messages whose turn comes wait in :meth:`held`."""
+        """Begin no new turn: messages whose turn comes wait in `held`."""
         self.closing = True
         self._released = asyncio.Event()
 
     async def wait(self, grace: float) -> bool:
-        """Wait up to ``grace`` seconds for the turns in flight to end; True if they all did."""
+        """Wait up to `grace` seconds for the turns in flight to end; True if they all did."""
         if not self._turns:
             return True
         self._idle = asyncio.Event()
@@ -219,7 +219,7 @@ class TurnWatch:
         return True
 
     def cut_all(self, cause: Callable[[Turn], BaseException]) -> list[Turn]:
-        """Cancel every turn still running, each ending with ``cause(turn)``; the turns cancelled."""
+        """Cancel every turn still running, each ending with `cause(turn)`; the turns cancelled."""
         cut = [turn for turn in self._turns.values() if not turn.cancelled]
         for turn in cut:
             self._cancel(turn, cause(turn))
@@ -227,7 +227,7 @@ class TurnWatch:
 
     async def held(self) -> None:
         """Where a message whose turn comes while the runtime stops waits: the core's stop cancels
-        it, or :meth:`release` fails it.
+        it, or [`release`][aun_runtime.Mailbox.release] fails it.
 
         Raises:
             RuntimeStoppedError: the runtime stopped before this message's turn.
@@ -238,7 +238,7 @@ class TurnWatch:
         raise RuntimeStoppedError("the runtime stopped before this message was handled")
 
     def release(self) -> None:
-        """The core has stopped: every held message fails (:class:`RuntimeStoppedError`)."""
+        """The core has stopped: every held message fails ([`RuntimeStoppedError`][aun_runtime.RuntimeStoppedError])."""
         if self._released is not None:
             self._released.set()
 

@@ -1,20 +1,22 @@
 """agent.md: the card an AUN agent publishes about itself. Parse, validate, render.
 
-The format is YAML front matter followed by Markdown, at most 4 KB::
+The format is YAML front matter followed by Markdown, at most 4 KB:
 
-    ---
-    aid: "reviewer.local"
-    name: "Code Reviewer"
-    type: "assistant"
-    version: "1.0.0"
-    description: "Reads code and says what is wrong with it"
-    tags: [review, python]
-    ---
-    # Code Reviewer
-    Skills, usage, limits...
+```text
+---
+aid: "reviewer.local"
+name: "Code Reviewer"
+type: "assistant"
+version: "1.0.0"
+description: "Reads code and says what is wrong with it"
+tags: [review, python]
+---
+# Code Reviewer
+Skills, usage, limits...
+```
 
-Required fields: ``aid`` (an AID), ``name``, ``type`` (one of :data:`AGENT_TYPES`), ``version``
-(``MAJOR.MINOR.PATCH``) and ``description`` (at most 100 characters). ``tags`` is an optional list of
+Required fields: `aid` (an AID), `name`, `type` (one of `AGENT_TYPES`), `version`
+(`MAJOR.MINOR.PATCH`) and `description` (at most 100 characters). `tags` is an optional list of
 strings. Other fields are kept as they are. Every error names the field at fault.
 
 Example:
@@ -65,7 +67,7 @@ _CORE_FIELDS = ("aid", "name", "type", "version", "description", "tags")
 
 
 class AgentMDError(AUNError):
-    """An agent.md document is invalid. ``field`` names the field at fault (None for the document)."""
+    """An agent.md document is invalid. `field` names the field at fault (None for the document)."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(f"agent.md: {field}: {message}" if field else f"agent.md: {message}")
@@ -149,7 +151,7 @@ def render_agent_md(card: AgentCard) -> str:
     """Render a card as an agent.md document (checked against the size limit).
 
     Raises:
-        AgentMDError: the rendered document is over :data:`MAX_AGENT_MD_BYTES`.
+        AgentMDError: the rendered document is over `MAX_AGENT_MD_BYTES`.
     """
     meta: dict[str, Any] = {
         "aid": card.aid,

@@ -1,20 +1,20 @@
-"""The ``aun-runtime`` command.
+"""The aun-runtime command.
 
-``aun-runtime demo`` runs the demo application on the embedded runtime and prints its transcript
+`aun-runtime demo` runs the demo application on the embedded runtime and prints its transcript
 (the demos are declared by the application package that is installed, as entry points of the group
-``aun_runtime.demo``: ``app`` is the demo application, ``gateway`` the scene of ``demo --gateway``; the
+`aun_runtime.demo`: `app` is the demo application, `gateway` the scene of `demo --gateway`; the
 library names no application);
-``aun-runtime run module:function`` runs any application (see :mod:`aun_runtime._app` for its three
-forms: ``async def app(runtime)``, an async generator that tears down after its ``yield``, or an
-async context manager) on a started :class:`~aun_runtime.AUNRuntime`, and serves it, printing
-the transcript as it grows, until Ctrl-C (or ``--for SECONDS``, or ``--until-idle``). Applications are
-loaded by import string, so the runtime never imports them. With ``--console`` either one serves the
-web console beside the runtime until Ctrl-C; ``aun-runtime console --archive FILE`` watches the
-archive of a runtime running elsewhere (see :mod:`aun_runtime.console`), and ``aun-runtime transcript
---archive A --archive B`` prints the archives of several runtimes as one transcript.
+`aun-runtime run module:function` runs any application (in one of three
+forms: `async def app(runtime)`, an async generator that tears down after its `yield`, or an
+async context manager) on a started [`AUNRuntime`][aun_runtime.AUNRuntime], and serves it, printing
+the transcript as it grows, until Ctrl-C (or `--for SECONDS`, or `--until-idle`). Applications are
+loaded by import string, so the runtime never imports them. With `--console` either one serves the
+web console beside the runtime until Ctrl-C; `aun-runtime console --archive FILE` watches the
+archive of a runtime running elsewhere (see `aun_runtime.console`), and `aun-runtime transcript
+--archive A --archive B` prints the archives of several runtimes as one transcript.
 
 Every command stops the same way on SIGINT or SIGTERM, within a grace, and says how it ended in its
-exit code: see :mod:`aun_runtime._stopping`.
+exit code (the docs' page Running and stopping says how).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ._app import App, AppRun, load_app
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
+from ._transcript import ArchiveRoles, archive_counts
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
 from .network._cli import (
@@ -44,10 +45,12 @@ __all__ = ["DEMO_ENTRY_POINTS", "main"]
 
 #: The entry point group in which an installed application package declares its demos.
 DEMO_ENTRY_POINTS = "aun_runtime.demo"
+#: Records counted for the end counters: as many as a transcript shows (`AUNRuntime.transcript`).
+COUNTED_RECORDS = 10_000
 
 
 async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AUNRuntime:
-    """Run ``app`` on a fresh runtime until everything it set off has settled (``demo``, and tests):
+    """Run `app` on a fresh runtime until everything it set off has settled (`demo`, and tests):
     scheduled actions are cancelled then."""
     runtime, _ = await settle_app(_never_stopped(), app, archive=archive, show_transcript=show_transcript)
     return runtime
@@ -56,7 +59,7 @@ async def run_app(app: App, *, archive: str, show_transcript: bool = True) -> AU
 async def settle_app(
     stop: StopRequest, app: App, *, archive: str, show_transcript: bool = True
 ) -> tuple[AUNRuntime, bool]:
-    """:func:`run_app`, ended sooner by a signal; the runtime, and whether the app failed."""
+    """`run_app`, ended sooner by a signal; the runtime, and whether the app failed."""
     runtime = AUNRuntime(archive=archive)
     await runtime.start()
     run = AppRun(app, runtime)
@@ -80,10 +83,10 @@ def _never_stopped() -> StopRequest:
 async def serve_app(
     stop: StopRequest, app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False
 ) -> int:
-    """``aun-runtime run``: run ``app``, printing the transcript as it grows, until SIGINT/SIGTERM,
-    for ``seconds``, or (``until_idle``) until everything it set off has settled; the exit code."""
+    """`aun-runtime run`: run `app`, printing the transcript as it grows, until SIGINT/SIGTERM,
+    for `seconds`, or (`until_idle`) until everything it set off has settled; the exit code."""
     runtime = AUNRuntime(archive=archive)
-    follower = TranscriptFollower(is_agent=runtime.is_agent)
+    follower = TranscriptFollower(is_agent=ArchiveRoles(runtime.archive))
     await runtime.start()
     follow = asyncio.create_task(follow_archive(runtime.archive, follower))
     run = AppRun(app, runtime)
@@ -135,19 +138,23 @@ def print_summary(runtime: AUNRuntime, archive: str) -> None:
 
 
 def print_counters(runtime: AUNRuntime, archive: str) -> None:
-    """Print the counters of a run (and where its archive is)."""
-    stats = runtime.stats
+    """Print the counters of the archive, as its transcript shows it (and where the archive is)."""
+    records = runtime.archive.records(limit=COUNTED_RECORDS)
+    counts = archive_counts(records)
     print(
-        f"\n{stats.sent} sent · {stats.delivered} delivered · {stats.filtered} filtered (archived) · "
-        f"{stats.dead_letters} dead letters · {stats.loop_stops} loop stops · "
-        f"{stats.budget_stops} budget stops"
+        f"\n{counts.messages} messages · {counts.delivered} delivered · {counts.filtered} filtered (archived) · "
+        f"{counts.dead_letters} dead letters · {counts.loop_stops} loop stops · "
+        f"{counts.budget_stops} budget stops"
     )
+    earlier = archive_counts([r for r in records if r.id <= runtime.archive_start]).messages
+    if earlier:
+        print(f"({earlier} of the messages are from earlier runs on this archive)")
     if archive != ":memory:":
         print(f"archive: {archive}")
 
 
 def _demo(name: str) -> EntryPoint:
-    """The demo ``name`` that the installed application package declares."""
+    """The demo `name` that the installed application package declares."""
     for entry in entry_points(group=DEMO_ENTRY_POINTS, name=name):
         return entry
     raise SystemExit(

@@ -6,6 +6,6 @@ __all__ = ["snip"]
 
 
 def snip(text: str, width: int = 60) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    """`text` on one line, cut to `width` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"

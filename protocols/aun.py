@@ -1,17 +1,17 @@
 """The AUN message contract: identifiers, payloads, mentions, group modes and the message envelope.
 
-An :class:`AUNMessage` is what one agent delivers to another, directly (``to``) or to a group
-(``group_id``). Delivery carries no promise of an answer: the receiver may answer zero, one or many
+An [`AUNMessage`][protocols.aun.AUNMessage] is what one agent delivers to another, directly (`to`) or to a group
+(`group_id`). Delivery carries no promise of an answer: the receiver may answer zero, one or many
 times, later or never, and may start conversations of its own.
 
-Payloads follow the AUN payload reference: ``text``, ``json``, ``tool_call`` and ``tool_result``
-are typed here; any other ``type`` (``image``, ``file``, ``voice``, a vendor's own...) is kept whole
-as an :class:`UnknownPayload`, never dropped and never rejected. ``tool_call`` and ``tool_result``
+Payloads follow the AUN payload reference: `text`, `json`, `tool_call` and `tool_result`
+are typed here; any other `type` (`image`, `file`, `voice`, a vendor's own...) is kept whole
+as an [`UnknownPayload`][protocols.aun.UnknownPayload], never dropped and never rejected. `tool_call` and `tool_result`
 annotate the *sender's own* tool use for display; receiving one obliges and runs nothing.
 
-Mentions are structured (``{"aid": ...}`` or ``{"scope": "all"}``) and live inside a text payload.
-A group in ``mention`` dispatch mode lets through, before any model sees it, only the messages whose
-structured mentions name the receiver or everyone; text such as ``@name`` is never scanned.
+Mentions are structured (`{"aid": ...}` or `{"scope": "all"}`) and live inside a text payload.
+A group in `mention` dispatch mode lets through, before any model sees it, only the messages whose
+structured mentions name the receiver or everyone; text such as `@name` is never scanned.
 
 Everything here is pure data: no I/O, no runtime, nothing of ours imported but the errors.
 
@@ -84,7 +84,7 @@ _MAX_GROUP_ID_LENGTH = 128
 
 
 def validate_message_id(message_id: str) -> str:
-    """Return ``message_id`` if it can be a message's id, else raise :class:`InvalidMessageError`.
+    """Return `message_id` if it can be a message's id, else raise `InvalidMessageError`.
 
     An id is 1 to 128 characters of text that UTF-8 can carry (no lone surrogate).
 
@@ -103,7 +103,7 @@ def validate_message_id(message_id: str) -> str:
 
 
 def validate_aid(aid: str) -> str:
-    """Return ``aid`` if it is a valid AID, else raise :class:`InvalidAIDError` saying why.
+    """Return `aid` if it is a valid AID, else raise `InvalidAIDError` saying why.
 
     Example:
         >>> validate_aid("coder.local")
@@ -129,12 +129,12 @@ def validate_aid(aid: str) -> str:
 
 
 def aid_domain(aid: str) -> str:
-    """The domain of an AID: everything after its first dot (``coder.local`` -> ``local``)."""
+    """The domain of an AID: everything after its first dot (`coder.local` -> `local`)."""
     return aid.split(".", 1)[1]
 
 
 def validate_group_id(group_id: str) -> str:
-    """Return ``group_id`` if it can name a group (and a topic), else raise :class:`InvalidGroupIdError`."""
+    """Return `group_id` if it can name a group (and a topic), else raise `InvalidGroupIdError`."""
     if not isinstance(group_id, str) or not _GROUP_ID_PATTERN.match(group_id):
         raise InvalidGroupIdError(
             f"group id {group_id!r} must be 1-{_MAX_GROUP_ID_LENGTH} lowercase letters, digits, '.', '-' "
@@ -168,8 +168,8 @@ GroupId = Annotated[str, AfterValidator(validate_group_id)]
 class DispatchMode(StrEnum):
     """What a group's members see, decided by each receiver's channel before any model.
 
-    ``broadcast``: every group message reaches every member.
-    ``mention``: only messages whose structured mentions name the member, or everyone, reach it;
+    `broadcast`: every group message reaches every member.
+    `mention`: only messages whose structured mentions name the member, or everyone, reach it;
     the rest are archived with the reason, never dropped.
     """
 
@@ -187,8 +187,8 @@ _DISPATCH_SPELLINGS = {
 
 
 def parse_dispatch_mode(value: str | DispatchMode) -> DispatchMode:
-    """Accept both spellings: ``dispatch_mode`` (``broadcast``/``mention``) and the newer
-    ``mention_mode`` (``disabled``/``mention-only``).
+    """Accept both spellings: `dispatch_mode` (`broadcast`/`mention`) and the newer
+    `mention_mode` (`disabled`/`mention-only`).
 
     Example:
         >>> parse_dispatch_mode("mention-only")
@@ -252,7 +252,7 @@ class TextPayload(_Frozen):
 
 
 class JsonPayload(_Frozen):
-    """Structured data. ``kind`` names what it is; typed contract classes travel as this payload."""
+    """Structured data. `kind` names what it is; typed contract classes travel as this payload."""
 
     type: Literal["json"] = "json"
     kind: str = Field(min_length=1)
@@ -272,7 +272,7 @@ class ToolCallPayload(_Frozen):
 
 
 class ToolResultPayload(_Frozen):
-    """The sender reports the outcome of its own tool call (``result`` if ``ok``, else ``error``)."""
+    """The sender reports the outcome of its own tool call (`result` if `ok`, else `error`)."""
 
     type: Literal["tool_result"] = "tool_result"
     call_id: str = Field(min_length=1)
@@ -319,11 +319,11 @@ _FAST_PATH_BYTES = MAX_PAYLOAD_BYTES - 4096
 class AUNMessage(_Frozen):
     """One AUN message: an envelope around a payload.
 
-    Exactly one of ``to`` (a direct message) or ``group_id`` (a group message) is set.
+    Exactly one of `to` (a direct message) or `group_id` (a group message) is set.
 
     Attributes:
         message_id: unique per sender; the receiver's channel drops a second delivery of the same
-            ``(from_aid, message_id)``.
+            `(from_aid, message_id)`.
         from_aid: the sender. A runtime sets it from the sending agent, never from user input.
         seq: the position in the receiver's inbox (direct) or in the group (group), set on delivery.
         created_at: milliseconds since the epoch.
@@ -401,7 +401,7 @@ class AUNMessage(_Frozen):
         Every field is checked, but with cheap tests on the usual shapes (AIDs against their
         pattern, a payload model instance of the class its type names, ids as short strings); a
         message that fits them is built without pydantic's validation pass, which costs more than
-        the rest of a delivery. Anything unusual goes through ``AUNMessage(...)`` and its errors.
+        the rest of a delivery. Anything unusual goes through `AUNMessage(...)` and its errors.
         """
         if (
             type(message_id) is str
@@ -460,8 +460,14 @@ class AUNMessage(_Frozen):
         return self.group_id is not None
 
     @property
+    def is_annotation(self) -> bool:
+        """True for a `tool_call` or `tool_result` payload: a note on the sender's own tool use,
+        shown to the conversation, not something said to anyone (receiving one runs nothing)."""
+        return isinstance(self.payload, ToolCallPayload | ToolResultPayload)
+
+    @property
     def text(self) -> str | None:
-        """The text a human would read: the text payload, or a json payload's ``fallback_text``."""
+        """The text a human would read: the text payload, or a json payload's `fallback_text`."""
         payload = self.payload
         if isinstance(payload, TextPayload):
             return payload.text
@@ -476,7 +482,7 @@ class AUNMessage(_Frozen):
         return payload.mentions if isinstance(payload, TextPayload) else ()
 
     def mentions_aid(self, aid: str) -> bool:
-        """True if the structured mentions name ``aid`` or everyone. Text is never scanned for ``@``."""
+        """True if the structured mentions name `aid` or everyone. Text is never scanned for `@`."""
         return any(isinstance(mention, ScopeMention) or mention.aid == aid for mention in self.mentions)
 
     def __eq__(self, other: object) -> bool:
@@ -500,7 +506,7 @@ class AUNMessage(_Frozen):
 
     @classmethod
     def from_json(cls, data: str | bytes) -> AUNMessage:
-        """Parse a message, raising :class:`InvalidMessageError` naming the first bad field."""
+        """Parse a message, raising `InvalidMessageError` naming the first bad field."""
         try:
             return cls.model_validate_json(data)
         except ValidationError as exc:
@@ -508,7 +514,7 @@ class AUNMessage(_Frozen):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AUNMessage:
-        """Validate a message given as a dict, raising :class:`InvalidMessageError` on bad input."""
+        """Validate a message given as a dict, raising `InvalidMessageError` on bad input."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -522,10 +528,10 @@ _json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _envelope_json(fields: dict[str, Any]) -> str:
-    """The JSON of a message's fields, byte for byte what ``model_dump_json(by_alias=True)`` gives
+    """The JSON of a message's fields, byte for byte what `model_dump_json(by_alias=True)` gives
     with its unset envelope fields left out (nothing inside the payload is: a payload is kept
     whole). The envelope is a handful of strings and integers, written directly; pydantic writes
-    only the payload. That is a third of the cost of dumping the whole model with an ``exclude``
+    only the payload. That is a third of the cost of dumping the whole model with an `exclude`
     set, and every message is written once (to the archive and the wire)."""
     payload = fields["payload"]
     if type(payload) is TextPayload and not payload.mentions:  # the usual payload, written directly too
@@ -594,9 +600,9 @@ def _is_aid(value: object) -> bool:
 
 
 def _is_text(value: str | None) -> bool:
-    """Whether ``value`` can be written as UTF-8, as JSON on the wire and in the archive must be.
+    """Whether `value` can be written as UTF-8, as JSON on the wire and in the archive must be.
 
-    A Python string can hold what UTF-8 cannot: a lone surrogate (``"\\ud800"``, which a JSON
+    A Python string can hold what UTF-8 cannot: a lone surrogate (`"\\ud800"`, which a JSON
     escape can also produce). Such a message would fail at every write, so it is refused where
     it is made. ASCII, the usual case, is told apart without encoding anything.
     """
@@ -610,7 +616,7 @@ def _is_text(value: str | None) -> bool:
 
 
 def _check_payload_size(payload: BaseModel) -> None:
-    """Refuse a payload over :data:`MAX_PAYLOAD_BYTES`, or one that is not valid Unicode text."""
+    """Refuse a payload over `MAX_PAYLOAD_BYTES`, or one that is not valid Unicode text."""
     if (
         isinstance(payload, TextPayload)
         and 6 * len(payload.text) + 512 * len(payload.mentions) < _FAST_PATH_BYTES

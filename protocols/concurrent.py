@@ -1,19 +1,17 @@
 """The concurrent-agents contract: scatter one task to many workers, gather their results by topic.
 
-A :class:`GatherRequest` asks a gatherer to scatter a task, either with one publish to a group (the
+A `GatherRequest` asks a gatherer to scatter a task, either with one publish to a group (the
 runtime fans it out to every member) or with a direct message to each worker. Workers answer to
-``reply_to``: the gatherer's inbox topic, where results are matched to their task by ``task_id``, not
+`reply_to`: the gatherer's inbox topic, where results are matched to their task by `task_id`, not
 by waiting on a call. When every expected worker has answered (or the gatherer's deadline passes),
 the requester gets the results, in worker order, and the names of any that never answered.
 
-==================  ==========================  ===========================================
-message             from -> to                  meaning
-==================  ==========================  ===========================================
-GatherRequest       app -> gatherer             scatter ``content`` to ``workers``, gather
-ScatterTask         gatherer -> group/workers   work on this; answer to ``reply_to``
-WorkerResult        worker -> gatherer          my result for ``task_id``
-GatheredResults     gatherer -> requester       everyone's results (and who is missing)
-==================  ==========================  ===========================================
+| message | from -> to | meaning |
+|---|---|---|
+| GatherRequest | app -> gatherer | scatter `content` to `workers`, gather |
+| ScatterTask | gatherer -> group/workers | work on this; answer to `reply_to` |
+| WorkerResult | worker -> gatherer | my result for `task_id` |
+| GatheredResults | gatherer -> requester | everyone's results (and who is missing) |
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ __all__ = ["GatherRequest", "GatheredResults", "ScatterTask", "WorkerResult"]
 
 
 class GatherRequest(AUNContract, wire_name="aun.concurrent.GatherRequest"):
-    """Scatter ``content`` to ``workers`` (through ``group`` if given) and gather their results."""
+    """Scatter `content` to `workers` (through `group` if given) and gather their results."""
 
     content: str = Field(min_length=1)
     workers: list[AID] = Field(min_length=1)

@@ -1,12 +1,12 @@
 """Typed behaviour contracts: message classes with unique, namespaced wire names.
 
 A contract class is the agreement between agents about what a message means. It travels inside an
-AUN message as a ``json`` payload whose ``kind`` is the class's wire name, so any AUN client can read
+AUN message as a `json` payload whose `kind` is the class's wire name, so any AUN client can read
 it, and a runtime turns it back into the class on arrival.
 
-Wire names are unique across the process: two classes that share a ``__name__`` (say ``Task`` in two
+Wire names are unique across the process: two classes that share a `__name__` (say `Task` in two
 modules) get different wire names, and declaring the same wire name twice raises
-:class:`~protocols.errors.ContractNameCollisionError` when the second class is defined.
+`ContractNameCollisionError` when the second class is defined.
 
 Example:
     >>> class Greeting(AUNContract, wire_name="example.Greeting"):
@@ -35,9 +35,9 @@ _REGISTRY: dict[str, type[AUNContract]] = {}
 class AUNContract(BaseModel):
     """Base class of typed contract messages.
 
-    Subclasses name themselves on the wire with the ``wire_name`` class keyword; without it the name
-    is ``<module>.<qualified class name>``, which is unique but changes if the class moves.
-    ``summary()`` gives the text a plain AUN client shows (the payload's ``fallback_text``).
+    Subclasses name themselves on the wire with the `wire_name` class keyword; without it the name
+    is `<module>.<qualified class name>`, which is unique but changes if the class moves.
+    `summary()` gives the text a plain AUN client shows (the payload's `fallback_text`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -60,7 +60,7 @@ class AUNContract(BaseModel):
         return f"[{self.wire_name}]"
 
     def to_payload(self) -> JsonPayload:
-        """This contract message as an AUN ``json`` payload."""
+        """This contract message as an AUN `json` payload."""
         return JsonPayload(
             kind=self.wire_name, data=self.model_dump(mode="json"), fallback_text=self.summary()
         )
@@ -71,7 +71,7 @@ def _origin(cls: type) -> str:
 
 
 def contract_class(wire_name: str) -> type[AUNContract] | None:
-    """The contract class registered under ``wire_name``, if any."""
+    """The contract class registered under `wire_name`, if any."""
     return _REGISTRY.get(wire_name)
 
 
@@ -81,7 +81,7 @@ def contract_classes() -> list[type[AUNContract]]:
 
 
 def decode_contract(payload: Payload) -> AUNContract | None:
-    """Turn a ``json`` payload back into its contract class, or ``None`` if it is not a known contract.
+    """Turn a `json` payload back into its contract class, or `None` if it is not a known contract.
 
     Raises:
         InvalidMessageError: the payload names a known contract but its data does not fit the class.

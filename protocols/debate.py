@@ -1,18 +1,16 @@
 """The multi-agent debate contract: solvers answer, read their neighbours' answers, answer again for
 a set number of rounds, and a moderator takes the majority of their final answers.
 
-==================  ==========================  ==================================================
-message             from -> to                  meaning
-==================  ==========================  ==================================================
-DebateQuestion      app -> moderator            solve this
-DebateOpen          moderator -> each solver    debate it for ``rounds`` rounds; finals to me
-DebateAnswer        solver -> its neighbours    my answer in round ``round``
-SolverFinal         solver -> moderator         my answer after the last round
-DebateResult        moderator -> requester      the majority answer and every solver's vote
-==================  ==========================  ==================================================
+| message | from -> to | meaning |
+|---|---|---|
+| DebateQuestion | app -> moderator | solve this |
+| DebateOpen | moderator -> each solver | debate it for `rounds` rounds; finals to me |
+| DebateAnswer | solver -> its neighbours | my answer in round `round` |
+| SolverFinal | solver -> moderator | my answer after the last round |
+| DebateResult | moderator -> requester | the majority answer and every solver's vote |
 
-A solver's round ``r + 1`` starts once all its neighbours' round ``r`` answers are in. Answers end
-with a line ``ANSWER: <value>`` (:func:`extract_answer`), which is what the vote counts.
+A solver's round `r + 1` starts once all its neighbours' round `r` answers are in. Answers end
+with a line `ANSWER: <value>` (`extract_answer`), which is what the vote counts.
 """
 
 from __future__ import annotations
@@ -106,7 +104,7 @@ _ANSWER = re.compile(r"ANSWER\s*:\s*\**\s*(.+?)\s*\**\s*$", re.IGNORECASE | re.M
 
 
 def extract_answer(text: str) -> str:
-    """The value of the last ``ANSWER: ...`` line, or the last non-empty line if there is none.
+    """The value of the last `ANSWER: ...` line, or the last non-empty line if there is none.
 
     Example:
         >>> extract_answer("12 + 6 = 18\\nANSWER: 18")

@@ -1,7 +1,7 @@
 """Errors raised by the behaviour contracts.
 
-Every error the project raises derives from :class:`AUNError`, so a caller can catch the whole family
-in one ``except`` clause. The runtime adds its own subclasses in ``aun_runtime``; the ones here are the
+Every error the project raises derives from `AUNError`, so a caller can catch the whole family
+in one `except` clause. The runtime adds its own subclasses in `aun_runtime`; the ones here are the
 errors a contract can raise on its own, with no runtime involved: invalid identifiers, invalid or
 oversize messages, and contract classes whose wire names collide.
 
@@ -25,7 +25,7 @@ class AUNError(Exception):
 
 
 class InvalidAIDError(AUNError):
-    """An agent identifier (AID) is not of the form ``name.domain`` in lowercase."""
+    """An agent identifier (AID) is not of the form `name.domain` in lowercase."""
 
 
 class InvalidGroupIdError(AUNError):
@@ -35,7 +35,7 @@ class InvalidGroupIdError(AUNError):
 class InvalidMessageError(AUNError):
     """A message or payload does not satisfy the AUN message contract.
 
-    ``field`` names the offending field (dotted path) when one can be named.
+    `field` names the offending field (dotted path) when one can be named.
     """
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
@@ -44,7 +44,7 @@ class InvalidMessageError(AUNError):
 
 
 class PayloadTooLargeError(InvalidMessageError):
-    """A payload's JSON encoding exceeds the AUN frame limit (:data:`protocols.aun.MAX_PAYLOAD_BYTES`)."""
+    """A payload's JSON encoding exceeds the AUN frame limit (`protocols.aun.MAX_PAYLOAD_BYTES`)."""
 
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(

@@ -5,13 +5,11 @@ The customer keeps the conversation and sends it whole with each message, so eve
 from the same history and keeps no state of its own. A handoff carries the history to the next
 agent, who answers the customer directly; from then on the customer writes to that agent.
 
-==================  ==========================  ================================================
-message             from -> to                  meaning
-==================  ==========================  ================================================
-CustomerMessage     customer -> current agent   the customer's latest words, with the history
-Handoff             agent -> agent              take over this conversation (and why)
-AgentReply          agent -> customer           the agent's answer; write to me from now on
-==================  ==========================  ================================================
+| message | from -> to | meaning |
+|---|---|---|
+| CustomerMessage | customer -> current agent | the customer's latest words, with the history |
+| Handoff | agent -> agent | take over this conversation (and why) |
+| AgentReply | agent -> customer | the agent's answer; write to me from now on |
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ __all__ = ["AgentReply", "ChatTurn", "CustomerMessage", "Handoff"]
 
 
 class ChatTurn(BaseModel):
-    """One turn of the conversation: who spoke (``customer`` or an agent's AID) and what they said."""
+    """One turn of the conversation: who spoke (`customer` or an agent's AID) and what they said."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -38,7 +36,7 @@ class ChatTurn(BaseModel):
 
 
 class CustomerMessage(AUNContract, wire_name="aun.handoffs.CustomerMessage"):
-    """The customer's latest words; ``history`` is everything said before them."""
+    """The customer's latest words; `history` is everything said before them."""
 
     session_id: str = Field(min_length=1, max_length=128)
     text: str = Field(min_length=1)
@@ -49,7 +47,7 @@ class CustomerMessage(AUNContract, wire_name="aun.handoffs.CustomerMessage"):
 
 
 class Handoff(AUNContract, wire_name="aun.handoffs.Handoff"):
-    """A conversation handed to another agent. The last turn of ``history`` is the customer's."""
+    """A conversation handed to another agent. The last turn of `history` is the customer's."""
 
     session_id: str
     customer: AID

@@ -1,10 +1,10 @@
 """The mixture-of-agents contract: layers of workers refine each other's answers; an aggregator
 writes the final one.
 
-The orchestrator sends a :class:`LayerTask` to every worker of layer 1, gathers their
-:class:`LayerResult` messages on its inbox topic (by ``task_id`` and ``layer``), then sends layer 2
+The orchestrator sends a `LayerTask` to every worker of layer 1, gathers their
+`LayerResult` messages on its inbox topic (by `task_id` and `layer`), then sends layer 2
 the same task *with layer 1's answers*, and so on. After the last layer it aggregates the answers
-into one :class:`MixtureResult` for the requester.
+into one `MixtureResult` for the requester.
 """
 
 from __future__ import annotations

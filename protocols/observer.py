@@ -1,20 +1,20 @@
 """The group-chat observer protocol: when an agent in a group speaks, and when it stays silent.
 
 Two layers share the work. The **code** decides what reaches the model (not the agent's own messages,
-not senders outside an allow-list, and in a ``mention`` group only what names the agent) and carries
+not senders outside an allow-list, and in a `mention` group only what names the agent) and carries
 out the model's decision. The **model** reads each message with the session's context and decides:
-it answers ``__SILENT__`` to stay out, or ``__REPLY__`` followed by what to say. Output without a
+it answers `__SILENT__` to stay out, or `__REPLY__` followed by what to say. Output without a
 marker is sent as it is.
 
 Models do not always write the marker the way they were told, so reading it is forgiving and leaking
 it is impossible:
 
 * whitespace, markdown wrappers (backticks, asterisks, quotes, brackets, a code fence) and escaped
-  underscores (``\\_\\_SILENT\\_\\_``) around a leading marker are recognised, in any letter case;
-* a ``__SILENT__`` anywhere in the output means silence (when the model is of two minds, it stays out);
-* ``__REPLY__`` markers are removed wherever they are;
+  underscores (`\\_\\_SILENT\\_\\_`) around a leading marker are recognised, in any letter case;
+* a `__SILENT__` anywhere in the output means silence (when the model is of two minds, it stays out);
+* `__REPLY__` markers are removed wherever they are;
 * an output that is empty once the markers are gone is silence: there is nothing to send;
-* a streamed output is read with :class:`ObserverStreamParser`, which holds back anything that could
+* a streamed output is read with `ObserverStreamParser`, which holds back anything that could
   still turn out to be part of a marker split across chunks.
 
 Everything here is pure: no I/O, no runtime.
@@ -61,7 +61,7 @@ How to answer:
 
 
 def observer_system_prompt(aid: str, persona: str = "") -> str:
-    """The observer prompt for ``aid``, with an optional persona (who it is, what it knows)."""
+    """The observer prompt for `aid`, with an optional persona (who it is, what it knows)."""
     return OBSERVER_PROMPT.format(aid=aid, persona=f" {persona.strip()}" if persona.strip() else "")
 
 
@@ -79,7 +79,7 @@ class ObserverOutput:
     Attributes:
         decision: silent or reply.
         text: what to send (empty when silent), markers removed.
-        marker: the leading marker found (``__SILENT__``/``__REPLY__``), or None for unmarked output.
+        marker: the leading marker found (`__SILENT__`/`__REPLY__`), or None for unmarked output.
         note: for silence, whatever the model wrote besides the marker (its reason), for the archive.
     """
 
@@ -143,9 +143,9 @@ STREAM_HOLD_BACK = 24
 class ObserverStreamParser:
     """Reads a streamed model output chunk by chunk.
 
-    :meth:`feed` returns the text that is safe to show so far (never any part of a marker);
-    :attr:`decision` is known as early as possible, so a caller can stop a silent stream at once;
-    :meth:`finish` gives the same :class:`ObserverOutput` as :func:`parse_observer_output` on the
+    `feed` returns the text that is safe to show so far (never any part of a marker);
+    `decision` is known as early as possible, so a caller can stop a silent stream at once;
+    `finish` gives the same `ObserverOutput` as `parse_observer_output` on the
     whole text.
 
     Example:
@@ -189,7 +189,7 @@ class ObserverStreamParser:
 
     @property
     def shown(self) -> str:
-        """Everything :meth:`feed` has returned so far."""
+        """Everything `feed` has returned so far."""
         return self._shown
 
 

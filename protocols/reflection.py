@@ -1,21 +1,19 @@
 """The reflection contract: a Coder writes code, an Executor runs it, a Reviewer judges the run.
 
-Five messages make the contract, each named on the wire under ``aun.reflection``:
+Five messages make the contract, each named on the wire under `aun.reflection`:
 
-==================  ======================  =======================================================
-message             from -> to              meaning
-==================  ======================  =======================================================
-CodingTaskMsg       application -> Coder    here is a task; the result goes back to the sender
-CodeGenMsg          Coder -> Executor       here is code for round N; run it
-ExecutionResultMsg  Executor -> Reviewer    this is what running it did (exit code, stdout, stderr)
-ReviewMsg           Reviewer -> Coder       rejected, with reasons: write round N+1
-CodingResultMsg     Reviewer -> application approved, or the round limit was reached: the outcome
-==================  ======================  =======================================================
+| message | from -> to | meaning |
+|---|---|---|
+| CodingTaskMsg | application -> Coder | here is a task; the result goes back to the sender |
+| CodeGenMsg | Coder -> Executor | here is code for round N; run it |
+| ExecutionResultMsg | Executor -> Reviewer | this is what running it did (exit code, stdout, stderr) |
+| ReviewMsg | Reviewer -> Coder | rejected, with reasons: write round N+1 |
+| CodingResultMsg | Reviewer -> application | approved, or the round limit was reached: the outcome |
 
-Every message after the task carries the task itself (:class:`TaskRef`: the text, who asked, the
+Every message after the task carries the task itself (`TaskRef`: the text, who asked, the
 round limit), so no agent keeps state between messages: any of them can restart, or run in another
 process, without losing a task. A round costs three hops of the runtime's loop guard, which is why
-the round limit is capped (:data:`MAX_ROUNDS_LIMIT`).
+the round limit is capped (`MAX_ROUNDS_LIMIT`).
 
 Pure data and pure helpers (code extraction, verdict parsing, output clipping); no I/O.
 """
@@ -200,7 +198,7 @@ _FENCED = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def extract_code(text: str, language: str = "python") -> str:
-    """The code in a model's answer: the first fenced block in ``language`` (or untagged), else the
+    """The code in a model's answer: the first fenced block in `language` (or untagged), else the
     first fenced block, else the whole answer.
 
     Example:
@@ -223,7 +221,7 @@ def parse_verdict(text: str) -> ReviewVerdict:
     """Read a verdict from a model's answer: plain JSON, JSON in a code fence, or JSON amid prose.
 
     Raises:
-        InvalidMessageError: no JSON object with an ``approved`` field could be read.
+        InvalidMessageError: no JSON object with an `approved` field could be read.
 
     Example:
         >>> parse_verdict('```json\\n{"approved": false, "reasons": ["prints 9 numbers"]}\\n```').reasons
@@ -251,7 +249,7 @@ def parse_verdict(text: str) -> ReviewVerdict:
 
 
 def clip_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, keeping its head and its tail (where errors are)."""
+    """`text` cut to `limit` characters, keeping its head and its tail (where errors are)."""
     if len(text) <= limit:
         return text
     half = limit // 2

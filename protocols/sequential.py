@@ -3,12 +3,10 @@
 The route travels with the job (the stages still to come), so a stage agent works in any pipeline and
 keeps no state. The last stage sends the result to whoever started the job.
 
-==================  =========================  ================================================
-message             from -> to                 meaning
-==================  =========================  ================================================
-StageInput          app or stage -> stage      work on ``content``; then pass it along ``route``
-WorkflowResult      last stage -> requester    the final content and every stage's output
-==================  =========================  ================================================
+| message | from -> to | meaning |
+|---|---|---|
+| StageInput | app or stage -> stage | work on `content`; then pass it along `route` |
+| WorkflowResult | last stage -> requester | the final content and every stage's output |
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ class StageOutput(BaseModel):
 
 
 class StageInput(AUNContract, wire_name="aun.sequential.StageInput"):
-    """Work for a stage. ``requester`` is filled in by the first stage from the sender when absent."""
+    """Work for a stage. `requester` is filled in by the first stage from the sender when absent."""
 
     content: str = Field(min_length=1)
     job_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], min_length=1, max_length=128)

@@ -45,3 +45,34 @@ async def test_replies_that_became_dead_letters_are_counted_and_shown_under_what
     assert lines[5].strip() == "!! DEAD LETTER at parrot.local: UnknownAIDError: no agent ghost.local is " \
         "registered in this runtime"
     assert transcript.count("!! DEAD LETTER") == runtime.stats.dead_letters
+
+
+async def test_the_app_aid_as_a_group_member_and_poster_is_an_inbox_that_hears_the_group() -> None:
+    runtime = AUNRuntime()
+    await runtime.register_agent("parrot.local", lambda: Replier(times=1))
+    await runtime.start()
+    try:
+        await runtime.create_group("room", ["parrot.local", "app.local"])  # app.local: not registered
+        posted = await runtime.group_send("room", "hello room", sender="app.local")
+        by_default = await runtime.group_send("room", "and again")  # the sender defaults to app.local
+        await runtime.settle()
+        inbox = await runtime.open_inbox()
+    finally:
+        await runtime.close()
+    assert posted.from_aid == by_default.from_aid == "app.local"
+    assert [m.text for m in inbox.replies_to(posted)] == ["answer 1 of 1 to: hello room"]
+    assert [m.text for m in inbox.replies_to(by_default)] == ["answer 1 of 1 to: and again"]
+    assert runtime.stats.dead_letters == 0
+
+
+async def test_the_app_aid_added_to_a_group_later_is_an_inbox_too() -> None:
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent("parrot.local", lambda: Replier(times=1))
+        ana = await runtime.open_inbox("ana.local")
+        await runtime.create_group("room", ["parrot.local", "ana.local"])
+        await runtime.add_member("room", "app.local")
+        await ana.group_send("room", "who is here?")
+        await runtime.settle()
+        inbox = await runtime.open_inbox()
+        assert [m.text for m in inbox.received] == ["who is here?", "answer 1 of 1 to: who is here?"]
+        assert runtime.stats.dead_letters == 0

@@ -1,10 +1,10 @@
 """Deterministic stand-in models for the patterns: what answers when no model is configured.
 
 Each stand-in is a pure function of the request (a
-:class:`~aun_runtime.models.ScriptedChatCompletionClient`): it reads the prompt the agents built and
+[`ScriptedChatCompletionClient`][aun_runtime.models.ScriptedChatCompletionClient]): it reads the prompt the agents built and
 answers the way a capable model following that prompt would, so the demo runs with no network and the
 notebook cassettes can be recorded offline, e.g.
-``AUN_MODEL_CLIENT=agents.stand_ins:reflection_team AUN_MODEL_RECORD=1``. They fake the model only;
+`AUN_MODEL_CLIENT=agents.stand_ins:reflection_team AUN_MODEL_RECORD=1`. They fake the model only;
 everything around them (runtime, archive, code execution) is real.
 """
 

@@ -3,12 +3,12 @@
 It plays the cast of the autonomous-agent notebook, reading who is asked (the AID its system prompt
 names) and what the new message says:
 
-* ``helper.local`` answers questions once, or twice, or not at all; promises to come back and keeps
+* `helper.local` answers questions once, or twice, or not at all; promises to come back and keeps
   the promise with a follow-up; works sums out with its calculator before it answers; asks
-  ``planner.local`` what it does not know and passes the answer on.
-* the members of ``#lounge`` always have two things to say;
-* ``looper.local`` checks its sums again, and again, for as long as it is let;
-* ``planner`` (an agentchat ``AssistantAgent``) knows the release dates.
+  `planner.local` what it does not know and passes the answer on.
+* the members of `#lounge` always have two things to say;
+* `looper.local` checks its sums again, and again, for as long as it is let;
+* `planner` (an agentchat `AssistantAgent`) knows the release dates.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ class ObserverProfile:
 
 @dataclass
 class ObserverStandIn:
-    """Follows the observer protocol's behaviour table, for the observers named in ``profiles``.
+    """Follows the observer protocol's behaviour table, for the observers named in `profiles`.
 
     Decision order: addressed -> reply; addressed to someone else or off its topics -> silent;
     continuing a conversation it is in -> reply; the point was just made by someone else -> silent;

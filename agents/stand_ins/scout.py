@@ -1,8 +1,8 @@
 """Stand-in model for the MCP example's scout: it looks things up with its tools, and says what they
 returned.
 
-A new message that asks about cities (``about Osaka and Lagos``) gets one ``lookup`` call per city;
-once the results are back, one ``reply`` with them, word for word. The model computes nothing: what
+A new message that asks about cities (`about Osaka and Lagos`) gets one `lookup` call per city;
+once the results are back, one `reply` with them, word for word. The model computes nothing: what
 the scout says is what the MCP server answered. A message that names no city gets a reply saying so.
 """
 
@@ -43,5 +43,5 @@ def _answer(request: ModelRequest) -> CreateResult:
 
 
 def gazetteer_scout() -> ScriptedChatCompletionClient:
-    """The scout of docs/mcp.md: looks cities up with the gazetteer's ``lookup`` tool, then replies."""
+    """The scout of docs/mcp.md: looks cities up with the gazetteer's `lookup` tool, then replies."""
     return ScriptedChatCompletionClient(_answer)

@@ -1,10 +1,10 @@
-"""The console's command line: ``aun-runtime console`` and the ``--console`` option of ``demo``/``run``.
+"""The console's command line: `aun-runtime console` and the `--console` option of `demo`/`run`.
 
-* ``aun-runtime console --archive path.sqlite`` watches an archive that another process writes
+* `aun-runtime console --archive path.sqlite` watches an archive that another process writes
   (read-only), until Ctrl-C.
-* ``aun-runtime demo --console`` (or ``run APP --console``) runs the application with a console
+* `aun-runtime demo --console` (or `run APP --console`) runs the application with a console
   next to it, prints the transcript and the console's URL, and keeps serving until Ctrl-C. Add
-  ``--allow-send`` to send as an agent from the page.
+  `--allow-send` to send as an agent from the page.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _add_listen_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_console_options(parser: argparse.ArgumentParser) -> None:
-    """``--console`` and friends, for commands that run an application."""
+    """`--console` and friends, for commands that run an application."""
     parser.add_argument(
         "--console",
         action="store_true",
@@ -59,7 +59,7 @@ def add_console_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_console_command(commands: Any) -> None:
-    """The ``console`` subcommand."""
+    """The `console` subcommand."""
     console = commands.add_parser(
         "console", help="serve the console for an archive file that a running runtime writes (read-only)"
     )
@@ -80,7 +80,7 @@ def add_console_command(commands: Any) -> None:
 
 
 def run_console(args: argparse.Namespace) -> int:
-    """Run ``aun-runtime console``."""
+    """Run `aun-runtime console`."""
     if args.allow_send:
         raise SystemExit(
             "error: --allow-send needs the runtime in this process; a console on an archive file can only "
@@ -107,16 +107,16 @@ async def run_app_with_console(
     args: argparse.Namespace,
     summary: Callable[[AUNRuntime, str], None],
 ) -> int:
-    """Run ``app`` with a console beside it; keep serving (and the runtime running) until stopped.
+    """Run `app` with a console beside it; keep serving (and the runtime running) until stopped.
 
     Args:
         stop: the command's stop request (a signal ends the serving).
         app: the application.
-        args: the parsed command line (``archive``, ``host``, ``port``, ``allow_send``).
+        args: the parsed command line (`archive`, `host`, `port`, `allow_send`).
         summary: prints the transcript and counters once the application has settled.
 
     Returns:
-        The exit code (see :mod:`aun_runtime._stopping`).
+        The exit code (see `aun_runtime._stopping`).
     """
     runtime = AUNRuntime(archive=args.archive)
     await runtime.start()

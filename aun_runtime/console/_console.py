@@ -1,4 +1,4 @@
-"""``Console``: serves the console page for a runtime in this process, or for an archive file."""
+"""`Console`: serves the console page for a runtime in this process, or for an archive file."""
 
 from __future__ import annotations
 
@@ -31,23 +31,23 @@ class Console:
     """A web view of the live message flow, drawn the way AUN asks clients to draw it.
 
     Args:
-        source: an :class:`~aun_runtime.AUNRuntime` in this process, an :class:`~aun_runtime.Archive`,
+        source: an [`AUNRuntime`][aun_runtime.AUNRuntime] in this process, an [`Archive`][aun_runtime.Archive],
             or the path of an archive file that another process writes (opened read-only, and
             waited for if it does not exist yet). Any process that writes the archive schema can be
             watched this way, a gateway included.
         host: the address to listen on. Default: loopback only.
-        port: the TCP port; 0 picks a free one (see :attr:`url` once started).
+        port: the TCP port; 0 picks a free one (see [`url`][aun_runtime.gateway.GatewayServer.url] once started).
         allow_send: let the page send as a local agent, through that agent's send tools. Needs a
             runtime in this process. Off by default: a console is for looking.
         poll_interval: seconds between two looks at the archive.
         backlog: how many of the newest records a freshly opened page starts with.
 
     Example:
-        .. code-block:: python
-
-            async with AUNRuntime() as runtime, Console(runtime) as console:
-                print("console at", console.url)
-                ...  # register agents, send messages: the page follows live
+        ```python
+        async with AUNRuntime() as runtime, Console(runtime) as console:
+            print("console at", console.url)
+            ...  # register agents, send messages: the page follows live
+        ```
     """
 
     def __init__(

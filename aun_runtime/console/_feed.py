@@ -1,4 +1,4 @@
-"""``ArchiveFeed``: follows an archive as it grows and tells the console's pages when it has.
+"""`ArchiveFeed`: follows an archive as it grows and tells the console's pages when it has.
 
 One feed per console, whatever the number of open pages. The feed does the polling: each tick it
 asks the archive for its newest id (one indexed query), and when that moved it wakes every page.
@@ -6,7 +6,7 @@ Each page then reads, from the archive, only the records after its own cursor (t
 record it was sent), a page at a time. So
 
 * nothing is sent twice and nothing is skipped, across reconnects too (the browser's
-  ``Last-Event-ID`` *is* the cursor);
+  `Last-Event-ID` *is* the cursor);
 * a slow page holds no queue in memory here: it is simply further behind in the archive and catches
   up when its socket drains; there is no buffer to overflow;
 * the whole archive is never re-read or re-sent per tick.
@@ -58,7 +58,7 @@ def encode_record(row: ArchiveRow) -> str:
 
 
 def encode_records(records: list[ArchiveRow]) -> str:
-    """A JSON array of :func:`encode_record` items."""
+    """A JSON array of `encode_record` items."""
     return "[" + ",".join(encode_record(record) for record in records) + "]"
 
 
@@ -118,7 +118,7 @@ class ArchiveFeed:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Look once now, then keep looking every ``poll_interval`` seconds."""
+        """Look once now, then keep looking every `poll_interval` seconds."""
         self.tick()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="aun:console-feed")
 
@@ -195,7 +195,7 @@ class ArchiveFeed:
         self._changed = asyncio.Event()
 
     async def wait(self, timeout: float) -> None:
-        """Return when the feed moves (new records, agents or state), is closed, or after ``timeout``."""
+        """Return when the feed moves (new records, agents or state), is closed, or after `timeout`."""
         if self._closed:
             return
         with contextlib.suppress(TimeoutError):
@@ -204,7 +204,7 @@ class ArchiveFeed:
     # -- reading -----------------------------------------------------------------------------------
 
     def read(self, after_id: int, limit: int = PAGE_SIZE) -> list[ArchiveRow]:
-        """The first ``limit`` records after ``after_id``, oldest first (none while there is no archive)."""
+        """The first `limit` records after `after_id`, oldest first (none while there is no archive)."""
         archive = self.archive
         if archive is None or self.state == "closed":
             return []

@@ -1,17 +1,17 @@
 """The console's HTTP surface: the page, its assets, a JSON API and one Server-Sent Events stream.
 
-=====================  ===========================================================================
-``GET /``              the page (plain HTML, CSS and JS from package data)
-``GET /api/info``      what the console shows: its source, whether it may send, the archive's head
-``GET /api/agents``    the AIDs registered with the runtime (AID, role, mode, description, card)
-``GET /api/records``   ``?after=ID&limit=N``: the first N records after ID, oldest first
-``GET /api/events``    the live stream: ``records`` events whose SSE id is the last record's id
-``POST /api/send``     send as a local agent; refused with 403 unless sending was enabled
-=====================  ===========================================================================
+| route | what it serves |
+|---|---|
+| `GET /` | the page (plain HTML, CSS and JS from package data) |
+| `GET /api/info` | what the console shows: its source, whether it may send, the archive's head |
+| `GET /api/agents` | the AIDs registered with the runtime (AID, role, mode, description, card) |
+| `GET /api/records` | `?after=ID&limit=N`: the first N records after ID, oldest first |
+| `GET /api/events` | the live stream: `records` events whose SSE id is the last record's id |
+| `POST /api/send` | send as a local agent; refused with 403 unless sending was enabled |
 
-Errors are JSON: ``{"error": {"code": ..., "message": ..., "field": ...}}``, where ``code`` is the
-name of the exception (``UnknownAIDError``...) or one of ``read_only``, ``invalid_parameter``,
-``invalid_request``, ``unsupported_media_type``, ``forbidden_host``, ``cross_origin``.
+Errors are JSON: `{"error": {"code": ..., "message": ..., "field": ...}}`, where `code` is the
+name of the exception (`UnknownAIDError`...) or one of `read_only`, `invalid_parameter`,
+`invalid_request`, `unsupported_media_type`, `forbidden_host`, `cross_origin`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Sending as an agent from the console: only when the console was started with ``allow_send``.
+"""Sending as an agent from the console: only when the console was started with `allow_send`.
 
-A send from the page goes through the named agent's own send tools (:meth:`AUNAgent.send` and
-:meth:`AUNAgent.group_send`), exactly as if the agent had decided to speak: the same validation,
+A send from the page goes through the named agent's own send tools ([`AUNAgent.send`][aun_runtime.AUNAgent.send] and
+[`AUNAgent.group_send`][aun_runtime.AUNAgent.group_send]), exactly as if the agent had decided to speak: the same validation,
 archive records, loop guard and dead letters. The request is checked field by field first, so a bad
 request gets an error that names the field and changes nothing.
 """
@@ -35,7 +35,7 @@ __all__ = ["SendRequest", "SendRequestError", "http_status", "parse_send_request
 
 
 class SendRequestError(Exception):
-    """A send request that cannot be carried out as it is. ``field`` names the culprit."""
+    """A send request that cannot be carried out as it is. `field` names the culprit."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -64,11 +64,11 @@ def _optional_str(body: dict[str, Any], name: str) -> str | None:
 
 
 def parse_send_request(body: Any) -> SendRequest:
-    """Check the JSON body of ``POST /api/send``.
+    """Check the JSON body of `POST /api/send`.
 
-    Fields: ``from`` (required), exactly one of ``to`` and ``group_id``, then either ``text`` or a
-    whole ``payload`` object; optional ``mentions`` (AIDs or ``"all"``, group messages only) and
-    ``in_reply_to`` (a message id).
+    Fields: `from` (required), exactly one of `to` and `group_id`, then either `text` or a
+    whole `payload` object; optional `mentions` (AIDs or `"all"`, group messages only) and
+    `in_reply_to` (a message id).
     """
     if not isinstance(body, dict):
         raise SendRequestError("the body must be a JSON object")
@@ -102,7 +102,7 @@ async def send_as_agent(runtime: AUNRuntime, request: SendRequest) -> AUNMessage
     """Send through the sending agent's own send tools.
 
     Raises:
-        UnknownAIDError: ``from`` is not registered in this runtime.
+        UnknownAIDError: `from` is not registered in this runtime.
         AUNError: whatever the send itself raises (unknown recipient, not a member, ...).
     """
     if not runtime.is_local(request.sender):

@@ -1,8 +1,8 @@
 """Distributed workers: agents in several processes or machines, with the same AUN semantics.
 
-A cluster is one host (:class:`AUNHost`, autogen-ext's gRPC host with AUN additions) and any number
-of workers (:class:`WorkerRuntime`, autogen-ext's gRPC worker runtime made reliable), each the core
-of an :class:`~aun_runtime.AUNRuntime`. Agents behave exactly as in one process: mailbox, channel,
+A cluster is one host ([`AUNHost`][aun_runtime.distributed.AUNHost], autogen-ext's gRPC host with AUN additions) and any number
+of workers ([`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime], autogen-ext's gRPC worker runtime made reliable), each the core
+of an [`AUNRuntime`][aun_runtime.AUNRuntime]. Agents behave exactly as in one process: mailbox, channel,
 archive, loop guard, dead letters, no RPC.
 
 How nothing gets lost (the mechanism, in short; the modules say more):
@@ -13,37 +13,37 @@ How nothing gets lost (the mechanism, in short; the modules say more):
   acknowledges it; it is sent again, in order, after a reconnect, when the AID is held again after
   its worker restarted, or (last resort) after a silence.
 * **Acknowledged after the commit.** A receiving worker hands a stream's messages to the agent once
-  and in order. What the handler causes (its ``received`` record, thoughts, outgoing messages) and
+  and in order. What the handler causes (its `received` record, thoughts, outgoing messages) and
   the stream position are committed together when it returns; only then do the outgoing messages
-  leave and the acknowledgement go back (through the host, on ``aun.ack.<worker>``). So a worker
+  leave and the acknowledgement go back (through the host, on `aun.ack.<worker>`). So a worker
   killed with SIGKILL and restarted handles every message exactly once: what it had committed is
   skipped, what it had not is handled again, and nothing it did half-way had left the process.
 * **Kept for absent AIDs.** A message to an AID whose worker is away (crashed, restarting, cut off)
   waits in the sender's outbox until the AID is held again. A message to an AID nobody holds is
-  refused with :class:`~aun_runtime.UnknownAIDError` and a dead letter, *and* kept: it is delivered
+  refused with [`UnknownAIDError`][aun_runtime.UnknownAIDError] and a dead letter, *and* kept: it is delivered
   if a worker registers that AID later.
 * **Reconnect.** Workers reconnect after any loss of the host and register again; the host keeps a
-  directory of AIDs and groups and sends it to all. Given a state file (``AUNHost(state=...)``), it
+  directory of AIDs and groups and sends it to all. Given a state file (`AUNHost(state=...)`), it
   keeps who owns what across its own restarts; without one, the directory is rebuilt from the
   workers as they reconnect.
-* **Service AIDs.** An AID several workers register as instances (``services=`` on the worker)
-  gets its messages spread over the live instances, ``round_robin`` or by ``sender_affinity``; a
+* **Service AIDs.** An AID several workers register as instances (`services=` on the worker)
+  gets its messages spread over the live instances, `round_robin` or by `sender_affinity`; a
   ledger the instances share keeps each message handled once when an instance dies (see
-  :mod:`._service_store`).
-* **Proven names.** A worker's secret, kept beside its archive (``<archive>.secret``, mode 0600),
+  `._service_store`).
+* **Proven names.** A worker's secret, kept beside its archive (`<archive>.secret`, mode 0600),
   proves its name to the host on every connection; the host binds a name to the first secret it
   sees and refuses another. An AID belongs to the worker that registered it until that worker
   leaves, and the host takes acknowledgements of deliveries to an AID only from the stream that
-  holds it (see :mod:`._servicer`).
+  holds it (see `._servicer`).
 
 Example:
-    .. code-block:: python
+    ```python
+    from aun_runtime.distributed import worker_runtime
 
-        from aun_runtime.distributed import worker_runtime
-
-        runtime = worker_runtime("127.0.0.1:50051", archive="coder.sqlite")
-        await runtime.register_agent("coder.local", Coder)
-        await runtime.start()
+    runtime = worker_runtime("127.0.0.1:50051", archive="coder.sqlite")
+    await runtime.register_agent("coder.local", Coder)
+    await runtime.start()
+    ```
 """
 
 from collections.abc import Mapping
@@ -86,11 +86,11 @@ def worker_runtime(
     service_dir: str | Path | None = None,
     **options: Any,
 ) -> AUNRuntime:
-    """An :class:`~aun_runtime.AUNRuntime` whose core is a :class:`WorkerRuntime` of the host.
+    """An [`AUNRuntime`][aun_runtime.AUNRuntime] whose core is a [`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime] of the host.
 
-    ``services`` and ``service_dir`` make some of its AIDs instances of service AIDs (see
-    :class:`WorkerRuntime`). ``options`` go to :class:`~aun_runtime.AUNRuntime` (``max_hops``,
-    ``mailbox_capacity``, ...). Nothing connects until ``await runtime.start()``.
+    `services` and `service_dir` make some of its AIDs instances of service AIDs (see
+    [`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime]). `options` go to [`AUNRuntime`][aun_runtime.AUNRuntime] (`max_hops`,
+    `mailbox_capacity`, ...). Nothing connects until `await runtime.start()`.
     """
     core: AUNCore = WorkerRuntime(
         host_address,

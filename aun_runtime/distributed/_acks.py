@@ -46,7 +46,7 @@ class Acknowledger:
         return bool(self._due)
 
     def due(self, acks: Mapping[str, Mapping[str, int]]) -> None:
-        """``{origin worker: {aid: handled through}}``: sent within ``ACK_INTERVAL``."""
+        """`{origin worker: {aid: handled through}}`: sent within `ACK_INTERVAL`."""
         for origin, positions in acks.items():
             due = self._due.setdefault(origin, {})
             for aid, through in positions.items():

@@ -4,9 +4,9 @@ The journal commits on the event loop (what waits for a commit must know it happ
 automatic checkpoint runs inside the commit that fills the write-ahead log past its limit: every
 hundred-odd commits, one of them copies the log into the database file and syncs it, 3-5 ms during
 which every message on the worker waits (the largest single cause of the paced p99 of a worker).
-So the journal asks this checkpointer, every ``CHECKPOINT_EVERY`` commits, to run a *passive*
+So the journal asks this checkpointer, every `CHECKPOINT_EVERY` commits, to run a *passive*
 checkpoint on its own connection and thread: passive checkpoints never block the loop's writer, and
-SQLite's own automatic checkpoint stays on at ``SAFETY_PAGES`` as the bound on the log's size should
+SQLite's own automatic checkpoint stays on at `SAFETY_PAGES` as the bound on the log's size should
 this thread ever fall behind.
 """
 
@@ -45,7 +45,7 @@ class Checkpointer:
         self._thread.start()
 
     def committed(self) -> None:
-        """One more commit; every ``every`` commits, a checkpoint is started (not waited for)."""
+        """One more commit; every `every` commits, a checkpoint is started (not waited for)."""
         self._commits += 1
         if self._commits >= self._every:
             self._commits = 0

@@ -1,13 +1,13 @@
-"""``aun-runtime host`` and ``aun-runtime worker``: a cluster from the command line.
+"""`aun-runtime host` and `aun-runtime worker`: a cluster from the command line.
 
-``aun-runtime host --address 127.0.0.1:50051 --state host.state`` serves until SIGINT/SIGTERM,
-keeping who owns what in its state file across restarts. ``aun-runtime worker
---host 127.0.0.1:50051 --app module:function`` connects, runs the app (an ``async def app(runtime)``
-that registers agents and groups, exactly as for ``aun-runtime run``), then serves until SIGINT or
-SIGTERM; ``--service AID[=POLICY]`` makes it one instance of the service AID ``AID``. Both print one
-``ready`` line on stdout once they serve (scripts wait for it) and log one line per lifecycle event
-on stderr. ``aun-runtime status --host ...`` prints the host's counters and directory as JSON,
-with each service AID's policy and instances (``live`` or ``away``) under ``services``.
+`aun-runtime host --address 127.0.0.1:50051 --state host.state` serves until SIGINT/SIGTERM,
+keeping who owns what in its state file across restarts. `aun-runtime worker
+--host 127.0.0.1:50051 --app module:function` connects, runs the app (an `async def app(runtime)`
+that registers agents and groups, exactly as for `aun-runtime run`), then serves until SIGINT or
+SIGTERM; `--service AID[=POLICY]` makes it one instance of the service AID `AID`. Both print one
+`ready` line on stdout once they serve (scripts wait for it) and log one line per lifecycle event
+on stderr. `aun-runtime status --host ...` prints the host's counters and directory as JSON,
+with each service AID's policy and instances (`live` or `away`) under `services`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ logger = logging.getLogger("aun_runtime.distributed")
 
 
 def add_commands(commands: Any) -> None:
-    """Add the ``host`` and ``worker`` subcommands to the ``aun-runtime`` parser."""
+    """Add the `host` and `worker` subcommands to the `aun-runtime` parser."""
     host = commands.add_parser("host", help="serve the host of a cluster of workers")
     host.add_argument(
         "--address",

@@ -1,8 +1,8 @@
 """The receiving path of a worker: from an event on the host stream to an agent's handler and back.
 
-Each delivery runs in its own task (as in autogen-ext), inside a :class:`~._journal.Delivery` scope
+Each delivery runs in its own task (as in autogen-ext), inside a `Delivery` scope
 that holds what the handling causes until it is sealed; sealing puts the records, the outgoing
-messages and the stream position into one commit (see :mod:`._journal`). A delivery cancelled
+messages and the stream position into one commit (see `._journal`). A delivery cancelled
 half-way (the worker stopping) leaves nothing behind and is not acknowledged.
 """
 
@@ -48,7 +48,7 @@ class DeliveryPath:
         subscribers: the agents subscribed to a topic (for a plain autogen-ext publish).
         get_agent: the agent of an id, made by its factory on first use.
         tracer: makes one span per delivery when given.
-        changed: called whenever a delivery finishes (for the worker's ``idle``).
+        changed: called whenever a delivery finishes (for the worker's `idle`).
         abandoned: called with a delivery cancelled half-way (a service AID's claim waits for it).
     """
 

@@ -7,9 +7,9 @@ always sees its own changes. When the host restarts it knows nothing; AIDs missi
 snapshot are taken to be *away* (their workers will register them again), not unknown, so that
 messages to them are kept quietly rather than refused.
 
-A service AID (several workers hold it, see :mod:`._service_routing`) has the holder ``service``
+A service AID (several workers hold it, see `._service_routing`) has the holder `service`
 and a third element: its policy, instances and *epoch*. A new epoch means an instance was lost, so
-what was sent to the AID and not acknowledged is sent again (``on_held`` is called, as when a
+what was sent to the AID and not acknowledged is sent again (`on_held` is called, as when a
 plain AID is held again).
 """
 
@@ -33,7 +33,7 @@ Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 class DirectoryView:
-    """The :class:`~aun_runtime._directory.Directory` of a worker.
+    """The `Directory` of a worker.
 
     Args:
         call: makes a call to the host's directory service.
@@ -63,7 +63,7 @@ class DirectoryView:
         return entry[0] if entry is not None else None
 
     def service(self, aid: str) -> dict[str, Any] | None:
-        """A service AID's policy, epoch and instances (``{worker: "live" | "away"}``); None for a plain AID."""
+        """A service AID's policy, epoch and instances (`{worker: "live" | "away"}`); None for a plain AID."""
         return self._services.get(aid)
 
     def group(self, group_id: str) -> GroupInfo | None:
@@ -73,7 +73,7 @@ class DirectoryView:
         return sorted(self._groups)
 
     def mark_held(self, aid: str, worker: str) -> None:
-        """This worker has just registered ``aid``: no need to wait for the host to say so."""
+        """This worker has just registered `aid`: no need to wait for the host to say so."""
         self.apply({"aids": {aid: [worker, AIDStatus.HELD.value]}})
 
     async def create_group(self, group_id: str, members: Sequence[str], dispatch_mode: DispatchMode) -> GroupInfo:

@@ -1,4 +1,4 @@
-"""Errors of the distributed runtime. All derive from :class:`protocols.errors.AUNError`."""
+"""Errors of the distributed runtime. All derive from `protocols.errors.AUNError`."""
 
 from __future__ import annotations
 
@@ -18,4 +18,4 @@ class HostUnavailableError(AUNError):
 
 class WorkerIdentityError(AUNError):
     """The host does not accept this worker's name with its secret: another worker is known there
-    by that name (its secret is kept beside its archive, in ``<archive>.secret``)."""
+    by that name (its secret is kept beside its archive, in `<archive>.secret`)."""

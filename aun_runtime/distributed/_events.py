@@ -41,7 +41,7 @@ class EventBuilder:
         origin: the worker's name, carried by every event (the receiver acknowledges to it).
         registry: serializers for anything that is not an AUN envelope.
         traced: the worker traces: each event carries the span it was sent from as its
-            ``traceparent`` attribute (see :mod:`aun_runtime._trace_context`).
+            `traceparent` attribute (see `aun_runtime._trace_context`).
     """
 
     def __init__(self, origin: str, registry: Serializers, *, traced: bool = False) -> None:

@@ -1,20 +1,20 @@
 """Batch frames: several CloudEvents in one write of the data stream, between our own ends only.
 
-autogen-ext's data stream carries one ``agents.Message`` per write, and a write costs more than
+autogen-ext's data stream carries one `agents.Message` per write, and a write costs more than
 the rest of a message's way through a worker (the largest single cost of a flood, at both ends).
 So where both ends are ours, what is queued for the stream when it is free to write goes out as
-one frame: a CloudEvent of type ``aun.batch`` whose ``binary_data`` is an ``aun.EventBatch``
-(``repeated io.cloudevents.v1.CloudEvent events = 1``). Nothing waits to be batched: a frame holds
+one frame: a CloudEvent of type `aun.batch` whose `binary_data` is an `aun.EventBatch`
+(`repeated io.cloudevents.v1.CloudEvent events = 1`). Nothing waits to be batched: a frame holds
 what was already queued, so a lone message leaves alone and at once, and a flood fills frames.
 
 * A worker packs what it sends; the host unpacks a frame and takes each event exactly as if it had
   come alone (the same checks: a delivery must carry the stream's own worker as its origin, and so
   on), refusing the whole frame if any event is refused.
 * Each end packs only for a peer that said it reads frames: a worker in its hello, the host in its
-  directory snapshot (``"frames": true``), so either end may be of an older version; plain
+  directory snapshot (`"frames": true`), so either end may be of an older version; plain
   autogen-ext clients keep getting one event per write.
-* Frames do not nest, carry no ``aun.hello`` (a session's first message travels alone) and hold at
-  most ``MAX_FRAME_EVENTS`` events and ``MAX_FRAME_BYTES`` bytes.
+* Frames do not nest, carry no `aun.hello` (a session's first message travels alone) and hold at
+  most `MAX_FRAME_EVENTS` events and `MAX_FRAME_BYTES` bytes.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ _Message = agent_worker_pb2.Message
 
 
 def _batch_class() -> Any:
-    """``aun.EventBatch``, declared at run time next to autogen-ext's CloudEvent (no .proto build)."""
+    """`aun.EventBatch`, declared at run time next to autogen-ext's CloudEvent (no .proto build)."""
     pool = descriptor_pool.Default()
     name = "aun_runtime/distributed/event_batch.proto"
     try:
@@ -89,7 +89,7 @@ def _batchable(item: _Message) -> bool:
 
 
 def pack(items: Sequence[_Message]) -> Iterator[_Message]:
-    """The messages to write for ``items``, in order: runs of two or more events become frames.
+    """The messages to write for `items`, in order: runs of two or more events become frames.
 
     Anything that may not go in a frame (an RPC response, a hello, an oversized event) ends the
     current frame and goes alone, so the order of everything on the stream is kept.
@@ -129,7 +129,7 @@ def unpack(frame: _Event) -> Sequence[_Event]:
     """The events of a batch frame, in order.
 
     Raises:
-        FrameError: the frame is not an ``aun.EventBatch``, is empty or too large, or holds a frame
+        FrameError: the frame is not an `aun.EventBatch`, is empty or too large, or holds a frame
             or a hello.
     """
     if len(frame.binary_data) > MAX_FRAME_BYTES + 16 * MAX_FRAME_EVENTS:
@@ -147,8 +147,8 @@ def unpack(frame: _Event) -> Sequence[_Event]:
 
 
 def drain(first: _Message, more: Callable[[], _Message | None], limit: int = MAX_FRAME_EVENTS) -> list[_Message]:
-    """``first`` and whatever else is queued already (``more`` gives None when nothing is), at most
-    ``limit`` in all: what one turn of a stream's writer sends."""
+    """`first` and whatever else is queued already (`more` gives None when nothing is), at most
+    `limit` in all: what one turn of a stream's writer sends."""
     items = [first]
     while len(items) < limit:
         item = more()

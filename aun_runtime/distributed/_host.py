@@ -1,10 +1,10 @@
-"""``AUNHost``: autogen-ext's ``GrpcWorkerAgentRuntimeHost`` with the AUN servicer, TLS and a directory.
+"""`AUNHost`: autogen-ext's `GrpcWorkerAgentRuntimeHost` with the AUN servicer, TLS and a directory.
 
-It serves autogen-ext's ``AgentRpc`` service (so it routes like autogen-ext's host, and plain
-autogen-ext workers can connect too) plus a small JSON service, ``aun.Directory``, for group changes,
+It serves autogen-ext's `AgentRpc` service (so it routes like autogen-ext's host, and plain
+autogen-ext workers can connect too) plus a small JSON service, `aun.Directory`, for group changes,
 leaving and counters. It binds to loopback unless told otherwise. Workers prove their names with
-their secrets (see :mod:`._identity`); what the host knows of who owns what lives as long as it
-does, or, given a state file, across its restarts (see :mod:`._host_state`).
+their secrets (see `._identity`); what the host knows of who owns what lives as long as it
+does, or, given a state file, across its restarts (see `._host_state`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ _SERVER_OPTIONS = [
 
 
 class AUNHost(GrpcWorkerAgentRuntimeHost):
-    """The host of a cluster of :class:`~aun_runtime.distributed.WorkerRuntime` workers.
+    """The host of a cluster of [`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime] workers.
 
     Args:
-        address: ``host:port`` to bind (port 0 picks a free port; see :attr:`port`).
+        address: `host:port` to bind (port 0 picks a free port; see `port`).
         tls: TLS settings; without them the port is plain (keep it on loopback or a private network).
         state: the host's state file: worker names and their secrets' digests, AID ownership,
             service AIDs and groups are kept there, so that after a restart nobody can claim what
@@ -44,16 +44,16 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
             first connection to claim a name or an AID gets it.
 
     Raises:
-        HostStateError: another running host holds ``state``, or it is not a host state file.
+        HostStateError: another running host holds `state`, or it is not a host state file.
 
     Example:
-        .. code-block:: python
-
-            host = AUNHost("127.0.0.1:0", state="host.state")
-            await host.open()
-            print(host.address)
-            ...
-            await host.stop()
+        ```python
+        host = AUNHost("127.0.0.1:0", state="host.state")
+        await host.open()
+        print(host.address)
+        ...
+        await host.stop()
+        ```
     """
 
     def __init__(
@@ -104,7 +104,7 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
 
     @property
     def address(self) -> str:
-        """The bound ``host:port``."""
+        """The bound `host:port`."""
         return self._address
 
     @property

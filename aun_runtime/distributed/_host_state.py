@@ -1,8 +1,8 @@
 """The host's state file: who owns what, kept across a host restart.
 
 Without it the host keeps worker names, AID ownership and service AIDs in memory, and after a
-restart the first connection to claim a name or an AID gets it. With it (``AUNHost(state=...)``,
-``aun-runtime host --state FILE``) the host writes down, whenever one of them changes:
+restart the first connection to claim a name or an AID gets it. With it (`AUNHost(state=...)`,
+`aun-runtime host --state FILE`) the host writes down, whenever one of them changes:
 
 * each worker name and the SHA-256 digest of the secret it is bound to (never the secret);
 * each AID and the worker that owns it;
@@ -18,7 +18,7 @@ The file is JSON, mode 0600, replaced whole (written under a temporary name, flu
 renamed over the old one), so a crash leaves the old state or the new, never half of one. A change
 is written before the host answers the call that made it; changes that arrive while a write is
 under way are written together by the next one. Two hosts never share one file: a host holds a
-lock on ``<state>.lock`` while it runs, and another host given the same file refuses to start.
+lock on `<state>.lock` while it runs, and another host given the same file refuses to start.
 """
 
 from __future__ import annotations
@@ -99,9 +99,9 @@ class HostStateFile:
         return self._written
 
     async def save(self, snapshot: Callable[[], Snapshot]) -> None:
-        """Write what ``snapshot()`` gives, and return once it is on disk.
+        """Write what `snapshot()` gives, and return once it is on disk.
 
-        ``snapshot`` is called when the write starts, so one write covers every change made before
+        `snapshot` is called when the write starts, so one write covers every change made before
         it; a save asked for during a write waits for the next one. Nothing is written when the
         state is what the file already holds.
 
@@ -139,7 +139,7 @@ class HostStateFile:
 
 
 def _replace(path: Path, state: Snapshot) -> None:
-    """Write ``state`` to ``path`` whole: a reader, or a crash, sees the old file or the new one."""
+    """Write `state` to `path` whole: a reader, or a crash, sees the old file or the new one."""
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

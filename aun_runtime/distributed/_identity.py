@@ -1,14 +1,14 @@
 """Worker identity: a secret per worker, kept beside its archive, that proves its name to the host.
 
-A worker's name is not a secret (the host's directory, its ``Stats`` answer and every delivery's
-``aunorigin`` attribute carry it), so a name alone must never be enough to act as a worker. Each
+A worker's name is not a secret (the host's directory, its `Stats` answer and every delivery's
+`aunorigin` attribute carry it), so a name alone must never be enough to act as a worker. Each
 worker therefore has a secret: 32 random bytes (hex), made once with a durable worker's archive and
-kept in ``<archive>.secret`` (mode 0600), or made anew for each run of an in-memory worker. The
+kept in `<archive>.secret` (mode 0600), or made anew for each run of an in-memory worker. The
 worker presents name and secret as gRPC metadata on every call it makes to the host; the secret
 never travels anywhere else.
 
 The host remembers a SHA-256 digest of the secret for each name on the name's first connection
-(trust on first use) and refuses, with ``UNAUTHENTICATED``, any later connection that claims the
+(trust on first use) and refuses, with `UNAUTHENTICATED`, any later connection that claims the
 name with another secret. Nothing is hashed per message: a data stream is authenticated once, when
 it opens, and everything that arrives on it is that worker's.
 """
@@ -49,13 +49,13 @@ def valid_worker_name(name: str) -> bool:
 
 
 def secret_path(archive: str | Path) -> Path:
-    """Where the secret of the worker whose archive is ``archive`` is kept."""
+    """Where the secret of the worker whose archive is `archive` is kept."""
     return Path(f"{archive}.secret")
 
 
 def worker_secret(archive: str | Path | None) -> str:
     """The worker's secret: read from beside a durable archive (made there on first use), or a
-    fresh one for an in-memory worker (``archive`` None), which is a new worker on every run."""
+    fresh one for an in-memory worker (`archive` None), which is a new worker on every run."""
     if archive is None:
         return secrets.token_hex(32)
     path = secret_path(archive)
@@ -100,7 +100,7 @@ class Identities:
     """The host's memory of worker names: the digest of each name's secret, first come first bound.
 
     It lives as long as the host process, or across restarts in the host's state file (see
-    :mod:`._host_state`), which keeps :meth:`digests` and gives them back to a restarted host.
+    `._host_state`), which keeps `digests` and gives them back to a restarted host.
     """
 
     def __init__(self, digests: dict[str, str] | None = None) -> None:
@@ -114,9 +114,9 @@ class Identities:
         return len(self._digests)
 
     def check(self, name: str, secret: str | None, *, bind: bool) -> bool:
-        """Accept ``name`` with ``secret`` or raise :class:`IdentityRefused` saying why.
+        """Accept `name` with `secret` or raise `IdentityRefused` saying why.
 
-        With ``bind``, a name seen for the first time is bound to ``secret``; returns True then.
+        With `bind`, a name seen for the first time is bound to `secret`; returns True then.
         """
         if not valid_worker_name(name):
             raise IdentityRefused(

@@ -4,7 +4,7 @@ A stream is what one sending worker sends to one AID, numbered 1, 2, 3... A deli
 the agent only when it is the next one; one that arrives early waits in a small reorder buffer, one
 that was handled already is skipped (and acknowledged again, since its acknowledgement may have
 been lost). The position "handled through N" is journaled with the handling itself (see
-:mod:`._journal`), so it survives a crash exactly as far as the handling does.
+`._journal`), so it survives a crash exactly as far as the handling does.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Inbound:
         self.dropped = 0
 
     def accept(self, origin: str, aid: str, seq: int, base: int, item: Any) -> tuple[list[tuple[int, Any]], bool]:
-        """Take delivery ``seq``; return what to hand to the agent now, in order, and whether to re-ack."""
+        """Take delivery `seq`; return what to hand to the agent now, in order, and whether to re-ack."""
         key = (origin, aid)
         stream = self._streams.get(key)
         if stream is None:
@@ -77,7 +77,7 @@ class Inbound:
         return ready, False
 
     def sealed(self, origin: str, aid: str, seq: int) -> int | None:
-        """Delivery ``seq`` is finished: the stream's new gap-free position, or None if it cannot move.
+        """Delivery `seq` is finished: the stream's new gap-free position, or None if it cannot move.
 
         Deliveries of one stream finish in order (one agent, one mailbox); one that was abandoned
         (the worker stopping under it) leaves a gap that nothing after it may jump.

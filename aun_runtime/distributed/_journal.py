@@ -2,8 +2,8 @@
 
 Exactly-once handling over an at-least-once transport needs one rule: what a handler did and the
 fact that its message was handled become durable *together*. So, while a delivered message is being
-handled, everything it causes (its ``received`` record, the handler's thoughts, the messages it
-sends) is held in a :class:`Delivery` scope instead of the archive's write batch. When the handler
+handled, everything it causes (its `received` record, the handler's thoughts, the messages it
+sends) is held in a `Delivery` scope instead of the archive's write batch. When the handler
 returns, the scope is *sealed*: its records, its outgoing messages (as outbox rows) and the stream
 position "handled through seq N" enter the batch together, and one commit writes them all. Only after
 that commit do the outgoing messages leave the process and the acknowledgement go back. A worker
@@ -11,16 +11,18 @@ killed before the commit left no trace of the handling (the sender still has the
 it again); killed after it, the redelivery is recognised by its stream position and acknowledged,
 and the outgoing messages are sent from the outbox.
 
-Tables added to the archive file::
+Tables added to the archive file:
 
-    aun_meta(key TEXT PRIMARY KEY, value TEXT)                -- the worker's durable name
-    aun_outbox(aid TEXT, seq INTEGER, event BLOB)             -- sent, not yet acknowledged
-    aun_out_streams(aid TEXT PRIMARY KEY, last_seq INTEGER)   -- last number given per recipient
-    aun_in_streams(origin TEXT, aid TEXT, through INTEGER)    -- handled through, per sender worker
-    aun_in_handled(origin TEXT, aid TEXT, seq INTEGER)        -- service AIDs: each delivery handled
+```text
+aun_meta(key TEXT PRIMARY KEY, value TEXT)                -- the worker's durable name
+aun_outbox(aid TEXT, seq INTEGER, event BLOB)             -- sent, not yet acknowledged
+aun_out_streams(aid TEXT PRIMARY KEY, last_seq INTEGER)   -- last number given per recipient
+aun_in_streams(origin TEXT, aid TEXT, through INTEGER)    -- handled through, per sender worker
+aun_in_handled(origin TEXT, aid TEXT, seq INTEGER)        -- service AIDs: each delivery handled
+```
 
-A delivery to a service AID (one that several workers hold, see :mod:`._service_store`) is
-journaled as the single row ``(origin, aid, seq)`` instead of a stream position, since this worker
+A delivery to a service AID (one that several workers hold, see `._service_store`) is
+journaled as the single row `(origin, aid, seq)` instead of a stream position, since this worker
 may see only part of the stream: another instance that finds the delivery claimed by this worker
 after it died reads that row to know whether the handling was committed.
 """
@@ -94,13 +96,13 @@ class Commit:
 
 
 class JournalArchive(Archive):
-    """An :class:`Archive` that also journals the worker's delivery state in the same file.
+    """An [`Archive`][aun_runtime.Archive] that also journals the worker's delivery state in the same file.
 
     Unlike the plain archive, which hands batches to a writer thread, the journal commits on the
     event loop: what waits for a commit (outgoing messages, acknowledgements) must know it happened.
 
     Args:
-        path: the SQLite file, or ``":memory:"`` (then nothing survives the process).
+        path: the SQLite file, or `":memory:"` (then nothing survives the process).
         commit_interval: seconds a change may wait for its commit while the worker is busy.
     """
 
@@ -176,7 +178,7 @@ class JournalArchive(Archive):
     def seal(self, scope: Delivery, position: int | None) -> None:
         """Move a finished delivery's records and its stream's new position into the write batch.
 
-        ``position`` is how far the stream is now handled without a gap (None: not moved, because
+        `position` is how far the stream is now handled without a gap (None: not moved, because
         an earlier delivery was abandoned). The caller adds the delivery's outbox rows first;
         nothing here can start a commit halfway.
         """
@@ -209,14 +211,14 @@ class JournalArchive(Archive):
             self._outbox_done[aid] = through
 
     def forget_service_handled(self, origin: str, aid: str, through: int) -> None:
-        """The shared ledger holds ``aid``'s stream from ``origin`` as handled through ``through``:
+        """The shared ledger holds `aid`'s stream from `origin` as handled through `through`:
         this worker's own rows for it are no longer needed (they go with the next commit)."""
         key = (origin, aid)
         if through > self._service_forget.get(key, 0):
             self._service_forget[key] = through
 
     def service_handled(self, origin: str, aid: str, seq: int) -> bool:
-        """Whether this worker's journal committed the handling of service delivery ``seq``."""
+        """Whether this worker's journal committed the handling of service delivery `seq`."""
         row = self._writer.read(
             lambda db: db.execute(
                 "SELECT 1 FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq = ?", (origin, aid, seq)
@@ -225,13 +227,13 @@ class JournalArchive(Archive):
         return row is not None
 
     def request_commit(self) -> None:
-        """Commit soon: at the end of this burst of work if idle, within ``commit_interval`` if busy."""
+        """Commit soon: at the end of this burst of work if idle, within `commit_interval` if busy."""
         if self._timer is None:
             self._commit_in(self._flush_interval if self.busy() else 0.0)
 
     def commit_soon(self) -> None:
         """The worker's deliveries are all done: commit what waits at the end of this burst rather
-        than at the busy timer, but no sooner than ``IDLE_COMMIT_GAP`` after the last commit (or at
+        than at the busy timer, but no sooner than `IDLE_COMMIT_GAP` after the last commit (or at
         the busy timer, if that comes first)."""
         if not self.pending_commit:
             return

@@ -4,11 +4,11 @@ autogen-ext's worker connects once and never again (after a host restart it look
 receives nothing). The link runs sessions in a loop: connect, say hello, receive the directory
 snapshot, let the worker register everything it holds, then read until the stream breaks; then wait
 (exponential backoff with jitter, 0.05 s doubling to 2 s) and start over. Each session is a new
-autogen-ext client (a new ``client-id``), so the host sees a fresh worker that registers again.
-Every call carries the worker's name and its secret (see :mod:`._identity`); a host that refuses
-them (``UNAUTHENTICATED``, ``PERMISSION_DENIED``) is reported to ``on_refused``. What is queued for
+autogen-ext client (a new `client-id`), so the host sees a fresh worker that registers again.
+Every call carries the worker's name and its secret (see `._identity`); a host that refuses
+them (`UNAUTHENTICATED`, `PERMISSION_DENIED`) is reported to `on_refused`. What is queued for
 the stream when it is free to write goes out as one batch frame, and frames from the host are read
-event by event (see :mod:`._frames`).
+event by event (see `._frames`).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class HostLink:
     """Sessions with the host, one after another, for as long as the worker runs.
 
     Args:
-        address: ``host:port``.
+        address: `host:port`.
         worker: the worker's name (sent as metadata on every call).
         secret: the secret that proves the name (sent as metadata on every call, nowhere else).
         tls: TLS settings, or None for a plain connection.
@@ -227,7 +227,7 @@ class HostLink:
         return [("client-id", self._client_id), (WORKER_METADATA, self.worker), (SECRET_METADATA, self._secret)]
 
     def send(self, message: agent_worker_pb2.Message) -> bool:
-        """Queue ``message`` on the current stream. False when there is none (the caller keeps it)."""
+        """Queue `message` on the current stream. False when there is none (the caller keeps it)."""
         queue = self._queue
         if queue is None:
             return False
@@ -252,7 +252,7 @@ async def _drain(
     queue: asyncio.Queue[agent_worker_pb2.Message | None], frames: Callable[[], bool]
 ) -> AsyncIterator[agent_worker_pb2.Message]:
     """The stream's writes: each turn takes what is queued by then and, if the host reads frames
-    (``frames()``), packs it into frames."""
+    (`frames()`), packs it into frames."""
     ended = False
 
     def more() -> agent_worker_pb2.Message | None:

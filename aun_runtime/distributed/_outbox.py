@@ -10,7 +10,7 @@ outbox until the receiving worker acknowledges it (after its own commit of the h
 * a message to an AID nobody holds (away, or never seen) waits in the outbox and goes out when a
   worker registers the AID.
 
-Every message carries the stream's lowest unacknowledged number (``base``): everything below it was
+Every message carries the stream's lowest unacknowledged number (`base`): everything below it was
 handled by some holder of the AID, so a new holder with an empty journal starts there.
 """
 
@@ -125,7 +125,7 @@ class Outbox:
         return self.size >= self.capacity
 
     def append(self, aid: str, event: _Event) -> int:
-        """Number ``event`` in the stream to ``aid`` and journal it; it is sent once committed."""
+        """Number `event` in the stream to `aid` and journal it; it is sent once committed."""
         stream = self._stream(aid)
         stream.last_seq += 1
         seq = stream.last_seq
@@ -147,7 +147,7 @@ class Outbox:
             self.pump(aid)
 
     def acknowledged(self, aid: str, through: int) -> None:
-        """The receiver has handled (and committed) everything up to ``through``."""
+        """The receiver has handled (and committed) everything up to `through`."""
         stream = self._streams.get(aid)
         if stream is None:
             return
@@ -176,7 +176,7 @@ class Outbox:
         self._journal.request_commit()  # a no-op if a commit already took the rows along
 
     def pump(self, aid: str) -> None:
-        """Send what the window allows to ``aid``, if its AID is held and the host is there."""
+        """Send what the window allows to `aid`, if its AID is held and the host is there."""
         stream = self._streams.get(aid)
         if stream is None or not stream.entries or not self.connected:
             return
@@ -201,7 +201,7 @@ class Outbox:
             seq += 1
 
     def restart(self, aid: str | None = None) -> None:
-        """Send again from the base: after a reconnect (all streams) or when ``aid`` is held again."""
+        """Send again from the base: after a reconnect (all streams) or when `aid` is held again."""
         streams = self._streams.values() if aid is None else [self._streams[aid]] if aid in self._streams else []
         for stream in streams:
             if stream.entries and stream.sent >= stream.base:

@@ -1,11 +1,11 @@
 """The receiving side of a service AID's instance: claim each delivery in the shared ledger, then hand it on.
 
-A plain AID's streams are kept in order by the receiving worker alone (:mod:`._inbound`). An
+A plain AID's streams are kept in order by the receiving worker alone (`._inbound`). An
 instance of a service AID sees only part of a stream (round robin), or a stream that another
-instance handled until it died (failover), so it asks the shared ledger (:mod:`._service_store`)
+instance handled until it died (failover), so it asks the shared ledger (`._service_store`)
 before each handling. What arrives in one burst is claimed in one ledger transaction per sender.
 
-With ``sender_affinity`` a stream is also handled in order: a delivery is claimed only when every
+With `sender_affinity` a stream is also handled in order: a delivery is claimed only when every
 number before it is handled or being handled here; one that comes early (a new message that
 overtook the resent ones after a failover) waits in a small buffer.
 """
@@ -42,9 +42,9 @@ class ServiceInbound:
     Args:
         aid: the service AID.
         ledger: its shared ledger.
-        policy: ``round_robin`` or ``sender_affinity``.
-        spawn: hands ``(origin, aid, seq, event)`` to the agent.
-        ack: acknowledges ``(origin, aid, through)`` to the sending worker.
+        policy: `round_robin` or `sender_affinity`.
+        spawn: hands `(origin, aid, seq, event)` to the agent.
+        ack: acknowledges `(origin, aid, through)` to the sending worker.
     """
 
     def __init__(self, aid: str, ledger: ServiceLedger, policy: str, *, spawn: Spawn, ack: Ack) -> None:

@@ -2,15 +2,15 @@
 
 A service AID is registered by several workers (each an *instance*) with one routing policy:
 
-* ``round_robin``: each delivery goes to the next live instance in turn;
-* ``sender_affinity``: each sending worker's stream goes to one live instance (the one with the
+* `round_robin`: each delivery goes to the next live instance in turn;
+* `sender_affinity`: each sending worker's stream goes to one live instance (the one with the
   fewest streams when the sender is first seen) and stays with it while it lives.
 
 An instance whose worker vanishes is *away*: it gets nothing, and the streams it had are given to
 the others. Each such change bumps the service's *epoch*, which the host sends in the directory: a
 sender that sees a new epoch sends its unacknowledged messages to the AID again from their base,
 so what the lost instance had not acknowledged reaches another one (whose shared ledger keeps it
-from being handled twice, see :mod:`._service_store`).
+from being handled twice, see `._service_store`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def secret_digest(secret: str) -> bytes:
 
 @dataclass
 class ServiceRoute:
-    """One service AID at the host: ``secret`` is the digest of its instances' shared secret."""
+    """One service AID at the host: `secret` is the digest of its instances' shared secret."""
 
     policy: str
     secret: bytes
@@ -53,7 +53,7 @@ class ServiceRoute:
     _affinity: dict[str, str] = field(default_factory=dict)  # sending worker -> instance worker
 
     def admits(self, secret: str) -> bool:
-        """Whether ``secret`` is the one this service's first instance presented."""
+        """Whether `secret` is the one this service's first instance presented."""
         return hmac.compare_digest(secret_digest(secret), self.secret)
 
     def live(self) -> list[str]:
@@ -63,7 +63,7 @@ class ServiceRoute:
         self.instances[worker] = client_id
 
     def lost(self, client_id: str) -> str | None:
-        """The connection ``client_id`` closed: its instance (if it was one) is away now."""
+        """The connection `client_id` closed: its instance (if it was one) is away now."""
         for worker, current in self.instances.items():
             if current == client_id:
                 self.instances[worker] = None
@@ -73,7 +73,7 @@ class ServiceRoute:
         return None
 
     def leave(self, worker: str) -> bool:
-        """``worker`` left for good; True if the service has no instance left."""
+        """`worker` left for good; True if the service has no instance left."""
         if self.instances.pop(worker, None) is not None or worker in self._affinity.values():
             self.epoch += 1
         self._forget(worker)
@@ -84,7 +84,7 @@ class ServiceRoute:
             del self._affinity[origin]
 
     def pick(self, origin: str | None) -> str | None:
-        """The client id of the instance that gets a delivery from ``origin``; None if none is live."""
+        """The client id of the instance that gets a delivery from `origin`; None if none is live."""
         live = self.live()
         if not live:
             return None
@@ -111,7 +111,7 @@ class ServiceRoute:
         return counts
 
     def view(self) -> dict[str, Any]:
-        """What the directory and ``aun-runtime status`` show."""
+        """What the directory and `aun-runtime status` show."""
         return {
             "policy": self.policy,
             "epoch": self.epoch,

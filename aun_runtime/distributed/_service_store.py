@@ -1,11 +1,11 @@
 """The ledger a service AID's instances share: who claimed which delivery, and how far it is handled.
 
-A service AID is held by several workers at once (its *instances*, see :mod:`._servicer`). A
+A service AID is held by several workers at once (its *instances*, see `._servicer`). A
 sender's stream to it is numbered as for any AID, but its messages may reach different instances,
 and an instance may die with messages it had taken. So the instances on one machine share one
 SQLite file per service AID (WAL mode), the ledger:
 
-* **claims.** Before an instance hands a delivery to its agent, it claims ``(sending worker, seq)``
+* **claims.** Before an instance hands a delivery to its agent, it claims `(sending worker, seq)`
   in the ledger. A delivery claimed by a live instance is left to it; one claimed by an instance
   that is dead is resolved from that instance's own journal (it records every service delivery it
   handled in the same transaction as what the handling caused): handled there, it counts as done;
@@ -14,20 +14,22 @@ SQLite file per service AID (WAL mode), the ledger:
   stream's *handled-through* position (the highest number below which everything is done) moves;
   an instance acknowledges that position to the sender, whichever instance handled the rest.
 
-"Dead" is proven, not guessed: each instance holds an exclusive ``flock`` on its own lock file
+"Dead" is proven, not guessed: each instance holds an exclusive `flock` on its own lock file
 beside the ledger for as long as it runs, and the kernel lets go of it when the process ends (a
 SIGKILL included). An instance whose lock can be taken is dead, and cannot come back while the
 taker holds it. A host that merely lost sight of an instance is not enough to take its work.
 
-Beside the ledger is the service's secret (``<ledger>.secret``, mode 0600, made by the first
+Beside the ledger is the service's secret (`<ledger>.secret`, mode 0600, made by the first
 instance): every instance presents it when it registers the AID, and the host admits as instances
 only the processes that present the same one, that is, those that can read the ledger's directory.
 
-Tables::
+Tables:
 
-    svc_claims(origin TEXT, seq INTEGER, instance TEXT, done INTEGER, at INTEGER)  -- per delivery
-    svc_streams(origin TEXT PRIMARY KEY, through INTEGER)   -- handled through, per sending worker
-    svc_instances(instance TEXT PRIMARY KEY, journal TEXT)  -- where each instance's journal is
+```text
+svc_claims(origin TEXT, seq INTEGER, instance TEXT, done INTEGER, at INTEGER)  -- per delivery
+svc_streams(origin TEXT PRIMARY KEY, through INTEGER)   -- handled through, per sending worker
+svc_instances(instance TEXT PRIMARY KEY, journal TEXT)  -- where each instance's journal is
+```
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class Claim(enum.Enum):
 
 
 def ledger_path(directory: str | Path, aid: str) -> Path:
-    """The ledger file of ``aid`` in ``directory`` (AIDs are file-name safe: letters, digits, '.', '-')."""
+    """The ledger file of `aid` in `directory` (AIDs are file-name safe: letters, digits, '.', '-')."""
     return Path(directory) / f"{aid}.service.sqlite"
 
 
@@ -103,7 +105,7 @@ class ServiceLedger:
         path: the ledger file.
         instance: this worker's name.
         journal: this worker's archive file.
-        handled: whether this worker's journal has handled ``(origin, seq)`` of this AID.
+        handled: whether this worker's journal has handled `(origin, seq)` of this AID.
         aid: the service AID (for the log).
     """
 
@@ -177,10 +179,10 @@ class ServiceLedger:
         return int(row[0]) if row is not None else 0
 
     def claim(self, origin: str, items: Sequence[tuple[int, int]], *, in_order: bool) -> tuple[list[Claim], int]:
-        """Claim deliveries ``(seq, base)`` of one sender's stream; their verdicts and its position.
+        """Claim deliveries `(seq, base)` of one sender's stream; their verdicts and its position.
 
-        ``base`` is the sender's lowest unacknowledged number: everything below it was handled. With
-        ``in_order``, nothing after a delivery left ``ELSEWHERE`` is claimed (it is ``ELSEWHERE``
+        `base` is the sender's lowest unacknowledged number: everything below it was handled. With
+        `in_order`, nothing after a delivery left `ELSEWHERE` is claimed (it is `ELSEWHERE`
         too), so that a stream is handled in order.
         """
         verdicts: list[Claim] = []
@@ -230,7 +232,7 @@ class ServiceLedger:
 
     @contextlib.contextmanager
     def _if_dead(self, instance: str) -> Iterator[bool]:
-        """True (and the instance kept from starting again meanwhile) if ``instance`` is not running."""
+        """True (and the instance kept from starting again meanwhile) if `instance` is not running."""
         try:
             lock = open(self._lock_path(instance), "a+")  # noqa: SIM115 - closed below
         except OSError:
@@ -247,7 +249,7 @@ class ServiceLedger:
             lock.close()  # closing lets go of the lock
 
     def _handled_by(self, db: sqlite3.Connection, instance: str, origin: str, seq: int) -> bool:
-        """Whether a dead instance's journal committed the handling of ``(origin, seq)``."""
+        """Whether a dead instance's journal committed the handling of `(origin, seq)`."""
         row = db.execute("SELECT journal FROM svc_instances WHERE instance = ?", (instance,)).fetchone()
         if row is None or not os.path.exists(row[0]):
             return False

@@ -3,31 +3,31 @@
 On top of autogen-ext's routing it:
 
 * **authenticates workers**: a stream that names a worker must present that worker's secret (see
-  :mod:`._identity`); the first secret seen for a name is remembered, and a later stream claiming
-  the name with another one is refused with ``UNAUTHENTICATED``. Every other call of a worker is
-  bound to its open stream (``client-id``) and carries the same proof;
-* **refuses RPC**: an ``RpcRequest`` is answered at once with an error (a remote worker may still
+  `._identity`); the first secret seen for a name is remembered, and a later stream claiming
+  the name with another one is refused with `UNAUTHENTICATED`. Every other call of a worker is
+  bound to its open stream (`client-id`) and carries the same proof;
+* **refuses RPC**: an `RpcRequest` is answered at once with an error (a remote worker may still
   try; AUN has no request/response), instead of being forwarded (or hanging forever);
 * **keeps the directory**: which worker holds which AID (held, or *away* when its worker vanished
   without leaving) and every group, sent to each worker as a snapshot and then as changes. An AID
   belongs to the worker that registered it until that worker leaves: the same worker, restarted
   (same name, same secret), takes it back at once; no other worker can take it, held or away;
 * **keeps the runtime's own names to the runtime**: a stream may send deliveries only as its own
-  worker (``aunorigin``), acknowledge only deliveries to AIDs registered on it, register only its
-  own ``aun.worker.<name>`` type, and subscribe ``aun.*`` topics only for the AIDs it holds;
+  worker (`aunorigin`), acknowledge only deliveries to AIDs registered on it, register only its
+  own `aun.worker.<name>` type, and subscribe `aun.*` topics only for the AIDs it holds;
   subscriptions are kept per connection, so one client cannot remove or shadow another's;
 * **routes service AIDs**: an AID that several workers register as *instances* (with the
-  ``aun-service`` metadata naming its routing policy) gets each delivery on one live instance as
-  the policy says (see :mod:`._service_routing`); a plain AID keeps its one holder, and a
-  registration that mixes the two, or two policies, is refused with ``ALREADY_EXISTS``;
-* **answers a malformed call or message with** ``INVALID_ARGUMENT`` (and one log line);
-* **reads and writes batch frames** (see :mod:`._frames`): each event of a frame is checked as if it
+  `aun-service` metadata naming its routing policy) gets each delivery on one live instance as
+  the policy says (see `._service_routing`); a plain AID keeps its one holder, and a
+  registration that mixes the two, or two policies, is refused with `ALREADY_EXISTS`;
+* **answers a malformed call or message with** `INVALID_ARGUMENT` (and one log line);
+* **reads and writes batch frames** (see `._frames`): each event of a frame is checked as if it
   had come alone, and the host packs what it sends only for workers that read frames;
-* **remembers, given a state file** (see :mod:`._host_state`): worker names and their secrets'
+* **remembers, given a state file** (see `._host_state`): worker names and their secrets'
   digests, AID ownership, service AIDs and groups are written down before the call that changed
   them is answered, and a restarted host starts from them, everything away until its owner is back;
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
-  letter) and counts them (:class:`HostStats`).
+  letter) and counts them ([`HostStats`][aun_runtime.distributed.HostStats]).
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ _MODES = frozenset(str(mode) for mode in DispatchMode)
 
 @dataclass
 class HostStats:
-    """What the host saw, counted. ``refused``: calls and streams refused (an identity that does
-    not match, a reserved name, a malformed request); ``acks_refused``: acknowledgements dropped
+    """What the host saw, counted. `refused`: calls and streams refused (an identity that does
+    not match, a reserved name, a malformed request); `acks_refused`: acknowledgements dropped
     because their stream does not hold the AID they acknowledge."""
 
     workers_connected: int = 0
@@ -105,7 +105,7 @@ class HostStats:
 
 class Refusal(Exception):
     """A call, or a message on a stream, that the host refuses: the call (or stream) ends with
-    ``code`` and ``message``, and the host logs one line at ``level``."""
+    `code` and `message`, and the host logs one line at `level`."""
 
     def __init__(self, code: grpc.StatusCode, message: str, *, level: int = logging.WARNING) -> None:
         super().__init__(message)
@@ -126,7 +126,7 @@ class _Group:
 
 @dataclass(eq=False)
 class _Client:
-    """One data stream: whose it is (``worker`` None: a plain autogen-ext client, no identity)."""
+    """One data stream: whose it is (`worker` None: a plain autogen-ext client, no identity)."""
 
     client_id: str
     worker: str | None
@@ -150,7 +150,7 @@ _MALFORMED = object()
 class _DataConnection(CallbackChannelConnection[agent_worker_pb2.Message, agent_worker_pb2.Message]):
     """autogen-ext's data connection without its per-message log line (which formats the whole
     message as text even when nobody logs at INFO: most of the host's time per message), and with
-    a way to end the stream: a :class:`Refusal` raised by the handler ends it with that status."""
+    a way to end the stream: a `Refusal` raised by the handler ends it with that status."""
 
     refusal: Refusal | None = None
 
@@ -260,7 +260,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
     async def _unary(
         self, what: str, request: Any, context: Any, handle: Callable[[Any, Any], Awaitable[R]]
     ) -> R:
-        """Run one unary call: a malformed request or a :class:`Refusal` ends it with its status."""
+        """Run one unary call: a malformed request or a `Refusal` ends it with its status."""
         try:
             if request is None or request is _MALFORMED:
                 raise Refusal(_Status.INVALID_ARGUMENT, f"the {what} request could not be parsed")
@@ -387,7 +387,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         return [event for event in checked if event is not None]
 
     def _checked_event(self, client: _Client, event: cloudevent_pb2.CloudEvent) -> cloudevent_pb2.CloudEvent | None:
-        """An event on the stream of ``client``: what may pass, as what; None to drop it."""
+        """An event on the stream of `client`: what may pass, as what; None to drop it."""
         topic = event.type
         if topic.startswith(INBOX_PREFIX):  # a delivery (the hot path: one lookup, one comparison)
             origin = event.attributes.get(ORIGIN_ATTR)
@@ -402,7 +402,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         return event
 
     def _route(self, events: Sequence[cloudevent_pb2.CloudEvent]) -> None:
-        """Route ``events`` in order, in one task (one per message or frame, not per event)."""
+        """Route `events` in order, in one task (one per message or frame, not per event)."""
         if not events:
             return
         task = asyncio.get_running_loop().create_task(self._process_events(events))
@@ -617,8 +617,8 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
     async def _register_instance(
         self, client_id: str, client: _Client | None, aid: str, policy: str | None, secret: str | None
     ) -> agent_worker_pb2.RegisterAgentTypeResponse:
-        """A worker registers an instance of the service AID ``aid`` (``policy`` None: it asked for a
-        plain registration of an AID that is a service), proving with ``secret`` that it shares the
+        """A worker registers an instance of the service AID `aid` (`policy` None: it asked for a
+        plain registration of an AID that is a service), proving with `secret` that it shares the
         instances' ledger."""
         if client is None or client.worker is None:
             raise Refusal(_Status.PERMISSION_DENIED, f"{aid} is a service AID: only workers register its instances")
@@ -715,7 +715,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         return agent_worker_pb2.AddSubscriptionResponse()
 
     def _check_subscription(self, client: _Client | None, subscription: Subscription) -> None:
-        """``aun.*`` topics only for what the stream holds: its AIDs' inboxes and groups, its own
+        """`aun.*` topics only for what the stream holds: its AIDs' inboxes and groups, its own
         acknowledgements. And nobody subscribes another worker's AID to anything."""
         worker = client.worker if client is not None else None
         types = client.types if client is not None else set()
@@ -902,8 +902,8 @@ def _check_group_request(request: Any) -> None:
 
 
 def _parse_or_none(message_type: Any) -> Callable[[bytes], Any]:
-    """A request parser that never raises: bytes that are not a ``message_type`` give None, which
-    the servicer answers with ``INVALID_ARGUMENT`` (instead of grpc logging a traceback)."""
+    """A request parser that never raises: bytes that are not a `message_type` give None, which
+    the servicer answers with `INVALID_ARGUMENT` (instead of grpc logging a traceback)."""
     from_string = message_type.FromString
 
     def parse(data: bytes) -> Any:
@@ -923,8 +923,8 @@ def _json_or_malformed(data: bytes) -> Any:
 
 
 def rpc_handlers(servicer: AUNHostServicer) -> tuple[grpc.GenericRpcHandler, ...]:
-    """autogen-ext's ``AgentRpc`` service (its methods, with parsers that never raise) and the
-    host's JSON ``aun.Directory`` service."""
+    """autogen-ext's `AgentRpc` service (its methods, with parsers that never raise) and the
+    host's JSON `aun.Directory` service."""
     pb = agent_worker_pb2
 
     def unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:

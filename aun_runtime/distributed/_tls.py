@@ -2,7 +2,7 @@
 
 The host serves TLS when given a certificate chain and its key; a worker connects with TLS when
 given the CA (or the self-signed certificate) to trust. With a client certificate on the worker and
-``--tls-client-ca`` on the host, both sides are authenticated (mutual TLS).
+`--tls-client-ca` on the host, both sides are authenticated (mutual TLS).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ class TLSConfig:
     Args:
         ca: PEM file of the CA (or self-signed certificate) that signed the host's certificate.
         cert: PEM client certificate, for a host that asks for one (mutual TLS).
-        key: PEM key of ``cert``.
+        key: PEM key of `cert`.
         server_name: the name to check the host's certificate against, when it differs from the
-            address (for example a certificate issued to ``aun-host.internal``).
+            address (for example a certificate issued to `aun-host.internal`).
     """
 
     ca: str | Path

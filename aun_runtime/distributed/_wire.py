@@ -2,18 +2,18 @@
 
 Everything rides on autogen-ext's data stream as CloudEvents, so the host stays autogen-ext's host:
 
-* an AUN delivery is a publish on ``aun.inbox.<aid>`` whose attributes also carry the sending
-  worker (``aunorigin``), the delivery's number in that worker's stream to the AID (``aunseq``) and
-  the stream's lowest unacknowledged number (``aunbase``);
-* an acknowledgement is a publish on ``aun.ack.<worker>`` (JSON ``{"worker": ..., "acks": {aid: n}}``);
-* ``aun.hello`` (worker to host) and ``aun.directory`` (host to worker) carry the directory;
-* ``aun.batch`` packs several of these events into one write, between a worker and the host (see
-  :mod:`._frames`);
-* group changes go through a small JSON service on the host's port, ``/aun.Directory/<Method>``.
+* an AUN delivery is a publish on `aun.inbox.<aid>` whose attributes also carry the sending
+  worker (`aunorigin`), the delivery's number in that worker's stream to the AID (`aunseq`) and
+  the stream's lowest unacknowledged number (`aunbase`);
+* an acknowledgement is a publish on `aun.ack.<worker>` (JSON `{"worker": ..., "acks": {aid: n}}`);
+* `aun.hello` (worker to host) and `aun.directory` (host to worker) carry the directory;
+* `aun.batch` packs several of these events into one write, between a worker and the host (see
+  `._frames`);
+* group changes go through a small JSON service on the host's port, `/aun.Directory/<Method>`.
 
-Every call a worker makes carries ``client-id`` (autogen-ext's, new per connection), ``aun-worker``
-(its name) and ``aun-secret`` (the secret that proves the name, see :mod:`._identity`). Topic and
-agent types beginning with ``aun.`` are the runtime's own: the host lets a stream use them only as
+Every call a worker makes carries `client-id` (autogen-ext's, new per connection), `aun-worker`
+(its name) and `aun-secret` (the secret that proves the name, see `._identity`). Topic and
+agent types beginning with `aun.` are the runtime's own: the host lets a stream use them only as
 the runtime does (its own AIDs' inboxes, its own acknowledgements).
 """
 

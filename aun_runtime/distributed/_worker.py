@@ -1,28 +1,28 @@
-"""``WorkerRuntime``: autogen-ext's gRPC worker runtime, made reliable and given AUN rules.
+"""`WorkerRuntime`: autogen-ext's gRPC worker runtime, made reliable and given AUN rules.
 
-Use it as the core of an :class:`~aun_runtime.AUNRuntime`; the AUN semantics (mailbox, channel,
+Use it as the core of an [`AUNRuntime`][aun_runtime.AUNRuntime]; the AUN semantics (mailbox, channel,
 archive, loop guard, dead letters) are the runtime's own and stay exactly as in one process. What
 the worker adds under them:
 
-* **No RPC.** ``send_message`` raises before anything is queued; an RPC request that reaches the
+* **No RPC.** `send_message` raises before anything is queued; an RPC request that reaches the
   worker anyway is answered with an error at once (the host refuses them too).
 * **All contract classes serialisable from the start** (the runtime registers them).
 * **Reconnect.** The link to the host reconnects after any loss and registers everything again
-  (see :mod:`._link`); the worker's directory view keeps routing meanwhile.
-* **A proven name.** The worker's secret (kept beside a durable archive, see :mod:`._identity`)
+  (see `._link`); the worker's directory view keeps routing meanwhile.
+* **A proven name.** The worker's secret (kept beside a durable archive, see `._identity`)
   goes with every call, so the host knows the worker restarted with its archive from a process
   that merely uses its name.
 * **At-least-once delivery, exactly-once handling.** Direct and group messages go out as numbered
   per-recipient streams from a durable outbox and stay there until the receiving worker acknowledges
   them, which it does only after the handling and everything it caused are committed in its journal
-  (see :mod:`._outbox`, :mod:`._inbound`, :mod:`._journal`).
+  (see `._outbox`, `._inbound`, `._journal`).
 * **Kept, not lost.** A message to an AID whose worker is away is kept until it is back; one to an
   AID nobody holds is refused as a dead letter *and* kept, and delivered if a worker registers it.
-* **Service AIDs.** An AID named in ``services`` is registered as one instance of a service AID
+* **Service AIDs.** An AID named in `services` is registered as one instance of a service AID
   that other workers hold too; the host spreads its deliveries over the live instances as the
-  policy says, and a ledger the instances share (one SQLite file per AID in ``service_dir``) keeps
-  each delivery handled once, also when an instance dies (see :mod:`._service_store`).
-* **A real idle.** :meth:`idle` returns once every message this worker sent to a held AID has been
+  policy says, and a ledger the instances share (one SQLite file per AID in `service_dir`) keeps
+  each delivery handled once, also when an instance dies (see `._service_store`).
+* **A real idle.** [`idle`][aun_runtime.AUNCore.idle] returns once every message this worker sent to a held AID has been
   handled by its receiver and nothing is being handled here.
 """
 
@@ -95,7 +95,7 @@ REGISTRATION_WAIT = 10.0
 
 @dataclass
 class WorkerStats:
-    """What the worker did, counted. ``kept`` is what waits for AIDs nobody holds now."""
+    """What the worker did, counted. `kept` is what waits for AIDs nobody holds now."""
 
     connected: bool = False
     sessions: int = 0
@@ -111,36 +111,36 @@ class WorkerStats:
 
 
 class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
-    """A worker of a cluster whose host is :class:`~aun_runtime.distributed.AUNHost`.
+    """A worker of a cluster whose host is [`AUNHost`][aun_runtime.distributed.AUNHost].
 
-    It is an :class:`~aun_runtime._aun_core.AUNCore` (structurally: it has every member the
-    protocol declares): it keeps its own :attr:`archive` (the journal is in the same file) and a
-    :attr:`directory` of what the other workers hold; it does not drain mailboxes, takes no mailbox
-    options and has nothing to :meth:`attach` (it records its own dead letters); its :meth:`start`
-    connects to the host and :meth:`close` stops it and releases the connection.
+    It is an `AUNCore` (structurally: it has every member the
+    protocol declares): it keeps its own [`archive`][aun_runtime.AUNCore.archive] (the journal is in the same file) and a
+    [`directory`][aun_runtime.AUNCore.directory] of what the other workers hold; it does not drain mailboxes, takes no mailbox
+    options and has nothing to [`attach`][aun_runtime.AUNCore.attach] (it records its own dead letters); its [`start`][aun_runtime.AUNCore.start]
+    connects to the host and [`close`][aun_runtime.Inbox.close] stops it and releases the connection.
 
     Args:
-        host_address: the host's ``host:port``.
-        archive: the SQLite file of this worker's archive and journal, or ``":memory:"``. A file
+        host_address: the host's `host:port`.
+        archive: the SQLite file of this worker's archive and journal, or `":memory:"`. A file
             makes the worker durable: its name, outbox and positions survive a restart, and a stop
             leaves its AIDs *away* (messages to them are kept) rather than released.
         name: the worker's name; default: the one in the archive file (made on first start). The
             host binds a name to the secret of the first worker that uses it (a durable worker's
-            secret is the file ``<archive>.secret``; an in-memory worker has a new one each run).
+            secret is the file `<archive>.secret`; an in-memory worker has a new one each run).
         tls: TLS settings, if the host serves TLS.
         tracer_provider: an OpenTelemetry tracer provider; spans are made only when one is given.
-        connect_timeout: seconds :meth:`start` waits for the first connection (None: forever).
+        connect_timeout: seconds [`start`][aun_runtime.AUNCore.start] waits for the first connection (None: forever).
         commit_interval: seconds a change waits for its journal commit.
         window: unacknowledged messages on the wire per recipient.
         outbox_capacity: unacknowledged messages kept in all; past it a send is refused with
-            :class:`OutboxFullError` and a dead letter.
+            [`OutboxFullError`][aun_runtime.distributed.OutboxFullError] and a dead letter.
         services: AIDs this worker holds as instances of service AIDs, each with its routing policy
-            (``"round_robin"`` or ``"sender_affinity"``). Needs a durable ``archive``.
-        service_dir: where the ledgers of ``services`` are (``<aid>.service.sqlite``), shared by
+            (`"round_robin"` or `"sender_affinity"`). Needs a durable `archive`.
+        service_dir: where the ledgers of `services` are (`<aid>.service.sqlite`), shared by
             the instances on this machine; default: the archive's directory.
 
     Raises:
-        ValueError: a bad worker name, an unknown policy, or ``services`` with an in-memory archive.
+        ValueError: a bad worker name, an unknown policy, or `services` with an in-memory archive.
     """
 
     def __init__(
@@ -279,12 +279,12 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
     async def start(self) -> None:
         """Connect to the host, register everything, and keep the connection up until stopped.
 
-        It first collects garbage and freezes what the process holds by then (``gc.freeze()``, for the
+        It first collects garbage and freezes what the process holds by then (`gc.freeze()`, for the
         whole process): objects alive at start are never scanned again, so no later full collection
         stalls deliveries, and they are never collected either, even if they become cycles later.
 
         Raises:
-            HostUnavailableError: no connection within ``connect_timeout``.
+            HostUnavailableError: no connection within `connect_timeout`.
             AgentRegistrationError: an AID is held by another worker.
             WorkerIdentityError: the host knows this worker's name with another secret.
         """
@@ -329,7 +329,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         """Stop if running and release the connection to the host. Idempotent.
 
         The archive stays open: whoever runs the worker closes it (an
-        :class:`~aun_runtime.AUNRuntime` over it does, in its own ``close``).
+        [`AUNRuntime`][aun_runtime.AUNRuntime] over it does, in its own `close`).
         """
         if self._running:
             await self.stop()
@@ -551,7 +551,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         cancellation_token: CancellationToken | None = None,
         message_id: str | None = None,
     ) -> None:
-        """Publish. On ``aun.inbox.<aid>`` it goes through the outbox (kept until acknowledged);
+        """Publish. On `aun.inbox.<aid>` it goes through the outbox (kept until acknowledged);
         anything else is an autogen-ext publish (best effort, as autogen-ext does it)."""
         event = self._events.build(message, topic_id, sender, message_id or str(uuid.uuid4()))
         if not topic_id.type.startswith(INBOX_PREFIX):

@@ -1,14 +1,14 @@
 """The local AUN gateway server: an AUN gateway on one host:port, for development and tests.
 
-:class:`GatewayServer` is a local AUN gateway, wire-compatible with the public AUN Python client.
-One host:port serves the WebSocket JSON-RPC 2.0 endpoint ``/aun`` and the small HTTP surface the
-client needs (``/pki/*``, ``/health``, ``/.well-known/aun-gateway``). A development PKI is made in
+[`GatewayServer`][aun_runtime.gateway.GatewayServer] is a local AUN gateway, wire-compatible with the public AUN Python client.
+One host:port serves the WebSocket JSON-RPC 2.0 endpoint `/aun` and the small HTTP surface the
+client needs (`/pki/*`, `/health`, `/.well-known/aun-gateway`). A development PKI is made in
 the data directory on first start; everything acknowledged is kept in SQLite there. The server does
 not use the runtime: any AUN client can join it.
 
 This package is the server side only. The gateway agent, which puts a runtime's agents on an AUN
-network (this gateway or any other) through the real AUN client, is :mod:`aun_runtime.network`; its
-names are still importable from here for one release, with a :class:`DeprecationWarning`.
+network (this gateway or any other) through the real AUN client, is [`aun_runtime.network`][aun_runtime.network]; its
+names are still importable from here for one release, with a `DeprecationWarning`.
 
 Example:
     >>> import asyncio, tempfile
@@ -46,7 +46,7 @@ _MOVED_TO_NETWORK = frozenset({
 
 
 def __getattr__(name: str) -> Any:
-    """The gateway agent's names, from :mod:`aun_runtime.network`, with a :class:`DeprecationWarning`
+    """The gateway agent's names, from [`aun_runtime.network`][aun_runtime.network], with a `DeprecationWarning`
     (imported here only when asked for: the server never imports the gateway agent)."""
     if name not in _MOVED_TO_NETWORK:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

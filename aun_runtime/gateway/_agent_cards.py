@@ -1,12 +1,12 @@
 """Stored agent.md cards: one per AID, checked before they are kept, kept in the gateway's database.
 
-A card is what an AID publishes about itself (``PUT /agent.md`` with ``Host: <aid>``) and what
-anyone reads back (``GET /agent.md``). The AUN client signs a card by appending a signature block
-(``<!-- AUN-SIGNATURE ... -->``) after the document; the gateway keeps the bytes as they came, so a
+A card is what an AID publishes about itself (`PUT /agent.md` with `Host: <aid>`) and what
+anyone reads back (`GET /agent.md`). The AUN client signs a card by appending a signature block
+(`<!-- AUN-SIGNATURE ... -->`) after the document; the gateway keeps the bytes as they came, so a
 reader can check that signature against the AID's certificate, and checks only what it serves on:
 the size, UTF-8, YAML front matter naming this AID, and the fields every card has.
 
-The bound per AID is one card of at most :data:`MAX_CARD_BYTES`: a new card replaces the old one.
+The bound per AID is one card of at most `MAX_CARD_BYTES`: a new card replaces the old one.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _REQUIRED = ("aid", "name", "type", "version")
 
 
 class CardError(Exception):
-    """A card refused: ``status`` is the HTTP status, ``code`` a stable word for it."""
+    """A card refused: `status` is the HTTP status, `code` a stable word for it."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -62,11 +62,11 @@ class StoredCard:
 
 
 def check_card(aid: str, body: bytes) -> str | None:
-    """Check a card published for ``aid``; return the behaviour mode it declares, if any.
+    """Check a card published for `aid`; return the behaviour mode it declares, if any.
 
     Raises:
-        CardError: 413 ``too_large``; 400 ``invalid`` (not UTF-8, no front matter, a field
-            missing or not a string); 403 ``aid_mismatch`` (the card names another AID).
+        CardError: 413 `too_large`; 400 `invalid` (not UTF-8, no front matter, a field
+            missing or not a string); 403 `aid_mismatch` (the card names another AID).
     """
     if len(body) > MAX_CARD_BYTES:
         raise CardError(413, "too_large", f"the card is {len(body)} bytes; the limit is {MAX_CARD_BYTES}")
@@ -94,7 +94,7 @@ def check_card(aid: str, body: bytes) -> str | None:
 
 
 class CardStore:
-    """The ``agent_cards`` table: one card per AID."""
+    """The `agent_cards` table: one card per AID."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -108,7 +108,7 @@ class CardStore:
         return StoredCard(aid, bytes(row[0]), str(row[1]), float(row[2]), row[3])
 
     def put(self, aid: str, body: bytes, behavior_mode: str | None) -> StoredCard:
-        """Store ``body`` as ``aid``'s card, replacing any earlier one (commit with ``db.commit``)."""
+        """Store `body` as `aid`'s card, replacing any earlier one (commit with `db.commit`)."""
         card = StoredCard(aid, body, f'"{hashlib.sha256(body).hexdigest()}"', time.time(), behavior_mode)
         with self.db.atomic() as conn:
             conn.execute(

@@ -1,15 +1,15 @@
-"""``GET|HEAD|PUT /agent.md``: each AID's card, addressed by the ``Host`` header (Agent Web discovery).
+"""`GET|HEAD|PUT /agent.md`: each AID's card, addressed by the `Host` header (Agent Web discovery).
 
-The AUN client asks for a card at ``/agent.md`` with ``Host: <aid>`` (a port after the AID is
-ignored), the way an Agent Web server tells its agents apart. Reading is open to anyone; ``PUT``
-needs ``Authorization: Bearer <access token>`` of the AID named in ``Host`` (of a bound group AID:
-its owner's, and every answer about one carries the owner projection, see :mod:`._group_aid_cards`):
-nobody publishes a card for an AID they are not logged in as. ``If-None-Match: *`` (create only) and ``If-Match: <etag>``
+The AUN client asks for a card at `/agent.md` with `Host: <aid>` (a port after the AID is
+ignored), the way an Agent Web server tells its agents apart. Reading is open to anyone; `PUT`
+needs `Authorization: Bearer <access token>` of the AID named in `Host` (of a bound group AID:
+its owner's, and every answer about one carries the owner projection, see `._group_aid_cards`):
+nobody publishes a card for an AID they are not logged in as. `If-None-Match: *` (create only) and `If-Match: <etag>`
 (replace only that version) are honoured, as the client sends them.
 
-Refusals are JSON ``{"error": {"code", "message"}}``: 400 ``invalid`` / ``bad_host``, 401
-``token_invalid``, 403 ``not_owner`` / ``aid_mismatch``, 412 ``exists`` / ``etag_mismatch``, 413
-``too_large``.
+Refusals are JSON `{"error": {"code", "message"}}`: 400 `invalid` / `bad_host`, 401
+`token_invalid`, 403 `not_owner` / `aid_mismatch`, 412 `exists` / `etag_mismatch`, 413
+`too_large`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _MARKDOWN = "text/markdown"
 
 
 def add_agent_md_routes(app: web.Application, core: GatewayCore) -> None:
-    """Register ``/agent.md`` (GET also answers HEAD)."""
+    """Register `/agent.md` (GET also answers HEAD)."""
 
     async def read(request: web.Request) -> web.Response:
         try:
@@ -67,7 +67,7 @@ def add_agent_md_routes(app: web.Application, core: GatewayCore) -> None:
 
 
 def _host_aid(request: web.Request, issuer: str) -> str:
-    """The AID the request's ``Host`` names (without a port), one of this gateway's issuer."""
+    """The AID the request's `Host` names (without a port), one of this gateway's issuer."""
     host = request.headers.get("Host", "").strip().lower()
     name = host.rsplit(":", 1)[0] if ":" in host and not host.endswith("]") else host
     try:

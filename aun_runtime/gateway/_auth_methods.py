@@ -1,9 +1,9 @@
-"""``auth.*`` and ``meta.*``: registration, two-phase login, token refresh, session start, liveness.
+"""`auth.*` and `meta.*`: registration, two-phase login, token refresh, session start, liveness.
 
-Registration (``auth.create_aid``) certifies a public key for an AID of this gateway's issuer
-domain. Login proves possession of that key: ``aid_login1`` hands out a single-use nonce (and proves
-the server with its auth certificate), ``aid_login2`` checks the AID's signature over
-``"{nonce}:{client_time}"`` and starts a token family. ``auth.connect`` binds a socket to the AID
+Registration (`auth.create_aid`) certifies a public key for an AID of this gateway's issuer
+domain. Login proves possession of that key: `aid_login1` hands out a single-use nonce (and proves
+the server with its auth certificate), `aid_login2` checks the AID's signature over
+`"{nonce}:{client_time}"` and starts a token family. `auth.connect` binds a socket to the AID
 whose access token it presents, once, with the socket's own challenge nonce.
 """
 
@@ -57,7 +57,7 @@ def check_aid(value: str, field: str, issuer: str | None = None) -> str:
 
 
 def _clock_agrees(client_time: str, window: float) -> bool:
-    """True if ``client_time`` is a finite number of unix seconds within ``window`` of ours."""
+    """True if `client_time` is a finite number of unix seconds within `window` of ours."""
     try:
         seconds = float(client_time)
     except ValueError:

@@ -1,7 +1,7 @@
-"""``aun-runtime gateway``: run a local AUN gateway until interrupted, and say how to reach it.
+"""`aun-runtime gateway`: run a local AUN gateway until interrupted, and say how to reach it.
 
 It prints the gateway URL, the issuer domain and where the development root certificate is, which is
-all an AUN client needs (see docs/gateway.md). ``--json`` prints the same as
+all an AUN client needs (see docs/gateway.md). `--json` prints the same as
 one JSON line instead, for scripts and supervisors that start the gateway as a subprocess.
 """
 
@@ -25,7 +25,7 @@ DEFAULT_DATA = "aun-gateway-data"
 
 
 def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add the ``gateway`` subcommand to an ``argparse`` subparsers object."""
+    """Add the `gateway` subcommand to an `argparse` subparsers object."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "gateway", help="run a local AUN gateway (WebSocket JSON-RPC + PKI over HTTP on one port)"
     )
@@ -88,7 +88,7 @@ def run_gateway(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m aun_runtime.gateway``: the same command without the ``aun-runtime`` prefix."""
+    """`python -m aun_runtime.gateway`: the same command without the `aun-runtime` prefix."""
     parser = argparse.ArgumentParser(
         prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0]
     )

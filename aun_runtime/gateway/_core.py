@@ -1,8 +1,8 @@
 """The gateway's state and request dispatch, independent of the HTTP/WebSocket transport.
 
-:class:`GatewayCore` owns the database, the PKI, the stores and the live connections, and turns one
-parsed request on one connection into a result or an :class:`RPCError`. Handlers live in the
-``_*_methods`` modules; each declares whether it may run before ``auth.connect``.
+`GatewayCore` owns the database, the PKI, the stores and the live connections, and turns one
+parsed request on one connection into a result or an [`RPCError`][aun_runtime.gateway.RPCError]. Handlers live in the
+`_*_methods` modules; each declares whether it may run before `auth.connect`.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Call:
     def own_device(self) -> tuple[str, str]:
         """The (device_id, slot_id) whose cursors this call may touch: the connection's own.
 
-        A ``device_id``/``slot_id`` param naming another device is refused: a connection moves
+        A `device_id`/`slot_id` param naming another device is refused: a connection moves
         only its own cursors.
         """
         for name, own in (("device_id", self.session.device_id), ("slot_id", self.session.slot_id)):
@@ -135,8 +135,8 @@ class GatewayCore:
     # -- connections ---------------------------------------------------------------------------
 
     def admit(self, session: Session, aid: str) -> None:
-        """Count ``session`` as one of ``aid``'s connections, called by ``auth.connect`` before the
-        session takes the AID. Past ``max_connections_per_aid`` it is refused (4012, retryable): one
+        """Count `session` as one of `aid`'s connections, called by `auth.connect` before the
+        session takes the AID. Past `max_connections_per_aid` it is refused (4012, retryable): one
         send is pushed to each long connection, so the bound is also a bound on one send's copies."""
         sessions = self._connections_of.setdefault(aid, set())
         limit = self.limits.max_connections_per_aid
@@ -151,18 +151,18 @@ class GatewayCore:
         sessions.add(session)
 
     def attach(self, session: Session) -> None:
-        """Route pushes for ``session.aid`` to this (authenticated, long) connection too."""
+        """Route pushes for `session.aid` to this (authenticated, long) connection too."""
         assert session.aid is not None
         self._online.setdefault(session.aid, set()).add(session)
 
     def authenticated(self, session: Session, family: str) -> None:
-        """Remember that ``session`` was authenticated with a token of ``family``."""
+        """Remember that `session` was authenticated with a token of `family`."""
         self._family_of[session] = family
         self._families.setdefault(family, set()).add(session)
 
     def _close_family(self, family: str, aid: str) -> None:
         """Close every connection authenticated with a token of a family just revoked. The token
-        was checked once, at ``auth.connect``: without this, a thief already connected stays so."""
+        was checked once, at `auth.connect`: without this, a thief already connected stays so."""
         sessions = self._families.pop(family, set())
         for session in sessions:
             self._family_of.pop(session, None)
@@ -189,7 +189,7 @@ class GatewayCore:
         return sorted(self._online)
 
     def push(self, aid: str, event: str, build: Callable[[Session], dict[str, Any]]) -> int:
-        """Push ``event/<event>`` to every long connection of ``aid``; returns how many got it."""
+        """Push `event/<event>` to every long connection of `aid`; returns how many got it."""
         delivered = 0
         for session in self.sessions_of(aid):
             if session.push(notification_frame(f"event/{event}", build(session))):
@@ -252,7 +252,7 @@ class GatewayCore:
 
 
 def _discard(index: dict[str, set[Session]], key: str, session: Session) -> None:
-    """Take ``session`` out of ``index[key]``, and the key out of ``index`` once its set is empty."""
+    """Take `session` out of `index[key]`, and the key out of `index` once its set is empty."""
     sessions = index.get(key)
     if sessions is not None:
         sessions.discard(session)

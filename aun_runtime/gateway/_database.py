@@ -5,45 +5,47 @@ inserted, the transaction is committed, and only then is the sender answered and
 pushed. A restart therefore loses nothing a sender was told was stored.
 
 Writes are batched by *group commit*: each operation runs in a savepoint of one open transaction,
-and :meth:`Database.commit` commits that transaction once per event-loop turn for every operation
+and `Database.commit` commits that transaction once per event-loop turn for every operation
 that wrote during the turn. Twenty concurrent senders cost one commit, not twenty; a lone sender
-costs one commit and no waiting. WAL mode with ``synchronous=NORMAL`` makes a commit survive a
+costs one commit and no waiting. WAL mode with `synchronous=NORMAL` makes a commit survive a
 crash of the process (what a restart is); only a power loss can drop the last commits.
 
 Checkpoints (copying the WAL into the database file, with an fsync) never run on the event loop:
-automatic checkpoints are off for the loop's connection, and a :class:`Checkpointer` thread with its
-own connection runs a passive checkpoint every :data:`CHECKPOINT_INTERVAL` seconds (SQLite releases
+automatic checkpoints are off for the loop's connection, and a `Checkpointer` thread with its
+own connection runs a passive checkpoint every `CHECKPOINT_INTERVAL` seconds (SQLite releases
 the GIL while it works). The WAL therefore holds at most about one interval of writes before it is
 reused; it is truncated when the database closes.
 
-Schema::
+Schema:
 
-    meta            (key PK, value)                                  -- schema version, issuer domain
-    certificates    (serial PK hex, aid, cert_pem, cert_sha256, spki_sha256, issued_at, revoked_at)
-    identities      (aid PK, serial)                                 -- the AID's current certificate
-    tokens          (token_hash PK, kind access|refresh, aid, family, refresh_count, expires_at, revoked)
-    prekeys         (aid, device_id, body JSON, updated_at)          -- E2EE signed prekeys, public
-    inbox           (receiver, seq, sender, message_id, body JSON)   -- direct messages; seq per receiver
-    peer_cursors    (receiver, device_id, slot_id, sender, ack_seq)  -- what each device has consumed
-    groups          (group_id PK, name, owner_aid, description, visibility, mention_mode, status,
-                     message_seq, event_seq, created_at)
-    group_members   (group_id, aid, role owner|admin|member, join_seq, joined_at)
-    group_messages  (group_id, seq, sender, message_id, body JSON)
-    group_events    (group_id, event_seq, body JSON)
-    group_cursors   (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq)
-    agent_cards     (aid PK, body BLOB, etag, updated_at, behavior_mode)  -- one agent.md per AID
-    queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open)  -- queue mode: which
-                    member each inbox message went to, whether it is still unacknowledged, its copy
-    group_prekeys   (group_id, aid, device_id, body JSON, updated_at)    -- group E2EE device prekeys, public
-    group_states    (group_id PK, body JSON)        -- the last confirmed signed membership state
-    group_proposals (group_id PK, proposal_id, body JSON, created_at)    -- a state waiting for confirm
-    group_aids      (group_id PK, serial)           -- the certificate a group's AID was bound to
-    group_departures (group_id, aid, event_seq, left_at)   -- who left a group, and its last event they may read
-    group_invites   (invite_id PK, group_id, invitee_aid, inviter_aid, member_type, created_at, expires_at)
-    group_transfers (group_id PK, body JSON)        -- an owner transfer waiting for the new owner's rekey
+```text
+meta            (key PK, value)                                  -- schema version, issuer domain
+certificates    (serial PK hex, aid, cert_pem, cert_sha256, spki_sha256, issued_at, revoked_at)
+identities      (aid PK, serial)                                 -- the AID's current certificate
+tokens          (token_hash PK, kind access|refresh, aid, family, refresh_count, expires_at, revoked)
+prekeys         (aid, device_id, body JSON, updated_at)          -- E2EE signed prekeys, public
+inbox           (receiver, seq, sender, message_id, body JSON)   -- direct messages; seq per receiver
+peer_cursors    (receiver, device_id, slot_id, sender, ack_seq)  -- what each device has consumed
+groups          (group_id PK, name, owner_aid, description, visibility, mention_mode, status,
+                 message_seq, event_seq, created_at)
+group_members   (group_id, aid, role owner|admin|member, join_seq, joined_at)
+group_messages  (group_id, seq, sender, message_id, body JSON)
+group_events    (group_id, event_seq, body JSON)
+group_cursors   (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq)
+agent_cards     (aid PK, body BLOB, etag, updated_at, behavior_mode)  -- one agent.md per AID
+queue_assignments (receiver, seq, sender, device_id, slot_id, moved_to, open)  -- queue mode: which
+                member each inbox message went to, whether it is still unacknowledged, its copy
+group_prekeys   (group_id, aid, device_id, body JSON, updated_at)    -- group E2EE device prekeys, public
+group_states    (group_id PK, body JSON)        -- the last confirmed signed membership state
+group_proposals (group_id PK, proposal_id, body JSON, created_at)    -- a state waiting for confirm
+group_aids      (group_id PK, serial)           -- the certificate a group's AID was bound to
+group_departures (group_id, aid, event_seq, left_at)   -- who left a group, and its last event they may read
+group_invites   (invite_id PK, group_id, invitee_aid, inviter_aid, member_type, created_at, expires_at)
+group_transfers (group_id PK, body JSON)        -- an owner transfer waiting for the new owner's rekey
+```
 
-``(sender, message_id)`` is unique in ``inbox`` and ``(group_id, sender, message_id)`` in
-``group_messages``: a retried send finds its first copy and gets the same answer.
+`(sender, message_id)` is unique in `inbox` and `(group_id, sender, message_id)` in
+`group_messages`: a retried send finds its first copy and gets the same answer.
 """
 
 from __future__ import annotations

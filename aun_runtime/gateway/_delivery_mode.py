@@ -1,21 +1,21 @@
-"""A connection's ``delivery_mode``: how the direct messages of its AID are spread over its connections.
+"""A connection's `delivery_mode`: how the direct messages of its AID are spread over its connections.
 
-``auth.connect`` may carry ``delivery_mode: {mode, routing, affinity_ttl_ms}`` (the AUN client
-always sends it; without it a connection is ``fanout``):
+`auth.connect` may carry `delivery_mode: {mode, routing, affinity_ttl_ms}` (the AUN client
+always sends it; without it a connection is `fanout`):
 
-* ``fanout`` (the default): every long connection of the AID gets every message, each with its own
+* `fanout` (the default): every long connection of the AID gets every message, each with its own
   cursors. What a user with a phone and a laptop wants.
-* ``queue``: each message goes to one connection of the AID, a *queue member*; several runtimes
-  serving one AID share its work. ``routing`` picks the member: ``round_robin`` (the default) in
-  turn, or ``sender_affinity``, the same member for every message of one sender while it stays
-  online (best effort: when it goes, the sender moves to another one; ``affinity_ttl_ms`` > 0 also
+* `queue`: each message goes to one connection of the AID, a *queue member*; several runtimes
+  serving one AID share its work. `routing` picks the member: `round_robin` (the default) in
+  turn, or `sender_affinity`, the same member for every message of one sender while it stays
+  online (best effort: when it goes, the sender moves to another one; `affinity_ttl_ms` > 0 also
   lets a sender move after that long without a message, 0 keeps it as long as the member is there).
 
 All online connections of one AID must declare the same mode (mode, routing and affinity time):
-the first one online sets it, and ``auth.connect`` with another is refused with
-:attr:`ErrorCode.CONNECT_CONFLICT` and ``data.reason`` ``delivery_mode_conflict`` (retryable: the
-conflict ends when the other connections go). :class:`DeliveryMode` is the parsed value; the queue
-itself is :mod:`._queue`.
+the first one online sets it, and `auth.connect` with another is refused with
+`ErrorCode.CONNECT_CONFLICT` and `data.reason` `delivery_mode_conflict` (retryable: the
+conflict ends when the other connections go). `DeliveryMode` is the parsed value; the queue
+itself is `._queue`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ class DeliveryMode:
     """One connection's declared delivery mode, normalised the way the AUN client normalises it.
 
     Attributes:
-        mode: ``fanout`` or ``queue``.
-        routing: for ``queue``, ``round_robin`` or ``sender_affinity``; empty for ``fanout``.
-        affinity_ttl_ms: for ``queue`` with ``sender_affinity``, how long a sender stays with its
+        mode: `fanout` or `queue`.
+        routing: for `queue`, `round_robin` or `sender_affinity`; empty for `fanout`.
+        affinity_ttl_ms: for `queue` with `sender_affinity`, how long a sender stays with its
             member without sending (0: while the member is online); 0 otherwise.
     """
 
@@ -61,11 +61,11 @@ class DeliveryMode:
 
     @classmethod
     def from_params(cls, raw: Any) -> DeliveryMode:
-        """The mode ``auth.connect`` declares: absent or null is fanout, a bare string is the mode.
+        """The mode `auth.connect` declares: absent or null is fanout, a bare string is the mode.
 
         Raises:
-            RPCError: -32602 naming ``delivery_mode``, ``delivery_mode.mode``, ``.routing`` or
-                ``.affinity_ttl_ms``.
+            RPCError: -32602 naming `delivery_mode`, `delivery_mode.mode`, `.routing` or
+                `.affinity_ttl_ms`.
         """
         if raw is None:
             return FANOUT

@@ -1,9 +1,9 @@
 """Errors of the local gateway: the codes it answers on the wire and the exceptions it raises in Python.
 
-Every wire error is a JSON-RPC 2.0 error object ``{code, message, data?}``. The codes are the AUN ones
+Every wire error is a JSON-RPC 2.0 error object `{code, message, data?}`. The codes are the AUN ones
 (the public protocol's error table), so the real client maps each to its own exception class:
--32003 to ``AuthError``, -32004 to ``PermissionError``, -32602 to ``ValidationError``, -330xx to the
-group errors, -32429 to ``RateLimitError``. ``data.field`` names the offending parameter when there
+-32003 to `AuthError`, -32004 to `PermissionError`, -32602 to `ValidationError`, -330xx to the
+group errors, -32429 to `RateLimitError`. `data.field` names the offending parameter when there
 is one, so a caller can say which input was wrong.
 """
 
@@ -75,7 +75,7 @@ class RPCError(GatewayError):
         self.data = data
 
     def to_wire(self) -> dict[str, Any]:
-        """The JSON-RPC ``error`` member."""
+        """The JSON-RPC `error` member."""
         error: dict[str, Any] = {"code": int(self.code), "message": self.message}
         if self.data:
             error["data"] = self.data
@@ -83,5 +83,5 @@ class RPCError(GatewayError):
 
     @classmethod
     def bad_param(cls, field: str, message: str, **data: Any) -> RPCError:
-        """An invalid-params error that names ``field``."""
+        """An invalid-params error that names `field`."""
         return cls(ErrorCode.INVALID_PARAMS, message, field=field, **data)

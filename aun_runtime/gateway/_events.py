@@ -1,8 +1,8 @@
 """What happened in the gateway, for code in the same process: tests, a console, a bridge.
 
-Each event is a kind (``connected``, ``disconnected``, ``token.refreshed``, ``message.stored``,
-``group.message.stored``...) and a few fields. The last :data:`GatewayEvents.capacity` are kept;
-:meth:`GatewayEvents.wait` returns the first matching one, past or future, so a caller never has
+Each event is a kind (`connected`, `disconnected`, `token.refreshed`, `message.stored`,
+`group.message.stored`...) and a few fields. The last `GatewayEvents.capacity` are kept;
+[`GatewayEvents.wait`][aun_runtime.gateway.GatewayEvents.wait] returns the first matching one, past or future, so a caller never has
 to sleep and poll.
 """
 
@@ -49,17 +49,17 @@ class GatewayEvents:
                     future.set_result(event)
 
     def count(self, kind: str) -> int:
-        """How many events of ``kind`` happened since start (including forgotten ones)."""
+        """How many events of `kind` happened since start (including forgotten ones)."""
         return self._counts.get(kind, 0)
 
     def find(self, kind: str, **expected: Any) -> list[GatewayEvent]:
         return [event for event in self._log if event.matches(kind, expected)]
 
     async def wait(self, kind: str, *, timeout: float = 10.0, after: float = 0.0, **expected: Any) -> GatewayEvent:
-        """The first event of ``kind`` (at or after time ``after``) whose fields equal ``expected``.
+        """The first event of `kind` (at or after time `after`) whose fields equal `expected`.
 
         Raises:
-            TimeoutError: none happened within ``timeout`` seconds.
+            TimeoutError: none happened within `timeout` seconds.
         """
         found = next((e for e in self._log if e.at >= after and e.matches(kind, expected)), None)
         if found is not None:

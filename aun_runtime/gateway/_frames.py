@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 framing: one text frame in, one :class:`Request` or one :class:`RPCError` out.
+"""JSON-RPC 2.0 framing: one text frame in, one `Request` or one [`RPCError`][aun_runtime.gateway.RPCError] out.
 
 The parser never raises on hostile input: anything that is not a single JSON-RPC 2.0 request object
 becomes the specific error the specification names (-32700 for bytes that are not JSON, -32600 for
@@ -31,7 +31,7 @@ MAX_ID_LENGTH = 256
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One parsed JSON-RPC request. ``id`` is None for a notification (no answer is sent)."""
+    """One parsed JSON-RPC request. `id` is None for a notification (no answer is sent)."""
 
     id: RequestId
     method: str
@@ -147,7 +147,7 @@ class Params:
         return value
 
     def text(self, name: str, *, default: Any = _MISSING, max_length: int = 1024) -> Any:
-        """A non-empty string of at most ``max_length`` characters (surrounding spaces removed)."""
+        """A non-empty string of at most `max_length` characters (surrounding spaces removed)."""
         value = self._get(name, default)
         if value is default and default is not _MISSING:
             return value

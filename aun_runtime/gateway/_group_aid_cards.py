@@ -1,18 +1,18 @@
 """What the gateway says about a group AID over HTTP: who owns it and which certificate is current.
 
-A group's card (``/agent.md`` with ``Host: <group id>``) is signed by the group's own key and
+A group's card (`/agent.md` with `Host: <group id>`) is signed by the group's own key and
 published by its owner. Before a client publishes or trusts one it asks who may (the
 *entity projection*): every answer about a bound group AID, a 404 included, carries
 
-* ``X-AUN-Entity-Owner-Aid``: the group's owner, the only AID whose token may publish the card;
-* ``X-AUN-Entity-Cert-Fingerprint``: ``sha256:`` and the hex digest of the group's current
+* `X-AUN-Entity-Owner-Aid`: the group's owner, the only AID whose token may publish the card;
+* `X-AUN-Entity-Cert-Fingerprint`: `sha256:` and the hex digest of the group's current
   certificate (DER), the generation the card must name;
-* ``X-AUN-Ownership-Status: not_applicable`` (a group has no ownership document) and
-  ``X-AUN-Entity-Verification-Status: current``.
+* `X-AUN-Ownership-Status: not_applicable` (a group has no ownership document) and
+  `X-AUN-Entity-Verification-Status: current`.
 
-``/pki/cert/<aid>?consistency=authoritative`` answers the current certificate with the headers a
-client requires before it relies on one for ownership (``X-AUN-Cert-Consistency``, its lifecycle
-state ``active_signing``, its fingerprint and when it was observed): this gateway's store is the
+`/pki/cert/<aid>?consistency=authoritative` answers the current certificate with the headers a
+client requires before it relies on one for ownership (`X-AUN-Cert-Consistency`, its lifecycle
+state `active_signing`, its fingerprint and when it was observed): this gateway's store is the
 authority, so every answer is authoritative and observed now.
 """
 
@@ -27,7 +27,7 @@ __all__ = ["authoritative_cert_headers", "card_publisher", "entity_headers", "re
 
 
 def record_binding(core: GatewayCore, group_id: str, record: CertRecord) -> None:
-    """Remember that ``record`` is the certificate ``group_id``'s AID was bound to."""
+    """Remember that `record` is the certificate `group_id`'s AID was bound to."""
     with core.db.atomic() as conn:
         conn.execute("INSERT OR REPLACE INTO group_aids (group_id, serial) VALUES (?, ?)",
                      (group_id, record.serial_hex))
@@ -50,7 +50,7 @@ def _bound_group(core: GatewayCore, aid: str) -> tuple[str, CertRecord] | None:
 
 
 def entity_headers(core: GatewayCore, aid: str) -> dict[str, str]:
-    """The entity projection of ``aid`` if it is a bound group AID, else no headers."""
+    """The entity projection of `aid` if it is a bound group AID, else no headers."""
     bound = _bound_group(core, aid)
     if bound is None:
         return {}
@@ -60,7 +60,7 @@ def entity_headers(core: GatewayCore, aid: str) -> dict[str, str]:
 
 
 def card_publisher(core: GatewayCore, aid: str) -> str:
-    """The AID whose access token may publish ``aid``'s card: a group's owner, else ``aid`` itself."""
+    """The AID whose access token may publish `aid`'s card: a group's owner, else `aid` itself."""
     bound = _bound_group(core, aid)
     return aid if bound is None else bound[0]
 

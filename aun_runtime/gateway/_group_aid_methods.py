@@ -1,16 +1,16 @@
 """Group AIDs: a group's own identity, certified by the gateway's CA for a key its owner holds.
 
-``client.create_group(..., aid_store=...)`` creates the group and then binds its AID
-(``group.bind_group_aid``): the owner's client makes a key pair, sends the public key, and keeps
+`client.create_group(..., aid_store=...)` creates the group and then binds its AID
+(`group.bind_group_aid`): the owner's client makes a key pair, sends the public key, and keeps
 the private key in its AID store next to the certificate answered here. The certificate is the
 same kind as an agent's (CN = the group id, under the development root), so the client's own
-chain checks accept it and anyone can fetch it from ``/pki/cert/<group id>``.
+chain checks accept it and anyone can fetch it from `/pki/cert/<group id>`.
 
 Binding is done once, by the owner; binding again with the same key answers the same certificate
-(a retried call). A ``group.create`` that carries ``public_key`` (a named group) binds at once.
-``group.renew_group_aid`` replaces the key, authorised by the current key's signature; the old
+(a retried call). A `group.create` that carries `public_key` (a named group) binds at once.
+`group.renew_group_aid` replaces the key, authorised by the current key's signature; the old
 certificate stays on record (what it signed still verifies) but is no longer current.
-These handlers are registered after :data:`GROUP_METHODS`, so this ``group.create`` is the one served.
+These handlers are registered after `GROUP_METHODS`, so this `group.create` is the one served.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ RENEW_WINDOW_SECONDS = 300
 
 
 def spki_param(call: Call, field: str = "public_key") -> bytes:
-    """The P-256 public key of ``field`` (base64 SubjectPublicKeyInfo DER), re-encoded."""
+    """The P-256 public key of `field` (base64 SubjectPublicKeyInfo DER), re-encoded."""
     if call.params.text("curve", default="P-256", max_length=32) not in _CURVES:
         raise RPCError.bad_param("curve", "only the P-256 curve is supported")
     try:
@@ -54,7 +54,7 @@ def spki_param(call: Call, field: str = "public_key") -> bytes:
 
 
 def key_der(record: CertRecord) -> bytes:
-    """The DER SubjectPublicKeyInfo of ``record``'s key."""
+    """The DER SubjectPublicKeyInfo of `record`'s key."""
     return record.public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
@@ -67,7 +67,7 @@ def aid_answer(call: Call, group: Group, record: CertRecord) -> dict[str, Any]:
 
 
 async def _bind(call: Call, group: Group, public_der: bytes) -> CertRecord:
-    """Certify ``public_der`` as ``group``'s AID (once; the same key again answers the same)."""
+    """Certify `public_der` as `group`'s AID (once; the same key again answers the same)."""
     core = call.core
     existing = core.identities.current(group.group_id)
     if existing is not None:
@@ -97,8 +97,8 @@ _create_group = GROUP_METHODS["group.create"].handler
 
 
 async def create_with_aid(call: Call) -> dict[str, Any]:
-    """``group.create``, binding the group's AID at once when the request carries its public key
-    (what ``create_group`` sends for a named group)."""
+    """`group.create`, binding the group's AID at once when the request carries its public key
+    (what `create_group` sends for a named group)."""
     public_der = spki_param(call) if "public_key" in call.params.raw else None
     raw = call.params.raw.get("group_id", call.params.raw.get("group_aid", call.params.raw.get("group_name")))
     if isinstance(raw, str) and call.core.identities.is_registered(normalize_group_id(raw, call.core.issuer)):
@@ -119,8 +119,8 @@ def _b64_text(value: str) -> str:
 
 async def renew_group_aid(call: Call) -> dict[str, Any]:
     """Replace a bound group AID's key. The proof is the old key's signature over
-    ``aun-group-aid-renew-v1|group_id|group_aid|sha256(old key b64)|sha256(new key b64)|nonce|issued_ms``
-    (what the client signs), made within :data:`RENEW_WINDOW_SECONDS` of now."""
+    `aun-group-aid-renew-v1|group_id|group_aid|sha256(old key b64)|sha256(new key b64)|nonce|issued_ms`
+    (what the client signs), made within `RENEW_WINDOW_SECONDS` of now."""
     core, params = call.core, call.params
     group = find_group(call)
     if require_member(call, group).role != "owner":

@@ -1,7 +1,7 @@
-"""``group.*`` calls the client makes around a session: its group list and who is online.
+"""`group.*` calls the client makes around a session: its group list and who is online.
 
-After connecting, the client lists its groups (and its invitations: :mod:`._group_invites`).
-Group end-to-end encryption is in :mod:`._group_e2ee_state` and :mod:`._group_e2ee_send`.
+After connecting, the client lists its groups (and its invitations: `._group_invites`).
+Group end-to-end encryption is in `._group_e2ee_state` and `._group_e2ee_send`.
 """
 
 from __future__ import annotations

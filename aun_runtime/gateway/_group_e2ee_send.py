@@ -1,14 +1,14 @@
-"""``group.v2.send``: an end-to-end encrypted group message, stored and relayed as an opaque envelope.
+"""`group.v2.send`: an end-to-end encrypted group message, stored and relayed as an opaque envelope.
 
-The envelope (``e2ee.group_encrypted``) carries one ciphertext and one key wrap per recipient
+The envelope (`e2ee.group_encrypted`) carries one ciphertext and one key wrap per recipient
 device. The gateway checks only what routes and binds it: that the sender is a member and is the
 AID and device the envelope's authenticated data names, that it was made for this group, its
 current epoch and its current signed state (else -33050: the client refreshes its bootstrap and
 retries), that every member of that state has a wrap (else -33052, the same) and no one else
 does (a wrap for someone who has left since the state was signed is -33050 too: the sender's
 bootstrap predates the departure), and that it is within the bounds below. It is then a row of
-the group's message log (``version: "v2"``, the envelope as ``envelope_json``), pulled with
-``group.v2.pull`` and pushed to every member connection as ``event/group.v2.message_created``
+the group's message log (`version: "v2"`, the envelope as `envelope_json`), pulled with
+`group.v2.pull` and pushed to every member connection as `event/group.v2.message_created`
 with the row inline. Members decrypt; the gateway never can.
 """
 
@@ -67,7 +67,7 @@ def _check_shape(envelope: dict[str, Any]) -> tuple[dict[str, Any], list[list[st
 
 
 def _check_binding(call: Call, group_id: str, envelope: dict[str, Any], aad: dict[str, Any], message_id: str) -> None:
-    """Refuse an envelope made by, or for, someone else: the client's signature covers ``aad``,
+    """Refuse an envelope made by, or for, someone else: the client's signature covers `aad`,
     so these are the values every receiver will authenticate."""
     if aad.get("from") != call.aid:
         raise RPCError(ErrorCode.PERMISSION_DENIED, f"the envelope is from {aad.get('from')!r}, but this connection "

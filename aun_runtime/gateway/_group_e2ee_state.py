@@ -1,20 +1,20 @@
-"""``group.v2.*`` key and state calls of group end-to-end encryption (V2, per-message keys).
+"""`group.v2.*` key and state calls of group end-to-end encryption (V2, per-message keys).
 
 The gateway keeps what lets members encrypt to each other and nothing that decrypts:
 
-* ``group.v2.put_group_pk``: a member device publishes its group prekey (an SPK signed by its
-  AID key). The gateway checks the ``spk_id`` and the signature against the AID's certificate, so
+* `group.v2.put_group_pk`: a member device publishes its group prekey (an SPK signed by its
+  AID key). The gateway checks the `spk_id` and the signature against the AID's certificate, so
   no connection can publish a key in another AID's name.
-* ``group.v2.bootstrap``: a sender's snapshot before it encrypts: the devices (and their prekeys)
+* `group.v2.bootstrap`: a sender's snapshot before it encrypts: the devices (and their prekeys)
   of every member of the current signed state, the state itself, and which members are still
   pending. Members not yet in a signed state get no key wraps once the group has one; before any
   state is signed, every member is a recipient.
-* ``group.v2.propose_state`` / ``confirm_state`` / ``get_proposal`` and ``group.get_state``: the
+* `group.v2.propose_state` / `confirm_state` / `get_proposal` and `group.get_state`: the
   two-phase signed membership state. A proposal must be the next version over the current hash,
   by the owner (the first) or an admin, signed with the proposer's AID key; confirming it is a
   compare-and-swap, so of concurrent proposals at most one takes effect. A proposal nobody
-  confirmed by its ``auto_confirm_at`` takes effect on the next read of the state, if it still
-  could by hand (:func:`settle_due_proposal`): a group whose owner went offline between
+  confirmed by its `auto_confirm_at` takes effect on the next read of the state, if it still
+  could by hand (`settle_due_proposal`): a group whose owner went offline between
   proposing and confirming does not wait for it to come back.
 """
 
@@ -116,8 +116,8 @@ async def put_group_pk(call: Call) -> dict[str, Any]:
 
 
 def _devices(call: Call, group: Group, aids: list[str]) -> list[dict[str, Any]]:
-    """Every device of ``aids`` a sender wraps for: its group prekey, else its direct prekey, and
-    for a member with no prekey at all, its AID key (``device_id`` empty: any of its devices reads)."""
+    """Every device of `aids` a sender wraps for: its group prekey, else its direct prekey, and
+    for a member with no prekey at all, its AID key (`device_id` empty: any of its devices reads)."""
     store, devices = e2ee_store(call), []
     for aid in aids:
         found = {row["device_id"]: row for row in call.core.identities.prekeys(aid)}
@@ -168,7 +168,7 @@ async def get_state(call: Call) -> dict[str, Any]:
 
 
 def _snapshot_aids(call: Call, group: Group, snapshot: str) -> tuple[str, ...]:
-    """The AIDs a membership snapshot names, each a current member of ``group``."""
+    """The AIDs a membership snapshot names, each a current member of `group`."""
     try:
         parsed = json.loads(snapshot)
     except ValueError:
@@ -255,8 +255,8 @@ async def get_proposal(call: Call) -> dict[str, Any]:
 
 def _apply(call: Call, group: Group, state: GroupState | None, pending: dict[str, Any], *,
            actor: str, auto: bool) -> dict[str, Any]:
-    """Make ``pending`` the group's state (its version is the next one), schedule the
-    ``state_confirmed`` push to every member, and return the event pushed."""
+    """Make `pending` the group's state (its version is the next one), schedule the
+    `state_confirmed` push to every member, and return the event pushed."""
     core = call.core
     confirmed = GroupState(
         state_version=pending["state_version"], state_hash=pending["state_hash"],
@@ -284,7 +284,7 @@ def _apply(call: Call, group: Group, state: GroupState | None, pending: dict[str
 
 
 async def settle_due_proposal(call: Call, group: Group) -> None:
-    """Confirm the group's pending proposal once its ``auto_confirm_at`` has passed and nobody did.
+    """Confirm the group's pending proposal once its `auto_confirm_at` has passed and nobody did.
 
     The proposal was signed by an owner or admin; it takes effect only if it still could by hand:
     it is the next version over the current state, its proposer still manages the group and every

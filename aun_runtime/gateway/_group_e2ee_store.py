@@ -3,12 +3,12 @@
 Three kinds of record, all public or opaque to the gateway:
 
 * a member device's **group prekey** (its signed SPK for one group), at most
-  :data:`MAX_DEVICES_PER_MEMBER` per member and group (the oldest is dropped);
+  `MAX_DEVICES_PER_MEMBER` per member and group (the oldest is dropped);
 * a group's last **confirmed state**: the membership snapshot its owner or an admin signed, the
   signature, the hash the clients computed over it, and the chain of confirmed hashes;
 * at most one **pending proposal** per group, replaced by a newer proposal.
 
-Messages themselves are rows of the group message log (``GroupStore``): the encrypted envelope is
+Messages themselves are rows of the group message log (`GroupStore`): the encrypted envelope is
 kept as the client sent it, so nothing here can decrypt anything.
 """
 
@@ -29,7 +29,7 @@ MAX_DEVICES_PER_MEMBER = 16
 
 
 def next_chain(previous_chain: str, state_hash: str) -> str:
-    """The state chain after confirming ``state_hash``: a hash over the previous chain and it, so
+    """The state chain after confirming `state_hash`: a hash over the previous chain and it, so
     two histories that differ anywhere have different chains (what a client compares)."""
     return hashlib.sha256(f"{previous_chain}|{state_hash}".encode()).hexdigest()
 
@@ -84,7 +84,7 @@ class GroupE2EEStore:
             )
 
     def prekeys(self, group_id: str, aid: str) -> list[dict[str, Any]]:
-        """The group prekeys of ``aid``'s devices, oldest first, each with its ``device_id``."""
+        """The group prekeys of `aid`'s devices, oldest first, each with its `device_id`."""
         rows = self.db.conn.execute(
             "SELECT device_id, body FROM group_prekeys WHERE group_id = ? AND aid = ? ORDER BY updated_at",
             (group_id, aid),
@@ -130,7 +130,7 @@ class GroupE2EEStore:
         return None if row is None else dict(json.loads(row[0]))
 
     def put_proposal(self, group_id: str, proposal: dict[str, Any]) -> None:
-        """Store ``proposal`` as the group's pending one, replacing any older one."""
+        """Store `proposal` as the group's pending one, replacing any older one."""
         with self.db.atomic() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO group_proposals (group_id, proposal_id, body, created_at) VALUES (?, ?, ?, ?)",

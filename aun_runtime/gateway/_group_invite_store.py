@@ -1,8 +1,8 @@
 """Pending group invitations in the gateway database, bounded per group and per invited AID.
 
 Only pending invitations are rows: accepting, rejecting, revoking or expiring one deletes it, so
-the table holds at most :data:`MAX_PENDING_INVITES_PER_GROUP` rows per group and
-:data:`MAX_PENDING_INVITES_PER_AID` per invited AID. An expired row is treated as gone wherever it
+the table holds at most `MAX_PENDING_INVITES_PER_GROUP` rows per group and
+`MAX_PENDING_INVITES_PER_AID` per invited AID. An expired row is treated as gone wherever it
 is read and deleted the next time its group or its invitee is written to.
 """
 
@@ -29,7 +29,7 @@ _COLUMNS = "invite_id, group_id, invitee_aid, inviter_aid, member_type, created_
 
 @dataclass(frozen=True, slots=True)
 class Invite:
-    """One pending invitation of ``invitee_aid`` into ``group_id`` by ``inviter_aid``."""
+    """One pending invitation of `invitee_aid` into `group_id` by `inviter_aid`."""
 
     invite_id: str
     group_id: str
@@ -47,7 +47,7 @@ class Invite:
 
 
 class GroupInviteStore:
-    """Reads and writes ``group_invites`` (the store holds no state of its own)."""
+    """Reads and writes `group_invites` (the store holds no state of its own)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -64,7 +64,7 @@ class GroupInviteStore:
         return found[0] if found else None
 
     def of_pair(self, group_id: str, invitee_aid: str) -> list[Invite]:
-        """The pending invitations of ``invitee_aid`` into ``group_id``, oldest first."""
+        """The pending invitations of `invitee_aid` into `group_id`, oldest first."""
         return self._rows("group_id = ? AND invitee_aid = ?", (group_id, invitee_aid))
 
     def of_invitee(self, invitee_aid: str) -> list[Invite]:
@@ -88,12 +88,12 @@ class GroupInviteStore:
             conn.execute("DELETE FROM group_invites WHERE invite_id = ?", (invite_id,))
 
     def end_pair(self, group_id: str, invitee_aid: str) -> None:
-        """End every invitation of ``invitee_aid`` into ``group_id`` (accepted or rejected together)."""
+        """End every invitation of `invitee_aid` into `group_id` (accepted or rejected together)."""
         with self.db.atomic() as conn:
             conn.execute("DELETE FROM group_invites WHERE group_id = ? AND invitee_aid = ?", (group_id, invitee_aid))
 
     def drop_group(self, group_id: str) -> list[str]:
-        """End every invitation into ``group_id``; returns the AIDs that had one."""
+        """End every invitation into `group_id`; returns the AIDs that had one."""
         invitees = sorted({invite.invitee_aid for invite in self._rows("group_id = ?", (group_id,))})
         with self.db.atomic() as conn:
             conn.execute("DELETE FROM group_invites WHERE group_id = ?", (group_id,))

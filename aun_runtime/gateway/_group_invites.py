@@ -1,19 +1,19 @@
-"""``group.invite_member`` and the invitee's answers: ``accept_invite``, ``reject_invite``; and
-``revoke_invite`` by the inviter, ``list_my_invites`` by the invitee.
+"""`group.invite_member` and the invitee's answers: `accept_invite`, `reject_invite`; and
+`revoke_invite` by the inviter, `list_my_invites` by the invitee.
 
 An invitation writes nothing into the member list: the invitee becomes a member only by accepting.
-In a ``public`` group any member invites; otherwise only the owner and admins. Inviting the same
+In a `public` group any member invites; otherwise only the owner and admins. Inviting the same
 AID again by the same inviter answers the first invitation (a retried call); several inviters'
 invitations of one AID into one group are one *aggregate* for the invitee, which accepting or
 rejecting ends as a whole (revoking ends only the inviter's own).
 
-Pushes: the invitee gets ``event/group.invite_created`` (the client turns it into
-``group.invite_received``) and ``event/group.invite_finalized`` when its aggregate ends; accepting
-is announced to the group as ``group.changed`` ``member_added``, after which the owner's client
+Pushes: the invitee gets `event/group.invite_created` (the client turns it into
+`group.invite_received`) and `event/group.invite_finalized` when its aggregate ends; accepting
+is announced to the group as `group.changed` `member_added`, after which the owner's client
 signs a state that names the new member.
 
-Bounds (:mod:`._group_invite_store`): pending invitations per group and per invited AID (past
-either, -33004), and each expires after :data:`INVITE_TTL_SECONDS`.
+Bounds (`._group_invite_store`): pending invitations per group and per invited AID (past
+either, -33004), and each expires after `INVITE_TTL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def invite_store(call: Call) -> GroupInviteStore:
 
 
 def _push_later(call: Call, aid: str, event: str, body: dict[str, Any]) -> None:
-    """Push ``event/<event>`` to ``aid`` once the answer is sent."""
+    """Push `event/<event>` to `aid` once the answer is sent."""
     def push() -> None:
         call.core.push(aid, event, lambda _session: body)
 
@@ -107,7 +107,7 @@ async def invite_member(call: Call) -> dict[str, Any]:
 
 
 def _own_invite(call: Call) -> Invite:
-    """The pending invitation ``invite_id`` of the caller (as invitee), else -33008."""
+    """The pending invitation `invite_id` of the caller (as invitee), else -33008."""
     invite_id = call.params.text("invite_id", max_length=64)
     invite = invite_store(call).get(invite_id)
     if invite is None or invite.invitee_aid != call.aid:

@@ -1,4 +1,4 @@
-"""``group.leave``, ``group.kick`` / ``group.remove_member``, ``group.set_role`` and ``group.dissolve``.
+"""`group.leave`, `group.kick` / `group.remove_member`, `group.set_role` and `group.dissolve`.
 
 Who may do what:
 
@@ -7,10 +7,10 @@ Who may do what:
 * the owner makes members admins and admins members; an admin may step down to member;
 * only the owner dissolves; the group's pending invitations and owner transfer end with it.
 
-A departure is announced (``group.changed`` with ``member_left`` or ``member_removed``) to the
+A departure is announced (`group.changed` with `member_left` or `member_removed`) to the
 members before it and to the one who left, then the member's row, cursors and group prekeys are
 dropped, so from the next request on the gateway treats them as any outsider: no pull, no send, no
-pushes, and no key wraps in anyone's next encrypted message (:func:`committed_aids` leaves out every
+pushes, and no key wraps in anyone's next encrypted message (`committed_aids` leaves out every
 non-member at once, before the owner's client signs the smaller state the event makes it propose).
 """
 
@@ -33,12 +33,12 @@ __all__ = ["GROUP_MEMBER_METHODS", "drop_member"]
 
 
 def _same(body: dict[str, Any]) -> Callable[[Session], dict[str, Any]]:
-    """A push builder answering ``body`` to every session."""
+    """A push builder answering `body` to every session."""
     return lambda _session: body
 
 
 def drop_member(call: Call, group: Group, aid: str) -> None:
-    """Remove ``aid`` from ``group`` with everything the gateway keeps for it as a member."""
+    """Remove `aid` from `group` with everything the gateway keeps for it as a member."""
     call.core.groups.remove_member(group, aid)
     e2ee_store(call).drop_member(group.group_id, aid)
     cancel_transfer(call.core.db, group.group_id, new_owner=aid)

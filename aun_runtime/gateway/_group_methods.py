@@ -1,12 +1,12 @@
-"""``group.*``: groups of AIDs with a message log, an event log, members' cursors and a mention mode.
+"""`group.*`: groups of AIDs with a message log, an event log, members' cursors and a mention mode.
 
 Only members read, post or list; only the owner and admins add members or change settings. Group
-messages here are plaintext (the client posts them with ``encrypt=False``); encrypted ones are
-:mod:`._group_e2ee_send`'s, and leaving, removing, roles and dissolving are
-:mod:`._group_member_methods`' (one who left still reads the events up to its departure, here).
-``mention_mode`` is stored in the newer wire
-spelling (``disabled``/``mention-only``) and accepted in either spelling, also as ``dispatch_mode``
-(``broadcast``/``mention``); filtering by mention is the receiving channel's job, never the
+messages here are plaintext (the client posts them with `encrypt=False`); encrypted ones are
+`._group_e2ee_send`'s, and leaving, removing, roles and dissolving are
+`._group_member_methods`' (one who left still reads the events up to its departure, here).
+`mention_mode` is stored in the newer wire
+spelling (`disabled`/`mention-only`) and accepted in either spelling, also as `dispatch_mode`
+(`broadcast`/`mention`); filtering by mention is the receiving channel's job, never the
 gateway's: every member receives every message.
 """
 
@@ -34,7 +34,7 @@ _DISPATCH = {"mode": "broadcast", "reason": "duty_disabled"}
 
 
 def normalize_group_id(raw: str, issuer: str, field: str = "group_id") -> str:
-    """``base.issuer`` from any spelling the client uses (``group.issuer/base``, ``base.issuer``, ``base``)."""
+    """`base.issuer` from any spelling the client uses (`group.issuer/base`, `base.issuer`, `base`)."""
     value = raw.strip().strip("/").lower()
     if value.startswith("group.") and "/" in value:
         domain, _, base = value[6:].partition("/")
@@ -50,7 +50,7 @@ def normalize_group_id(raw: str, issuer: str, field: str = "group_id") -> str:
 
 
 def find_group(call: Call, *, dissolved: bool = False) -> Group:
-    """The group the request names; a dissolved one only when ``dissolved`` (else -33002)."""
+    """The group the request names; a dissolved one only when `dissolved` (else -33002)."""
     raw = call.params.raw.get("group_id", call.params.raw.get("group_aid"))
     if not isinstance(raw, str) or not raw.strip():
         raise RPCError.bad_param("group_id", "'group_id' is required")
@@ -73,7 +73,7 @@ def require_member(call: Call, group: Group, *, manage: bool = False) -> Member:
 
 
 def require_room(call: Call, group: Group) -> None:
-    """Refuse one more member past ``max_group_members``."""
+    """Refuse one more member past `max_group_members`."""
     limit = call.core.limits.max_group_members
     if call.core.groups.member_count(group.group_id) >= limit:
         raise RPCError(ErrorCode.GROUP_LIMIT_REACHED, f"{group.group_id} has {limit} members, the most a group may have",
@@ -85,7 +85,7 @@ def group_wire(call: Call, group: Group) -> dict[str, Any]:
 
 
 def announce(call: Call, group: Group, event: dict[str, Any]) -> None:
-    """Record a group event and push ``event/group.changed`` to every member, once the answer is
+    """Record a group event and push `event/group.changed` to every member, once the answer is
     sent. The recipients are the members at the time of this call: announcing a departure before
     removing the member tells the one who left too."""
     stored = call.core.groups.append_event(group, event)
@@ -252,9 +252,9 @@ async def pull(call: Call) -> dict[str, Any]:
 
 
 async def _pull_tail(call: Call, group: Group, member: Member) -> dict[str, Any]:
-    """A tail-window pull: the newest messages after ``after_seq`` (at most ``limit``, and what fits
-    in ``max_page_bytes``), with the window they prove complete, ``window_start_seq`` to
-    ``head_seq``. A client that fell behind during a burst reads the latest first this way; it
+    """A tail-window pull: the newest messages after `after_seq` (at most `limit`, and what fits
+    in `max_page_bytes`), with the window they prove complete, `window_start_seq` to
+    `head_seq`. A client that fell behind during a burst reads the latest first this way; it
     moves no cursor."""
     core, params = call.core, call.params
     if params.text("window_mode", max_length=16) != "tail":

@@ -1,8 +1,8 @@
 """Groups: members and roles, the message log, the event log and each member device's cursors.
 
-A group has two sequences: ``message_seq`` numbers its messages and ``event_seq`` its membership and
-settings changes. A member's ``join_seq`` is the message seq when it joined: it reads only what was
-posted after, and a member added later never sees earlier talk. The group's ``mention_mode`` is
+A group has two sequences: `message_seq` numbers its messages and `event_seq` its membership and
+settings changes. A member's `join_seq` is the message seq when it joined: it reads only what was
+posted after, and a member added later never sees earlier talk. The group's `mention_mode` is
 snapshotted onto every message when it is posted, so a change is never retroactive. A member who
 leaves (or is removed, or whose group is dissolved) is remembered with the group's event seq of
 that moment: the last event it may still read.
@@ -118,7 +118,7 @@ class GroupStore:
         return int(self.db.conn.execute("SELECT COUNT(*) FROM group_members WHERE group_id = ?", (group_id,)).fetchone()[0])
 
     def owned_count(self, aid: str) -> int:
-        """Groups ``aid`` owns that are not dissolved."""
+        """Groups `aid` owns that are not dissolved."""
         return int(self.db.conn.execute(
             "SELECT COUNT(*) FROM groups WHERE owner_aid = ? AND status != 'dissolved'", (aid,)).fetchone()[0])
 
@@ -134,9 +134,9 @@ class GroupStore:
         return Member(aid, role, group.message_seq)
 
     def remove_member(self, group: Group, aid: str) -> None:
-        """Drop ``aid`` from the group with its devices' cursors (a member who comes back later
+        """Drop `aid` from the group with its devices' cursors (a member who comes back later
         starts again from the seq of that day, like any new member), remembering the group's
-        latest event as the last one ``aid`` may still read: the announcement of its departure."""
+        latest event as the last one `aid` may still read: the announcement of its departure."""
         with self.db.atomic() as conn:
             conn.execute("DELETE FROM group_members WHERE group_id = ? AND aid = ?", (group.group_id, aid))
             conn.execute("DELETE FROM group_cursors WHERE group_id = ? AND aid = ?", (group.group_id, aid))
@@ -148,7 +148,7 @@ class GroupStore:
             )
 
     def departure(self, group_id: str, aid: str) -> int | None:
-        """The last event seq of ``group_id`` that ``aid``, who left it, may read; None if it never left."""
+        """The last event seq of `group_id` that `aid`, who left it, may read; None if it never left."""
         row = self.db.conn.execute(
             "SELECT event_seq FROM group_departures WHERE group_id = ? AND aid = ?", (group_id, aid)
         ).fetchone()
@@ -161,7 +161,7 @@ class GroupStore:
             conn.execute("UPDATE group_members SET role = ? WHERE group_id = ? AND aid = ?", (role, group_id, aid))
 
     def set_owner(self, group: Group, new_owner: str) -> None:
-        """Make the member ``new_owner`` the owner; the old owner stays on as an admin."""
+        """Make the member `new_owner` the owner; the old owner stays on as an admin."""
         with self.db.atomic() as conn:
             conn.execute("UPDATE group_members SET role = 'admin' WHERE group_id = ? AND aid = ?",
                          (group.group_id, group.owner_aid))
@@ -206,7 +206,7 @@ class GroupStore:
         return None if row is None else dict(json.loads(row[0]))
 
     def message_seq(self, group_id: str, message_id: str) -> int | None:
-        """The seq of the group's message ``message_id`` (from any sender), or None."""
+        """The seq of the group's message `message_id` (from any sender), or None."""
         row = self.db.conn.execute(
             "SELECT MIN(seq) FROM group_messages WHERE group_id = ? AND message_id = ?", (group_id, message_id)
         ).fetchone()
@@ -227,7 +227,7 @@ class GroupStore:
     def messages(
         self, group_id: str, after_seq: int, limit: int, max_bytes: int | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Messages after ``after_seq``, bounded by count and bytes; and whether more remain."""
+        """Messages after `after_seq`, bounded by count and bytes; and whether more remain."""
         bodies = self.db.conn.execute(
             "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (group_id, after_seq, limit + 1),
@@ -235,8 +235,8 @@ class GroupStore:
         return page_of(bodies, limit, max_bytes)
 
     def tail(self, group_id: str, after_seq: int, upper_seq: int, max_bytes: int) -> list[dict[str, Any]]:
-        """The messages after ``after_seq`` up to ``upper_seq``, the latest first kept: as many of
-        the newest as fit in ``max_bytes`` (always at least one), returned oldest first."""
+        """The messages after `after_seq` up to `upper_seq`, the latest first kept: as many of
+        the newest as fit in `max_bytes` (always at least one), returned oldest first."""
         bodies = self.db.conn.execute(
             "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? AND seq <= ? ORDER BY seq DESC",
             (group_id, after_seq, upper_seq),
@@ -267,7 +267,7 @@ class GroupStore:
         return event
 
     def events(self, group_id: str, after_event_seq: int, limit: int, upto: int | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit + 1`` events after ``after_event_seq`` (and at most ``upto``, if given)."""
+        """Up to `limit + 1` events after `after_event_seq` (and at most `upto`, if given)."""
         rows = self.db.conn.execute(
             "SELECT body FROM group_events WHERE group_id = ? AND event_seq > ? AND event_seq <= ? "
             "ORDER BY event_seq LIMIT ?", (group_id, after_event_seq, upto if upto is not None else 2**62, limit + 1),

@@ -1,14 +1,14 @@
-"""``group.thought.*``: what a group member thought about one of the group's messages.
+"""`group.thought.*`: what a group member thought about one of the group's messages.
 
-The group counterpart of ``message.thought.*`` (:mod:`._thought_methods`): the client encrypts a
-thought for the group's members exactly as a group message (a V2 ``e2ee.group_encrypted``
+The group counterpart of `message.thought.*` (`._thought_methods`): the client encrypts a
+thought for the group's members exactly as a group message (a V2 `e2ee.group_encrypted`
 envelope), and the gateway keeps it opaque, in memory only, in the same bounded store (no seq, no
 ack; a restart forgets it; the oldest are dropped first, per sender and in all).
 
-``group.thought.put`` (``group_id``, ``payload``, ``thought_id``, ``timestamp``, ``context`` =
-``{"type": "message", "id": <message_id>}``): the sender must be a member and the message one of
-the group's. ``group.thought.get`` (``group_id``, ``sender_aid``, ``context``) answers
-``{found, group_id, sender_aid, context, thoughts}``: members only, and only about a message posted
+`group.thought.put` (`group_id`, `payload`, `thought_id`, `timestamp`, `context` =
+`{"type": "message", "id": <message_id>}`): the sender must be a member and the message one of
+the group's. `group.thought.get` (`group_id`, `sender_aid`, `context`) answers
+`{found, group_id, sender_aid, context, thoughts}`: members only, and only about a message posted
 while the reader was a member (as with the messages themselves).
 """
 
@@ -36,7 +36,7 @@ def _key(group: Group) -> str:
 
 
 def _message(call: Call, group: Group) -> tuple[str, int]:
-    """The ``context`` message's id and seq, once it is a message of ``group``."""
+    """The `context` message's id and seq, once it is a message of `group`."""
     message_id = context_message_id(call)
     seq = call.core.groups.message_seq(group.group_id, message_id)
     if seq is None:

@@ -1,20 +1,20 @@
-"""``group.transfer_owner`` / ``group.complete_transfer``: handing a group, and its AID, to another member.
+"""`group.transfer_owner` / `group.complete_transfer`: handing a group, and its AID, to another member.
 
 Two phases, as the client runs them:
 
-1. The owner asks (``transfer_owner``), authorised by the group AID's current key: a signature
-   over ``aun-group-owner-transfer-v1|group_id|group_aid|new_owner|nonce|issued_ms``. Nothing
+1. The owner asks (`transfer_owner`), authorised by the group AID's current key: a signature
+   over `aun-group-owner-transfer-v1|group_id|group_aid|new_owner|nonce|issued_ms`. Nothing
    changes hands yet: the transfer is *pending* (one per group; asking again replaces it) and the
-   group hears ``group.changed`` ``owner_transfer_rekey_pending``, on which the new owner's client
+   group hears `group.changed` `owner_transfer_rekey_pending`, on which the new owner's client
    completes by itself.
-2. The new owner completes (``complete_transfer``) with a *new* key for the group AID and its own
-   AID key's signature over ``aun-group-owner-transfer-accept-v1|group_id|group_aid|new_owner|
-   sha256(new key b64)|nonce|issued_ms``. The gateway certifies the new key (the old certificate
+2. The new owner completes (`complete_transfer`) with a *new* key for the group AID and its own
+   AID key's signature over `aun-group-owner-transfer-accept-v1|group_id|group_aid|new_owner|
+   sha256(new key b64)|nonce|issued_ms`. The gateway certifies the new key (the old certificate
    stays on record but is no longer current, so the old owner's copy of the group key authorises
    nothing more), makes the new owner the owner and the old one an admin, and announces
-   ``owner_transferred``. Completing again with the same key answers the same (a retried call).
+   `owner_transferred`. Completing again with the same key answers the same (a retried call).
 
-Both proofs are accepted within :data:`RENEW_WINDOW_SECONDS` of server time. A pending transfer
+Both proofs are accepted within `RENEW_WINDOW_SECONDS` of server time. A pending transfer
 ends if its new owner leaves or is removed, or the group is dissolved.
 """
 
@@ -50,7 +50,7 @@ def _pending(db: Database, group_id: str) -> dict[str, Any] | None:
 
 
 def cancel_transfer(db: Database, group_id: str, new_owner: str | None = None) -> None:
-    """End ``group_id``'s pending transfer (only one to ``new_owner``, if given)."""
+    """End `group_id`'s pending transfer (only one to `new_owner`, if given)."""
     pending = _pending(db, group_id)
     if pending is not None and (new_owner is None or pending["new_owner"] == new_owner):
         with db.atomic() as conn:
@@ -66,8 +66,8 @@ def _bound_key(call: Call, group: Group) -> CertRecord:
 
 
 def _verify_proof(call: Call, field: str, key: ec.EllipticCurvePublicKey, parts: list[str]) -> dict[str, Any]:
-    """Check the proof object ``field`` ({nonce, issued_ms, signature}) is ``key``'s signature over
-    ``parts`` joined with its nonce and issue time; returns the proof."""
+    """Check the proof object `field` ({nonce, issued_ms, signature}) is `key`'s signature over
+    `parts` joined with its nonce and issue time; returns the proof."""
     proof = call.params.mapping(field)
     nonce, issued, signature = proof.get("nonce"), proof.get("issued_ms"), proof.get("signature")
     if not (isinstance(nonce, str) and 0 < len(nonce) <= 128 and isinstance(issued, int)

@@ -1,16 +1,16 @@
 """The HTTP side of the gateway's port: certificates, chain, revocation status, health, discovery.
 
-The AUN client derives these URLs from the gateway URL (``ws`` -> ``http``, same host and port):
+The AUN client derives these URLs from the gateway URL (`ws` -> `http`, same host and port):
 
-- ``GET|HEAD /pki/cert/{aid}[?cert_fingerprint=sha256:<hex>]``: the AID's certificate (PEM), 404
+- `GET|HEAD /pki/cert/{aid}[?cert_fingerprint=sha256:<hex>]`: the AID's certificate (PEM), 404
   if unknown. Registration starts by expecting 404 here.
-- ``GET /pki/chain``: issuer and root (PEM), the chain every certificate here is checked against.
-- ``GET /pki/crl.json``: ``{"crl_pem"}``, a CRL signed by the issuer.
-- ``GET /pki/ocsp/{serial_hex}``: ``{"status", "ocsp_response"}``, signed by the issuer.
-- ``GET /health``: liveness and a few counters (WebSocket sessions, TCP connections, online AIDs).
-- ``GET /.well-known/aun-gateway``: ``{"gateways": [{"url", "priority"}]}`` for real discovery.
+- `GET /pki/chain`: issuer and root (PEM), the chain every certificate here is checked against.
+- `GET /pki/crl.json`: `{"crl_pem"}`, a CRL signed by the issuer.
+- `GET /pki/ocsp/{serial_hex}`: `{"status", "ocsp_response"}`, signed by the issuer.
+- `GET /health`: liveness and a few counters (WebSocket sessions, TCP connections, online AIDs).
+- `GET /.well-known/aun-gateway`: `{"gateways": [{"url", "priority"}]}` for real discovery.
 
-Agent cards (``GET|HEAD|PUT /agent.md`` with ``Host: <aid>``) are in :mod:`._agent_md_http`.
+Agent cards (`GET|HEAD|PUT /agent.md` with `Host: <aid>`) are in `._agent_md_http`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _PEM = "application/x-pem-file"
 
 
 def add_http_routes(app: web.Application, core: GatewayCore, open_connections: Callable[[], int] = lambda: 0) -> None:
-    """Register the HTTP endpoints (GET also answers HEAD). ``open_connections`` counts TCP connections."""
+    """Register the HTTP endpoints (GET also answers HEAD). `open_connections` counts TCP connections."""
 
     async def cert(request: web.Request) -> web.Response:
         aid = request.match_info["aid"].strip().lower()

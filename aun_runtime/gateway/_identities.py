@@ -3,9 +3,9 @@
 Tokens are opaque random strings; only their SHA-256 is stored, so the database file alone does not
 let anyone connect. A login starts a *family*: one access token and one refresh token. Each refresh
 revokes the refresh token it used and issues a new pair in the same family, up to
-``max_refreshes`` times and never past the family's end (``refresh_token_ttl`` after login). A
+`max_refreshes` times and never past the family's end (`refresh_token_ttl` after login). A
 refresh token used twice means it leaked: the whole family is revoked and a new login is required,
-and connections authenticated with one of its tokens are closed (see ``on_family_revoked``).
+and connections authenticated with one of its tokens are closed (see `on_family_revoked`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class CertRecord:
         return key
 
     def matches(self, fingerprint: str) -> bool:
-        """True if ``fingerprint`` (``sha256:<hex>``, 16 or 64 hex digits, of the cert or SPKI DER) is this one."""
+        """True if `fingerprint` (`sha256:<hex>`, 16 or 64 hex digits, of the cert or SPKI DER) is this one."""
         digest = fingerprint.strip().lower().removeprefix("sha256:")
         if len(digest) not in (16, 64):
             return False
@@ -62,7 +62,7 @@ class TokenPair:
 
 @dataclass(frozen=True, slots=True)
 class RefreshOutcome:
-    """The result of a refresh: new tokens, or why not (``relogin_required`` is always true then)."""
+    """The result of a refresh: new tokens, or why not (`relogin_required` is always true then)."""
 
     aid: str | None
     tokens: TokenPair | None
@@ -129,8 +129,8 @@ class IdentityStore:
         return [int(serial, 16) for (serial,) in rows]
 
     def register(self, aid: str, cert: x509.Certificate, pem: str, *, rotate: bool = False) -> CertRecord:
-        """Record ``cert`` as the AID's certificate (the caller checked the AID is free, or, with
-        ``rotate``, that the key may be replaced: the old certificate stays on record, for
+        """Record `cert` as the AID's certificate (the caller checked the AID is free, or, with
+        `rotate`, that the key may be replaced: the old certificate stays on record, for
         verifying what was signed with it, but is no longer current)."""
         cert_sha, spki_sha = cert_fingerprints(cert)
         serial = format(cert.serial_number, "x")
@@ -160,7 +160,7 @@ class IdentityStore:
         return TokenPair(access, refresh, max(1, int(min(self.access_ttl, family_end - now))))
 
     def login(self, aid: str) -> TokenPair:
-        """Start a new token family for ``aid`` (after it proved possession of its key)."""
+        """Start a new token family for `aid` (after it proved possession of its key)."""
         return self._issue(aid, secrets.token_hex(16), 0, time.time() + self.refresh_ttl)
 
     def access_token_owner(self, token: str) -> tuple[str | None, str]:
@@ -179,7 +179,7 @@ class IdentityStore:
         return str(aid), str(family)
 
     def refresh(self, refresh_token: str) -> RefreshOutcome:
-        """Rotate ``refresh_token``: revoke it, issue a new pair in its family."""
+        """Rotate `refresh_token`: revoke it, issue a new pair in its family."""
         row = self.db.conn.execute(
             "SELECT aid, family, refresh_count, expires_at, revoked FROM tokens WHERE token_hash = ? AND kind = 'refresh'",
             (_hash(refresh_token),),
@@ -200,7 +200,7 @@ class IdentityStore:
         return RefreshOutcome(aid, self._issue(aid, family, count + 1, family_end))
 
     def revoke_family(self, family: str) -> None:
-        """Revoke every token of ``family``, and tell :attr:`on_family_revoked` (whose connections
+        """Revoke every token of `family`, and tell `on_family_revoked` (whose connections
         were authenticated with one of them must end too: a token is only checked at connect)."""
         with self.db.atomic() as conn:
             aid = conn.execute("SELECT aid FROM tokens WHERE family = ? LIMIT 1", (family,)).fetchone()
@@ -209,7 +209,7 @@ class IdentityStore:
             listener(family, "" if aid is None else str(aid[0]))
 
     def revoke_access_tokens(self, aid: str) -> int:
-        """Revoke every access token of ``aid`` (refresh tokens stay valid). Returns how many."""
+        """Revoke every access token of `aid` (refresh tokens stay valid). Returns how many."""
         with self.db.atomic() as conn:
             cursor = conn.execute(
                 "UPDATE tokens SET revoked = 1 WHERE aid = ? AND kind = 'access' AND revoked = 0", (aid,)

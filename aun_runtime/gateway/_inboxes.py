@@ -1,17 +1,17 @@
 """Direct-message inboxes: one sequence per receiver, one consumption cursor per (device, slot, sender).
 
 A receiver's inbox numbers every message it receives, from all senders, 1, 2, 3...; each row also
-records ``prev_peer_seq``, the seq of the previous message from the same sender, so a client can
+records `prev_peer_seq`, the seq of the previous message from the same sender, so a client can
 tell from a single push whether it missed anything from that sender. Cursors are kept per receiving
 device and slot and per sender (the client's "peer" cursor scope): each device consumes and
 acknowledges every sender's stream on its own, and an acknowledgement never moves backwards.
 
-A receiver served in ``queue`` mode may also hold *re-issued copies* (see ``_queue``): a message
-whose queue member left unacknowledged is appended again, same ``message_id`` and payload, under a
+A receiver served in `queue` mode may also hold *re-issued copies* (see `_queue`): a message
+whose queue member left unacknowledged is appended again, same `message_id` and payload, under a
 new seq, for the member that takes it over. A copy is queue bookkeeping, not a new message: what
-this store shows a fanout connection (pulls, the peer directory, the ``prev_peer_seq`` chain) leaves
+this store shows a fanout connection (pulls, the peer directory, the `prev_peer_seq` chain) leaves
 the copies out, so a fanout reader of a former queue AID gets each message once, at the seq it was
-sent with. A copy's idempotency key starts with a space, which no sender's ``message_id`` has.
+sent with. A copy's idempotency key starts with a space, which no sender's `message_id` has.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class StoredMessage:
     row: dict[str, Any]
 
     def push_params(self, device_id: str, slot_id: str, prev_peer_seq: int | None = None) -> dict[str, Any]:
-        """The params of an ``event/message.received`` push of this message to one connection, with
-        the ``prev_peer_seq`` of that connection's chain (the inbox's own when None)."""
+        """The params of an `event/message.received` push of this message to one connection, with
+        the `prev_peer_seq` of that connection's chain (the inbox's own when None)."""
         row = self.row
         if prev_peer_seq is not None and prev_peer_seq != row["prev_peer_seq"]:
             row = {**row, "prev_peer_seq": prev_peer_seq}  # the client checks the two copies agree
@@ -94,7 +94,7 @@ class InboxStore:
         db.on_rollback.append(self.forget_cached_heads)
 
     def head(self, receiver: str) -> int:
-        """The highest seq in ``receiver``'s inbox (0 when empty)."""
+        """The highest seq in `receiver`'s inbox (0 when empty)."""
         head = self._heads.get(receiver)
         if head is None:
             row = self.db.conn.execute("SELECT MAX(seq) FROM inbox WHERE receiver = ?", (receiver,)).fetchone()
@@ -102,7 +102,7 @@ class InboxStore:
         return head
 
     def peer_head(self, receiver: str, sender: str) -> int:
-        """The seq of the last message from ``sender`` in ``receiver``'s inbox, copies left out (0 if none)."""
+        """The seq of the last message from `sender` in `receiver`'s inbox, copies left out (0 if none)."""
         key = (receiver, sender)
         head = self._peer_heads.get(key)
         if head is None:
@@ -115,22 +115,22 @@ class InboxStore:
         return head
 
     def find_sent(self, sender: str, message_id: str) -> StoredMessage | None:
-        """The message ``sender`` already sent under ``message_id``, if any (idempotent retries)."""
+        """The message `sender` already sent under `message_id`, if any (idempotent retries)."""
         row = self.db.conn.execute(
             "SELECT receiver, seq, body FROM inbox WHERE sender = ? AND message_id = ?", (sender, message_id)
         ).fetchone()
         return None if row is None else StoredMessage(row[0], int(row[1]), json.loads(row[2]))
 
     def append(self, receiver: str, sender: str, message_id: str, row: dict[str, Any]) -> StoredMessage:
-        """Give ``row`` the next seq of ``receiver``'s inbox and store it (in the open transaction)."""
+        """Give `row` the next seq of `receiver`'s inbox and store it (in the open transaction)."""
         stored = self._insert(receiver, sender, message_id, row)
         self._peer_heads[(receiver, sender)] = stored.seq
         return stored
 
     def append_copy(self, receiver: str, sender: str, from_seq: int, row: dict[str, Any]) -> StoredMessage:
-        """Store a re-issued copy of the message at ``from_seq`` at the inbox head (in the open
+        """Store a re-issued copy of the message at `from_seq` at the inbox head (in the open
         transaction). Its key is not the sender's, so a retried send still finds the original; its
-        ``prev_peer_seq`` is the fanout chain's (a queue member is told its own), and it does not
+        `prev_peer_seq` is the fanout chain's (a queue member is told its own), and it does not
         become the head of that chain."""
         return self._insert(receiver, sender, f" moved {from_seq} {row['message_id']}", row)
 
@@ -153,8 +153,8 @@ class InboxStore:
     def pull(
         self, receiver: str, sender: str, after_seq: int, limit: int, max_bytes: int | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Rows from ``sender`` with seq > ``after_seq``, copies left out: at most ``limit``, and no
-        more once they reach ``max_bytes`` (at least one). Returns them and whether more remain."""
+        """Rows from `sender` with seq > `after_seq`, copies left out: at most `limit`, and no
+        more once they reach `max_bytes` (at least one). Returns them and whether more remain."""
         bodies = self.db.conn.execute(
             f"SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? AND {_SENT} ORDER BY seq LIMIT ?",
             (receiver, sender, after_seq, limit + 1),
@@ -169,7 +169,7 @@ class InboxStore:
         return 0 if row is None else int(row[0])
 
     def acknowledge(self, receiver: str, device_id: str, slot_id: str, sender: str, up_to_seq: int) -> int:
-        """Move the cursor to ``up_to_seq`` (clamped to the inbox head; never backwards). Returns it."""
+        """Move the cursor to `up_to_seq` (clamped to the inbox head; never backwards). Returns it."""
         current = self.ack_seq(receiver, device_id, slot_id, sender)
         target = max(current, min(up_to_seq, self.head(receiver)))
         if target != current:
@@ -185,7 +185,7 @@ class InboxStore:
         self, receiver: str, device_id: str, slot_id: str, *, pending_only: bool, after_sender: str = "",
         limit: int | None = None,
     ) -> list[PeerEntry]:
-        """The senders of ``receiver``'s inbox, in sender order, with this device's cursor for each
+        """The senders of `receiver`'s inbox, in sender order, with this device's cursor for each
         (heads and next pending messages of the messages as sent, copies left out)."""
         senders = self.db.conn.execute(
             "SELECT DISTINCT sender FROM inbox WHERE receiver = ? AND sender > ? ORDER BY sender",

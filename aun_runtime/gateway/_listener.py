@@ -1,22 +1,22 @@
 """The gateway's TCP listener: every connection counted from its accept, and no spinning when the
 process runs out of file descriptors.
 
-Why not ``loop.create_server``: its protocol factory cannot refuse a connection, so nothing counts
-the sockets that never finish an HTTP request, and on Python 3.11 an ``accept()`` that fails with
-EMFILE does not end its accept batch: it goes on calling ``accept()``, each failure logging a message
+Why not `loop.create_server`: its protocol factory cannot refuse a connection, so nothing counts
+the sockets that never finish an HTTP request, and on Python 3.11 an `accept()` that fails with
+EMFILE does not end its accept batch: it goes on calling `accept()`, each failure logging a message
 with a traceback and scheduling one more retry, so a process out of descriptors spins at full CPU and
-floods its log. This listener accepts by itself (``loop.add_reader`` on each listening socket, then
-``loop.connect_accepted_socket``), so it can:
+floods its log. This listener accepts by itself (`loop.add_reader` on each listening socket, then
+`loop.connect_accepted_socket`), so it can:
 
 - count every TCP connection from its accept (HTTP or WebSocket, before any request) and answer the
-  one past ``max_connections`` with HTTP 503 instead of serving it;
+  one past `max_connections` with HTTP 503 instead of serving it;
 - stop accepting when descriptors run out, retry after a backoff (0.05 s doubling to 1 s), and log
   that once per episode;
-- tell a connection's owner when its socket ends, whatever the reason (:meth:`ConnectionGuard.watch`),
-  and end a connection the server has not been able to write to for ``send_timeout``.
+- tell a connection's owner when its socket ends, whatever the reason (`ConnectionGuard.watch`),
+  and end a connection the server has not been able to write to for `send_timeout`.
 
 Each accepted connection's protocol is aiohttp's own request handler, wrapped in a
-:class:`ConnectionGuard` that forwards every callback to it.
+`ConnectionGuard` that forwards every callback to it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ _REFUSAL = (
 
 
 def bind(host: str, port: int, backlog: int) -> list[socket.socket]:
-    """Listening sockets for ``host`` (every address it resolves to, like ``loop.create_server``)."""
+    """Listening sockets for `host` (every address it resolves to, like `loop.create_server`)."""
     hosts: list[str | None] = [None] if host in ("", None) else [host]
     sockets: list[socket.socket] = []
     seen: set[tuple[int, object]] = set()
@@ -96,8 +96,8 @@ class ConnectionGuard(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def watch(self, on_lost: Callable[[], None], on_stall: Callable[[], None]) -> None:
-        """Call ``on_lost`` once the socket has ended (at once if it already has), and ``on_stall``
-        instead of dropping the connection when the peer has not read for ``send_timeout``."""
+        """Call `on_lost` once the socket has ended (at once if it already has), and `on_stall`
+        instead of dropping the connection when the peer has not read for `send_timeout`."""
         if self.ended:
             on_lost()
             return
@@ -163,7 +163,7 @@ class ConnectionGuard(asyncio.Protocol):
 
 
 class _Refusal(asyncio.Protocol):
-    """A connection past ``max_connections``: answered 503, its request read and dropped, then closed."""
+    """A connection past `max_connections`: answered 503, its request read and dropped, then closed."""
 
     def __init__(self, listener: Listener) -> None:
         self._listener = listener
@@ -189,9 +189,9 @@ class _Refusal(asyncio.Protocol):
 
 
 class Listener:
-    """Accepts on ``sockets``, handing each connection to ``factory()`` (aiohttp's request handler).
+    """Accepts on `sockets`, handing each connection to `factory()` (aiohttp's request handler).
 
-    ``open_connections`` counts the accepted connections not yet closed; past ``max_connections`` a
+    `open_connections` counts the accepted connections not yet closed; past `max_connections` a
     new one is answered 503 (logged once while the gateway stays full, once again when it is back
     under three quarters of the limit).
     """

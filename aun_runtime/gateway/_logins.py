@@ -19,7 +19,7 @@ class PendingLogin:
 
 
 class PendingLogins:
-    """At most ``capacity`` logins wait at once; a new one past that evicts the oldest."""
+    """At most `capacity` logins wait at once; a new one past that evicts the oldest."""
 
     def __init__(self, capacity: int, ttl: float) -> None:
         self.capacity = capacity

@@ -1,12 +1,12 @@
-"""``message.*``: direct messages, the peer directory, pulls with coverage proofs, acks, E2EE prekeys.
+"""`message.*`: direct messages, the peer directory, pulls with coverage proofs, acks, E2EE prekeys.
 
 The sender of every message is the connection's AID, never a parameter. A payload is stored and
-relayed as it is: an end-to-end encrypted envelope (``e2ee.p2p_encrypted``, the client's default)
+relayed as it is: an end-to-end encrypted envelope (`e2ee.p2p_encrypted`, the client's default)
 is opaque here, and only its routing fields are visible.
 
-A pull answers with a *coverage proof* the client checks strictly: ``scan_after_seq`` (where the
-scan began), ``covered_through_seq`` (the inbox was scanned up to here and every message from the
-sender in between is in the page) and ``head_seq`` (the inbox head). ``persistent_has_more`` is
+A pull answers with a *coverage proof* the client checks strictly: `scan_after_seq` (where the
+scan began), `covered_through_seq` (the inbox was scanned up to here and every message from the
+sender in between is in the page) and `head_seq` (the inbox head). `persistent_has_more` is
 true exactly when the page stopped before the head.
 """
 
@@ -85,7 +85,7 @@ async def send(call: Call) -> dict[str, Any]:
 
 def _check_recipients(call: Call, to: str, payload: dict[str, Any]) -> None:
     """Refuse an encrypted message to a queue AID that a member with a published prekey cannot read
-    (see ``QueueRouter.unwrapped_members``): the AUN client fetches the bootstrap again and resends."""
+    (see `QueueRouter.unwrapped_members`): the AUN client fetches the bootstrap again and resends."""
     missing = call.core.queue.unwrapped_members(to, payload)
     if not missing:
         return

@@ -1,20 +1,22 @@
 """The development PKI: a root, an issuer and the gateway's auth certificate, made on first start.
 
 The AUN client trusts a gateway only through certificates: it checks the auth certificate returned
-by ``auth.aid_login1`` against the chain from ``/pki/chain`` up to a root it trusts (given to it
-as ``root_ca_path``), and checks every peer's certificate the same way before encrypting to it. So
-the gateway keeps a three-level PKI in ``<data>/pki/``::
+by `auth.aid_login1` against the chain from `/pki/chain` up to a root it trusts (given to it
+as `root_ca_path`), and checks every peer's certificate the same way before encrypting to it. So
+the gateway keeps a three-level PKI in `<data>/pki/`:
 
-    root.pem    self-signed root CA (10 years)         <- the file a client is told to trust
-    issuer.pem  issuer CA signed by the root (5 years)  <- signs agents, the auth leaf, CRL, OCSP
-    auth.pem    the gateway's auth leaf (1 year, renewed on start when near its end)
+```text
+root.pem    self-signed root CA (10 years)         <- the file a client is told to trust
+issuer.pem  issuer CA signed by the root (5 years)  <- signs agents, the auth leaf, CRL, OCSP
+auth.pem    the gateway's auth leaf (1 year, renewed on start when near its end)
+```
 
 Agent certificates last 3 years (renewal is not implemented).
 
-with ``*.key.pem`` beside each (P-256, unencrypted, mode 0600). It is a development CA: anyone who
-holds ``root.key.pem`` can mint identities, so never install its root outside development.
+with `*.key.pem` beside each (P-256, unencrypted, mode 0600). It is a development CA: anyone who
+holds `root.key.pem` can mint identities, so never install its root outside development.
 
-Agent certificates (CN = the AID) are issued by :meth:`DevelopmentPKI.issue_agent_certificate`; the
+Agent certificates (CN = the AID) are issued by `DevelopmentPKI.issue_agent_certificate`; the
 gateway stores them in its database, not here.
 """
 
@@ -79,11 +81,11 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 class DevelopmentPKI:
-    """Loads the PKI from ``directory``, creating whatever is missing.
+    """Loads the PKI from `directory`, creating whatever is missing.
 
     Args:
         directory: where the PEM files live (created if needed).
-        issuer_domain: the domain this gateway issues AIDs for (``alice.<issuer_domain>``).
+        issuer_domain: the domain this gateway issues AIDs for (`alice.<issuer_domain>`).
     """
 
     def __init__(self, directory: Path, issuer_domain: str) -> None:
@@ -103,7 +105,7 @@ class DevelopmentPKI:
 
     @property
     def root_path(self) -> Path:
-        """The root certificate a client must trust (``AIDStore(root_ca_path=...)``)."""
+        """The root certificate a client must trust (`AIDStore(root_ca_path=...)`)."""
         return self.directory / "root.pem"
 
     # -- creation ------------------------------------------------------------------------------
@@ -202,7 +204,7 @@ class DevelopmentPKI:
     # -- operations ----------------------------------------------------------------------------
 
     def issue_agent_certificate(self, aid: str, public_key_der: bytes) -> x509.Certificate:
-        """A certificate with CN = ``aid`` for the P-256 public key given as SPKI DER.
+        """A certificate with CN = `aid` for the P-256 public key given as SPKI DER.
 
         Raises:
             ValueError: the key is not a P-256 public key.
@@ -217,7 +219,7 @@ class DevelopmentPKI:
         return base64.b64encode(self.auth_key.sign(data, ec.ECDSA(hashes.SHA256()))).decode()
 
     def crl_pem(self, revoked_serials: list[int]) -> str:
-        """A CRL signed by the issuer, listing ``revoked_serials``."""
+        """A CRL signed by the issuer, listing `revoked_serials`."""
         now = _now()
         builder = x509.CertificateRevocationListBuilder().issuer_name(self.issuer_cert.subject)
         builder = builder.last_update(now).next_update(now + _STATUS_VALIDITY)
@@ -228,7 +230,7 @@ class DevelopmentPKI:
         return builder.sign(self.issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
 
     def ocsp_response(self, cert: x509.Certificate, revoked: bool) -> str:
-        """A base64 DER OCSP response for ``cert``, signed by the issuer (SHA-256 CertID)."""
+        """A base64 DER OCSP response for `cert`, signed by the issuer (SHA-256 CertID)."""
         now = _now()
         status = ocsp.OCSPCertStatus.REVOKED if revoked else ocsp.OCSPCertStatus.GOOD
         response = (

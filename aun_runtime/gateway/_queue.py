@@ -1,28 +1,28 @@
-"""Queue delivery: each direct message of an AID in ``queue`` mode goes to one of its connections.
+"""Queue delivery: each direct message of an AID in `queue` mode goes to one of its connections.
 
-The connections of one AID that declared ``delivery_mode.mode = "queue"`` (:mod:`._delivery_mode`)
-and are long connections are its *members*. A member is known by its ``(device_id, slot_id)``,
-the scope of its cursors, so two members of one AID must differ there (``auth.connect`` answers
-``slot_conflict`` otherwise); a runtime that restarts with the same identity directory comes back
+The connections of one AID that declared `delivery_mode.mode = "queue"` (`._delivery_mode`)
+and are long connections are its *members*. A member is known by its `(device_id, slot_id)`,
+the scope of its cursors, so two members of one AID must differ there (`auth.connect` answers
+`slot_conflict` otherwise); a runtime that restarts with the same identity directory comes back
 as the same member.
 
 **Assignment.** Every message is stored in the receiver's inbox exactly as in fanout mode (durable
 before the sender is answered; the real AUN keeps queue messages in memory only, this gateway
 loses none). When it is stored while members are online, the router picks one (round robin, or the
-sender's member under ``sender_affinity``) and records the *assignment* ``(receiver, seq) -> member``
+sender's member under `sender_affinity`) and records the *assignment* `(receiver, seq) -> member`
 in the same transaction, then pushes the message to that member only. An end-to-end encrypted
-message is given only to a member whose device it is wrapped for (the envelope's ``recipients``
-routing field, see :func:`readers`), while one is online; a message not wrapped for an online
-member that could be is refused before it is stored (:meth:`QueueRouter.unwrapped_members`), so the
+message is given only to a member whose device it is wrapped for (the envelope's `recipients`
+routing field, see `readers`), while one is online; a message not wrapped for an online
+member that could be is refused before it is stored (`QueueRouter.unwrapped_members`), so the
 sender's client wraps it again for every member. A message stored while no member is online is
 unassigned; the first member that pulls it claims it.
 
 **One chain per member.** The AUN client checks each pushed message against the sender's stream it
-has seen: it takes the push as it is only when ``prev_peer_seq`` is at most what it has consumed
+has seen: it takes the push as it is only when `prev_peer_seq` is at most what it has consumed
 from that sender, else it pulls. A member's *view* of a sender is the messages assigned to it plus
-the unassigned ones; everything a member is told is computed in its view: the ``prev_peer_seq`` of
+the unassigned ones; everything a member is told is computed in its view: the `prev_peer_seq` of
 a push is the previous message of that sender in the member's view, a pull returns only messages of
-its view (its coverage proof covers its view up to the inbox head), and ``message.peers`` reports
+its view (its coverage proof covers its view up to the inbox head), and `message.peers` reports
 the heads and next pending messages of its view. A member's cursor per sender, cumulative as
 always, may therefore pass messages of the other members: they are not its own. A view only loses
 messages (claimed by another member, or moved away) and only gains them at the head, so a chain
@@ -32,31 +32,31 @@ told to a member never misses a message it will later be asked to have.
 goes (its socket ends: a clean close, a crash, a kill, a slow consumer closed), its open messages
 go to the other members. They cannot keep their seq: the taker's cursor for that sender may
 already be past it, and the client would take them for consumed. So each is *re-issued*: a copy
-(same ``message_id``, same payload, still end-to-end encrypted for every device of the AID) is
+(same `message_id`, same payload, still end-to-end encrypted for every device of the AID) is
 appended to the inbox under a new seq, at the head, assigned to the taker and open; the original
 is marked moved and leaves every view, so the member that left does not get it again if it comes
 back. A copy is the same message, not a new one: a fanout connection of the AID never sees copies
-(see :mod:`._inboxes`), only the message as it was sent. The newest copy of each sender is pushed
+(see `._inboxes`), only the message as it was sent. The newest copy of each sender is pushed
 to the taker, whose chain then shows the rest and makes its client pull them. A member that leaves while no other is online keeps its messages
 (it gets them when it returns); a member that connects takes over the open messages of every
 member that is not online. Delivery stays at least once: a message its member handled but had not
-yet acknowledged when it went is delivered again, to the taker, with the same ``message_id``.
+yet acknowledged when it went is delivered again, to the taker, with the same `message_id`.
 
 **After a restart.** Members reconnect on their own schedules, and the first one back must not
-take the others' work. For ``queue_rejoin_grace`` after the start, a member of an AID that had open
+take the others' work. For `queue_rejoin_grace` after the start, a member of an AID that had open
 messages then and that has not connected since is *expected back*: no take-over touches its open
-messages. Under ``sender_affinity`` the sender's member is read from the inbox during the grace
+messages. Under `sender_affinity` the sender's member is read from the inbox during the grace
 (what memory held went with the restart), and a sender's new message whose previous one is open on
 a member expected back is assigned to that member too, unpushed: the sender's messages stay on one
-member, in order. At the end of the grace (:meth:`QueueRouter.end_rejoin_grace`) the open messages
+member, in order. At the end of the grace (`QueueRouter.end_rejoin_grace`) the open messages
 of the members still not back are re-issued to the online ones, in seq order. The same rule keeps a
 sender's order during any take-over: a new message whose previous one is still open on a member that
 left waits on it and is moved after it, rather than being pushed ahead of the copies. The grace
 follows the AUN client, which reconnects 16 to 32 s after the server closed its connection.
 
-**Bounds.** Members per AID are bounded by ``max_connections_per_aid``. Sender affinities are kept
-for at most ``queue_affinity_senders`` senders per AID (the least recently used is forgotten and
-gets a member by turn again). A take-over moves at most :data:`TAKEOVER_BATCH` messages per event
+**Bounds.** Members per AID are bounded by `max_connections_per_aid`. Sender affinities are kept
+for at most `queue_affinity_senders` senders per AID (the least recently used is forgotten and
+gets a member by turn again). A take-over moves at most `TAKEOVER_BATCH` messages per event
 loop turn and pushes one copy per sender and batch, so a member that left with a large backlog
 neither stalls the gateway nor floods the taker's outbound queue. What the grace keeps in memory
 (the AIDs that had open messages at the start, the members back since) is dropped when it ends.
@@ -101,7 +101,7 @@ _VIEW = "(a.seq IS NULL OR (a.device_id = ? AND a.slot_id = ? AND a.moved_to IS 
 
 def readers(row: dict[str, Any]) -> set[str] | None:
     """The receiver's devices an end-to-end encrypted message is wrapped for (the envelope's
-    ``recipients`` routing field: ``[aid, device_id, ...]`` rows), or None for a plaintext one."""
+    `recipients` routing field: `[aid, device_id, ...]` rows), or None for a plaintext one."""
     payload = (row.get("legacy_v1") or {}).get("payload")
     recipients = payload.get("recipients") if isinstance(payload, dict) else None
     if not isinstance(recipients, list):
@@ -114,7 +114,7 @@ def _member(session: Session) -> Member:
 
 
 class QueueRouter:
-    """The delivery modes of the connected AIDs and the queue of those in ``queue`` mode."""
+    """The delivery modes of the connected AIDs and the queue of those in `queue` mode."""
 
     def __init__(self, db: Database, inboxes: InboxStore, events: GatewayEvents, affinity_senders: int,
                  rejoin_grace: float = 0.0) -> None:
@@ -143,21 +143,21 @@ class QueueRouter:
     # -- connections ---------------------------------------------------------------------------
 
     def mode_of(self, aid: str) -> DeliveryMode | None:
-        """The delivery mode ``aid``'s online connections declared (None while none is online)."""
+        """The delivery mode `aid`'s online connections declared (None while none is online)."""
         sessions = self._connections.get(aid)
         return next(iter(sessions)).delivery_mode if sessions else None
 
     def members(self, aid: str) -> list[Session]:
-        """``aid``'s queue members that take pushes, in the order they connected."""
+        """`aid`'s queue members that take pushes, in the order they connected."""
         return [s for s in self._connections.get(aid, ()) if s.delivery_mode.queue and s.kind == "long" and s.accepting]
 
     def check(self, aid: str, mode: DeliveryMode, device_id: str, slot_id: str, *, long: bool) -> None:
-        """Refuse an ``auth.connect`` whose mode differs from the AID's online connections', or a
+        """Refuse an `auth.connect` whose mode differs from the AID's online connections', or a
         second queue member on the same device and slot (they would share one set of cursors).
 
         Raises:
-            RPCError: :attr:`ErrorCode.CONNECT_CONFLICT` with ``data.reason`` ``delivery_mode_conflict``
-                or ``slot_conflict`` (retryable: it ends when the other connections go).
+            RPCError: `ErrorCode.CONNECT_CONFLICT` with `data.reason` `delivery_mode_conflict`
+                or `slot_conflict` (retryable: it ends when the other connections go).
         """
         online = self.mode_of(aid)
         if online is not None and online != mode:
@@ -210,7 +210,7 @@ class QueueRouter:
             self._spawn_take_over([aid], _member(session))
 
     def _spawn_take_over(self, aids: list[str], owner: Member | None) -> None:
-        """Move the open messages of ``owner`` (None: of every member not online and not expected
+        """Move the open messages of `owner` (None: of every member not online and not expected
         back) of each AID in turn, in the background; each AID counts as moving from now on."""
         for aid in aids:
             self._moving[aid] = self._moving.get(aid, 0) + 1
@@ -221,15 +221,15 @@ class QueueRouter:
     # -- after a restart -----------------------------------------------------------------------
 
     def _in_grace(self, aid: str) -> bool:
-        """Whether ``aid`` had open messages when the gateway started and the grace is not over."""
+        """Whether `aid` had open messages when the gateway started and the grace is not over."""
         return aid in self._restarted and time.monotonic() < self._grace_ends
 
     def _awaited(self, aid: str, owner: Member) -> bool:
-        """Whether ``owner`` is a member expected back after a restart (its messages wait for it)."""
+        """Whether `owner` is a member expected back after a restart (its messages wait for it)."""
         return self._in_grace(aid) and (aid, *owner) not in self._back
 
     def end_rejoin_grace(self) -> None:
-        """End the grace period after a start (``queue_rejoin_grace``; its timer calls this): the
+        """End the grace period after a start (`queue_rejoin_grace`; its timer calls this): the
         open messages of members not back by now go to the members online, in order."""
         if self._grace_timer is not None:
             self._grace_timer.cancel()
@@ -252,12 +252,12 @@ class QueueRouter:
     # -- routing -------------------------------------------------------------------------------
 
     def unwrapped_members(self, receiver: str, payload: dict[str, Any]) -> list[str]:
-        """The devices of ``receiver``'s online queue members an end-to-end encrypted ``payload`` is
+        """The devices of `receiver`'s online queue members an end-to-end encrypted `payload` is
         not wrapped for (empty for a plaintext payload, an AID-scoped wrap or a fanout receiver).
 
-        A sender's client keeps the receiver's devices from ``message.v2.bootstrap`` for an hour; a
+        A sender's client keeps the receiver's devices from `message.v2.bootstrap` for an hour; a
         member that joined since then is missing from its envelopes, and every message wrapped
-        without it would go to the members that can read it, never to the newcomer. So ``message.send``
+        without it would go to the members that can read it, never to the newcomer. So `message.send`
         refuses such a message (while the newcomer has published a prekey, so that a fresh bootstrap
         does list it): the AUN client answers that refusal by fetching the bootstrap again and sending
         the message once more, wrapped for every member.
@@ -274,7 +274,7 @@ class QueueRouter:
         """Assign a message just stored (in the open transaction) to one member of its receiver, if
         the receiver is served in queue mode and a member is online. Returns whether it was assigned
         and the member to push it to once committed: None when it waits, with the sender's other
-        open messages, for a member that is not online (see :meth:`_pick`)."""
+        open messages, for a member that is not online (see `_pick`)."""
         mode = self.mode_of(stored.receiver)
         if mode is None or not mode.queue:
             return False, None
@@ -295,10 +295,10 @@ class QueueRouter:
 
     def _pick(self, aid: str, sender: str, mode: DeliveryMode, devices: set[str] | None,
               new_seq: int | None = None) -> Session | Member | None:
-        """The member a message of ``sender`` goes to (None: no member online). For a new message
-        (``new_seq``) under ``sender_affinity`` while members are expected back or messages are being
+        """The member a message of `sender` goes to (None: no member online). For a new message
+        (`new_seq`) under `sender_affinity` while members are expected back or messages are being
         moved, the owner of the sender's previous message, even one not online: the message waits
-        with the sender's others (a ``Member``, not a ``Session``), so they stay on one member in order
+        with the sender's others (a `Member`, not a `Session`), so they stay on one member in order
         and a take-over moves them all, in seq order."""
         members = self.members(aid)
         if devices is not None:  # only members that can decrypt it, while there is one
@@ -339,7 +339,7 @@ class QueueRouter:
             affinities.popitem(last=False)
 
     def _last_owner(self, aid: str, sender: str, before_seq: int) -> Member | None:
-        """The member ``sender``'s newest message before ``before_seq`` is assigned to (None if that
+        """The member `sender`'s newest message before `before_seq` is assigned to (None if that
         message is unassigned or was moved)."""
         row = self.db.conn.execute(
             f"SELECT a.device_id, a.slot_id, a.moved_to {_JOIN} WHERE i.receiver = ? AND i.sender = ? "
@@ -350,7 +350,7 @@ class QueueRouter:
         return str(row[0]), str(row[1])
 
     def _waiting_owner(self, aid: str, sender: str) -> Member | None:
-        """A member not online that still holds open messages of ``sender`` which wait for it (it is
+        """A member not online that still holds open messages of `sender` which wait for it (it is
         expected back) or are about to be moved (a take-over is under way), if there is one."""
         online = {_member(m) for m in self.members(aid)}
         # Through the index of open assignments: open ones are few.
@@ -364,7 +364,7 @@ class QueueRouter:
         return None
 
     def push(self, stored: StoredMessage, member: Session) -> bool:
-        """Push ``stored`` to the member it is assigned to, in that member's chain."""
+        """Push `stored` to the member it is assigned to, in that member's chain."""
         prev = self._prev_in_view(stored.receiver, stored.row["sender_aid"], _member(member), stored.seq)
         params = stored.push_params(member.device_id, member.slot_id, prev)
         return member.push(notification_frame("event/message.received", params))
@@ -402,8 +402,8 @@ class QueueRouter:
     def pull(
         self, session: Session, sender: str, after_seq: int, limit: int, max_bytes: int | None
     ) -> tuple[list[dict[str, Any]], bool]:
-        """A member's page of ``sender``'s messages after ``after_seq`` in its view: at most ``limit``,
-        and no more once they reach ``max_bytes`` (at least one). Unassigned messages in the page
+        """A member's page of `sender`'s messages after `after_seq` in its view: at most `limit`,
+        and no more once they reach `max_bytes` (at least one). Unassigned messages in the page
         become the member's (in the open transaction). Returns the rows and whether more remain."""
         assert session.aid is not None
         receiver, member = session.aid, _member(session)
@@ -458,7 +458,7 @@ class QueueRouter:
     # -- take-over -----------------------------------------------------------------------------
 
     def _take_over(self, aid: str, owner: Member | None) -> tuple[list[tuple[Session, StoredMessage]], bool]:
-        """Re-issue up to :data:`TAKEOVER_BATCH` open messages of ``owner`` (None: of every member
+        """Re-issue up to `TAKEOVER_BATCH` open messages of `owner` (None: of every member
         not online) to the online members. Returns the newest copy per (taker, sender) and whether
         open messages remain."""
         mode = self.mode_of(aid)
@@ -524,7 +524,7 @@ class QueueRouter:
                 self._moved(aid)
 
     async def _take_over_rest(self, aid: str, owner: Member | None) -> None:
-        """Move ``owner``'s open messages batch by batch, committing and pushing after each."""
+        """Move `owner`'s open messages batch by batch, committing and pushing after each."""
         moving = True
         try:
             while True:

@@ -1,27 +1,29 @@
-"""``GatewayServer``: a local AUN gateway on one host:port, WebSocket JSON-RPC 2.0 plus HTTP.
+"""`GatewayServer`: a local AUN gateway on one host:port, WebSocket JSON-RPC 2.0 plus HTTP.
 
 Why aiohttp: the AUN client needs a real HTTP surface on the *same* port as the WebSocket
-endpoint: ``GET`` and ``HEAD`` on ``/pki/cert/{aid}`` (registration and ``exists`` probe with
-``HEAD``), JSON endpoints, 404s it can tell apart, and ``PUT /agent.md`` with the card in the body.
-``websockets``' HTTP hook can answer a ``GET`` before the upgrade, but it parses nothing else (a
-``HEAD`` or ``PUT`` fails as a bad handshake), so it would need a second HTTP stack beside it.
+endpoint: `GET` and `HEAD` on `/pki/cert/{aid}` (registration and `exists` probe with
+`HEAD`), JSON endpoints, 404s it can tell apart, and `PUT /agent.md` with the card in the body.
+`websockets`' HTTP hook can answer a `GET` before the upgrade, but it parses nothing else (a
+`HEAD` or `PUT` fails as a bad handshake), so it would need a second HTTP stack beside it.
 aiohttp serves both from one router and one event loop, and it is already installed with the
 client (fastaun depends on it), so the gateway adds no stack of its own.
 
-Usage::
+Usage:
 
-    async with GatewayServer("127.0.0.1", port=0, data_dir=tmp) as server:
-        print(server.url)            # ws://127.0.0.1:54321/aun
-        print(server.root_ca_path)   # the root a client must trust
+```text
+async with GatewayServer("127.0.0.1", port=0, data_dir=tmp) as server:
+    print(server.url)            # ws://127.0.0.1:54321/aun
+    print(server.root_ca_path)   # the root a client must trust
+```
 
-Each socket gets a ``challenge`` notification at once; each text frame is one JSON-RPC request.
+Each socket gets a `challenge` notification at once; each text frame is one JSON-RPC request.
 Requests of one connection start in the order they arrive and may overlap while they wait for their
-commit (up to ``requests_in_flight``); answers and pushes leave through the connection's bounded
+commit (up to `requests_in_flight`); answers and pushes leave through the connection's bounded
 writer queue.
 
-Connections are accepted by the gateway's own listener (:mod:`._listener`), not aiohttp's, so every
-TCP connection counts against ``max_connections`` from its accept, one that sends no complete HTTP
-request within ``handshake_timeout`` is closed (aiohttp's keep-alive timer, which also runs from the
+Connections are accepted by the gateway's own listener (`._listener`), not aiohttp's, so every
+TCP connection counts against `max_connections` from its accept, one that sends no complete HTTP
+request within `handshake_timeout` is closed (aiohttp's keep-alive timer, which also runs from the
 accept), and a process out of descriptors backs off instead of spinning.
 """
 
@@ -72,15 +74,15 @@ CLOSE_SERVICE_RESTART = 1012
 
 
 class GatewayServer:
-    """A local AUN gateway. Start it with ``async with`` or :meth:`start`/:meth:`stop`.
+    """A local AUN gateway. Start it with `async with` or [`start`][aun_runtime.AUNCore.start]/[`stop`][aun_runtime.AUNCore.stop].
 
     Args:
-        host: the address to listen on (``127.0.0.1`` keeps it on this machine).
-        port: the port; 0 picks a free one (read it back from :attr:`port` or :attr:`url`).
+        host: the address to listen on (`127.0.0.1` keeps it on this machine).
+        port: the port; 0 picks a free one (read it back from `port` or [`url`][aun_runtime.gateway.GatewayServer.url]).
         data_dir: where the SQLite file and the development PKI live; created if missing.
-        issuer: the domain whose AIDs this gateway issues (``alice.<issuer>``). Fixed by the first
-            start of a data directory; default ``aun.localhost``.
-        limits: bounds and deadlines (:class:`GatewayLimits`).
+        issuer: the domain whose AIDs this gateway issues (`alice.<issuer>`). Fixed by the first
+            start of a data directory; default `aun.localhost`.
+        limits: bounds and deadlines ([`GatewayLimits`][aun_runtime.gateway.GatewayLimits]).
         compress: negotiate permessage-deflate with clients that offer it. Off by default: on a
             loopback or LAN link it costs more CPU than it saves.
     """
@@ -120,7 +122,7 @@ class GatewayServer:
 
     @property
     def url(self) -> str:
-        """The WebSocket URL clients connect to (their ``gateway_url``)."""
+        """The WebSocket URL clients connect to (their `gateway_url`)."""
         return f"ws://{self._url_host}:{self.port}/aun"
 
     @property
@@ -148,7 +150,7 @@ class GatewayServer:
     @property
     def open_connections(self) -> int:
         """TCP connections open now (HTTP and WebSocket, authenticated or not): what
-        ``max_connections`` bounds."""
+        `max_connections` bounds."""
         return self._listener.open_connections if self._listener is not None else 0
 
     def connected_aids(self) -> list[str]:
@@ -156,13 +158,13 @@ class GatewayServer:
         return self.core.online_aids()
 
     async def disconnect(self, aid: str, *, code: int = CLOSE_SERVICE_RESTART) -> int:
-        """Close every connection of ``aid`` (clients reconnect on their own). Returns how many."""
+        """Close every connection of `aid` (clients reconnect on their own). Returns how many."""
         sessions = self.core.sessions_of(aid)
         await asyncio.gather(*(session.close(code, b"closed by the gateway") for session in sessions))
         return len(sessions)
 
     def revoke_access_tokens(self, aid: str) -> int:
-        """Revoke ``aid``'s access tokens; its refresh tokens stay valid. Returns how many."""
+        """Revoke `aid`'s access tokens; its refresh tokens stay valid. Returns how many."""
         count = self.core.identities.revoke_access_tokens(aid)
         self.core.db.commit_sync()
         return count
@@ -323,11 +325,11 @@ class GatewayServer:
 
 
 def _within_descriptor_limit(limits: GatewayLimits) -> GatewayLimits:
-    """``limits`` with ``max_connections`` lowered so connections alone cannot exhaust descriptors.
+    """`limits` with `max_connections` lowered so connections alone cannot exhaust descriptors.
 
     Lowered rather than refused: the default (10,000) is above the usual soft limit (1,024), and a
     gateway that fits its limit is more use than one that will not start. Refused only when
-    ``descriptor_reserve`` leaves no room for a single connection.
+    `descriptor_reserve` leaves no room for a single connection.
     """
     if sys.platform == "win32":  # no RLIMIT_NOFILE to read
         return limits

@@ -2,9 +2,9 @@
 
 All frames to a connection (answers and pushes) go through one queue drained by one writer task, so
 frames are never interleaved. The queue is bounded in frames and in bytes, so a slow reader cannot
-make the server buffer without bound (see :attr:`GatewayLimits.outbound_frames` and
-``outbound_bytes`` for the overflow policy), and every wait on it ends when the socket does: the
-listener tells the session (:meth:`Session.lost`), so a peer that resets while answers wait for
+make the server buffer without bound (see `GatewayLimits.outbound_frames` and
+`outbound_bytes` for the overflow policy), and every wait on it ends when the socket does: the
+listener tells the session (`Session.lost`), so a peer that resets while answers wait for
 room releases its session at once.
 """
 
@@ -35,7 +35,7 @@ CLOSE_GRACE_SECONDS = 1.0
 
 
 class RateBudget:
-    """A token bucket: ``burst`` requests at once, ``rate`` per second sustained."""
+    """A token bucket: `burst` requests at once, `rate` per second sustained."""
 
     __slots__ = ("_last", "_tokens", "burst", "rate")
 
@@ -58,7 +58,7 @@ class RateBudget:
 
 @dataclass(eq=False)
 class Session:
-    """The state of one socket. ``aid`` is set by a successful ``auth.connect`` and never changes."""
+    """The state of one socket. `aid` is set by a successful `auth.connect` and never changes."""
 
     ws: web.WebSocketResponse
     budget: RateBudget
@@ -94,7 +94,7 @@ class Session:
     _finished: bool = field(default=False, init=False)
 
     async def run_handler(self, handler: Coroutine[Any, Any, None]) -> None:
-        """Start handling one request, waiting while ``requests_in_flight`` are already running.
+        """Start handling one request, waiting while `requests_in_flight` are already running.
 
         Tasks start in arrival order and each runs until its first await (its commit) before the
         next starts, so requests of one connection take effect in the order they were sent. A
@@ -130,7 +130,7 @@ class Session:
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes of the frames waiting to be written to this connection (see ``outbound_bytes``)."""
+        """Bytes of the frames waiting to be written to this connection (see `outbound_bytes`)."""
         return self._pending_bytes
 
     @property
@@ -163,9 +163,9 @@ class Session:
             self.lost()
 
     async def reply(self, frame: str) -> None:
-        """Queue an answer, waiting for a slot while ``outbound_frames`` are queued: a client that
+        """Queue an answer, waiting for a slot while `outbound_frames` are queued: a client that
         stops reading stops being served. The wait ends when the socket does. An answer that would
-        take the bytes waiting past ``outbound_bytes`` closes the connection as too slow instead."""
+        take the bytes waiting past `outbound_bytes` closes the connection as too slow instead."""
         if not self.accepting:
             return
         data = frame.encode()
@@ -188,8 +188,8 @@ class Session:
         _wake(self._writer_waiting)
 
     def push(self, frame: str) -> bool:
-        """Queue a push without waiting. A connection with ``outbound_frames`` queued, or that this
-        push would take past ``outbound_bytes``, is closed as too slow (its messages are stored; it
+        """Queue a push without waiting. A connection with `outbound_frames` queued, or that this
+        push would take past `outbound_bytes`, is closed as too slow (its messages are stored; it
         pulls them when it reconnects). Returns False then, and once the connection is closing."""
         if not self.accepting:
             return False
@@ -217,7 +217,7 @@ class Session:
         self.close_soon(CLOSE_SLOW_CONSUMER, b"too slow: reconnect and pull")
 
     def stalled(self) -> None:
-        """The socket has taken nothing for ``send_timeout``: the peer does not read. Close it."""
+        """The socket has taken nothing for `send_timeout`: the peer does not read. Close it."""
         if not self.closing:
             log.warning("closing %s (%s) as too slow (%d): nothing could be written to it for send_timeout",
                         self.id, self.aid, CLOSE_SLOW_CONSUMER)
@@ -255,7 +255,7 @@ class Session:
             return False
 
     async def close(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"") -> None:
-        """Close now, waiting at most ``CLOSE_GRACE_SECONDS`` (a peer that does not read is dropped)."""
+        """Close now, waiting at most `CLOSE_GRACE_SECONDS` (a peer that does not read is dropped)."""
         if self.close_code is None:
             self.close_code = code
         await self._close_or_abort(code, message)

@@ -1,10 +1,10 @@
-"""Verification of the ``client_signature`` the AUN client attaches to sensitive requests.
+"""Verification of the `client_signature` the AUN client attaches to sensitive requests.
 
-Shape: ``{aid, cert_fingerprint: "sha256:<hex of cert DER>", timestamp: "<unix seconds>",
-params_hash, signature}``, where ``params_hash`` is the SHA-256 of the params without
-``client_signature`` and without keys starting with ``_``, dumped as JSON with sorted keys, no
-spaces and non-ASCII kept, and ``signature`` is base64 DER ECDSA-SHA256 over
-``"{method}|{aid}|{timestamp}|{params_hash}"`` by the AID's key.
+Shape: `{aid, cert_fingerprint: "sha256:<hex of cert DER>", timestamp: "<unix seconds>",
+params_hash, signature}`, where `params_hash` is the SHA-256 of the params without
+`client_signature` and without keys starting with `_`, dumped as JSON with sorted keys, no
+spaces and non-ASCII kept, and `signature` is base64 DER ECDSA-SHA256 over
+`"{method}|{aid}|{timestamp}|{params_hash}"` by the AID's key.
 
 The signer must be the connection's own AID: a request signed by anyone else is refused, whatever
 the signature's validity, so no frame can act for another AID.
@@ -33,7 +33,7 @@ _FIELDS = ("aid", "cert_fingerprint", "timestamp", "params_hash", "signature")
 
 
 def params_hash(params: dict[str, Any]) -> str:
-    """The hash the client signs: params minus the signature and private ``_`` keys."""
+    """The hash the client signs: params minus the signature and private `_` keys."""
     signed = {key: value for key, value in params.items() if key != "client_signature" and not key.startswith("_")}
     text = json.dumps(signed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -46,7 +46,7 @@ def _refuse(message: str) -> RPCError:
 def verify_client_signature(
     method: str, params: dict[str, Any], *, connection_aid: str, cert: CertRecord, window: float
 ) -> None:
-    """Raise -32003 unless ``params['client_signature']`` is the connection AID's valid signature."""
+    """Raise -32003 unless `params['client_signature']` is the connection AID's valid signature."""
     signature = params.get("client_signature")
     if not isinstance(signature, dict) or not all(isinstance(signature.get(name), str) for name in _FIELDS):
         raise _refuse(f"client_signature must be an object with string fields {', '.join(_FIELDS)}")

@@ -1,13 +1,13 @@
-"""``message.thought.*``: what one party of a direct conversation thought about one of its messages.
+"""`message.thought.*`: what one party of a direct conversation thought about one of its messages.
 
 A thought is relayed as the client sends it: a V2 end-to-end encrypted envelope
-(``e2ee.p2p_encrypted``, the same form as a message), opaque here. It is kept in memory only: no
+(`e2ee.p2p_encrypted`, the same form as a message), opaque here. It is kept in memory only: no
 seq, no ack, nothing on disk; a restart forgets every thought, and the bounds below drop the oldest.
 
-``message.thought.put`` (``to``, ``payload``, ``thought_id``, ``timestamp``, ``context`` =
-``{"type": "message", "id": <message_id>}``) stores one; the message must be one between the
-sender and ``to``, in either direction. ``message.thought.get`` (``sender_aid``, ``context``)
-answers ``{found, sender_aid, peer_aid, context, thoughts}`` with the thoughts ``sender_aid`` put
+`message.thought.put` (`to`, `payload`, `thought_id`, `timestamp`, `context` =
+`{"type": "message", "id": <message_id>}`) stores one; the message must be one between the
+sender and `to`, in either direction. `message.thought.get` (`sender_aid`, `context`)
+answers `{found, sender_aid, peer_aid, context, thoughts}` with the thoughts `sender_aid` put
 about that message for the caller; only the two parties of the message may ask.
 """
 
@@ -25,7 +25,7 @@ from ._thoughts import CONTEXT_TYPE, MAX_THOUGHT_BYTES
 __all__ = ["THOUGHT_METHODS", "context_message_id", "thought_payload"]
 
 def context_message_id(call: Call) -> str:
-    """The id of the message a thought is about (its ``context``), checked as the client sends it."""
+    """The id of the message a thought is about (its `context`), checked as the client sends it."""
     context = call.params.mapping("context")
     if context.get("type") != CONTEXT_TYPE:
         raise RPCError.bad_param("context.type", f"'context.type' must be {CONTEXT_TYPE!r}: a thought is about a message")
@@ -36,7 +36,7 @@ def context_message_id(call: Call) -> str:
 
 
 def thought_payload(call: Call) -> dict[str, Any]:
-    """The thought's ``payload`` (an opaque envelope), refused past :data:`MAX_THOUGHT_BYTES`."""
+    """The thought's `payload` (an opaque envelope), refused past `MAX_THOUGHT_BYTES`."""
     payload: dict[str, Any] = call.params.mapping("payload")
     size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
     if size > MAX_THOUGHT_BYTES:
@@ -46,7 +46,7 @@ def thought_payload(call: Call) -> dict[str, Any]:
 
 
 def _between(call: Call, one: str, other: str, message_id: str) -> bool:
-    """Whether ``message_id`` is a direct message from ``one`` to ``other`` or back."""
+    """Whether `message_id` is a direct message from `one` to `other` or back."""
     for sender, receiver in ((one, other), (other, one)):
         stored = call.core.inboxes.find_sent(sender, message_id)
         if stored is not None and stored.receiver == receiver:

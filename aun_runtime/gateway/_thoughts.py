@@ -1,4 +1,4 @@
-"""Thoughts in memory: the bounded store behind ``message.thought.*`` (:mod:`._thought_methods`)."""
+"""Thoughts in memory: the bounded store behind `message.thought.*` (`._thought_methods`)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class ThoughtStore:
         return len(self._all)
 
     def put(self, sender: str, to: str, message_id: str, item: dict[str, Any]) -> None:
-        """Keep ``item`` (dropping the oldest past a bound)."""
+        """Keep `item` (dropping the oldest past a bound)."""
         number, self._next = self._next, self._next + 1
         key = (sender, to, message_id)
         self._all[number] = StoredThought(key, item)
@@ -64,7 +64,7 @@ class ThoughtStore:
             self._drop(next(iter(self._all)))
 
     def get(self, sender: str, to: str, message_id: str) -> list[dict[str, Any]]:
-        """What ``sender`` thought about ``message_id`` for ``to``, oldest first."""
+        """What `sender` thought about `message_id` for `to`, oldest first."""
         return [self._all[number].item for number in self._by_key.get((sender, to, message_id), ())]
 
     def items(self) -> list[dict[str, Any]]:

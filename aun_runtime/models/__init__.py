@@ -1,13 +1,13 @@
-"""Model clients for the agents: any autogen-core ``ChatCompletionClient`` plugs in.
+"""Model clients for the agents: any autogen-core `ChatCompletionClient` plugs in.
 
-* :class:`CassetteChatCompletionClient` answers from a :class:`Cassette`, keyed by the *content* of
+* [`CassetteChatCompletionClient`][aun_runtime.models.CassetteChatCompletionClient] answers from a [`Cassette`][aun_runtime.models.Cassette], keyed by the *content* of
   each request (never by call order), and records what it lacks when given a live client.
-* :class:`ScriptedChatCompletionClient` answers with a function of the request: a deterministic
+* [`ScriptedChatCompletionClient`][aun_runtime.models.ScriptedChatCompletionClient] answers with a function of the request: a deterministic
   stand-in model for tests and demos.
-* :class:`MeteredChatCompletionClient` (:func:`metered`) counts each call an agent makes against
-  its model budgets and refuses calls past them (see :class:`~aun_runtime.Budgets`).
-* :class:`ModelConfig` / :func:`model_client_from_env` pick the source from environment variables:
-  an OpenAI-compatible server (vLLM, Ollama, a hosted API; the ``openai`` extra) when ``AUN_MODEL`` is
+* [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient] ([`metered`][aun_runtime.models.metered]) counts each call an agent makes against
+  its model budgets and refuses calls past them (see [`Budgets`][aun_runtime.Budgets]).
+* [`ModelConfig`][aun_runtime.models.ModelConfig] / [`model_client_from_env`][aun_runtime.models.model_client_from_env] pick the source from environment variables:
+  an OpenAI-compatible server (vLLM, Ollama, a hosted API; the `openai` extra) when `AUN_MODEL` is
   set, else the cassette, offline.
 
 Nothing here touches the network or imports an optional dependency at import time.

@@ -1,22 +1,24 @@
-"""``Cassette``: recorded model answers, keyed by request content, kept in a JSON file.
+"""`Cassette`: recorded model answers, keyed by request content, kept in a JSON file.
 
 A cassette is what makes the patterns run offline and identically every time: each entry holds one
 request (in full, so a reader can see what was asked) and the answer the model gave to it. Entries
-are looked up by the request's content key (:class:`~aun_runtime.models.ModelRequest`), never by
+are looked up by the request's content key ([`ModelRequest`][aun_runtime.models.ModelRequest]), never by
 call order, and they are written sorted by key, so a cassette recorded by agents that called the model
 concurrently is byte-identical from one recording to the next.
 
-File format (``format: aun-cassette/1``)::
+File format (`format: aun-cassette/1`):
 
-    {
-      "format": "aun-cassette/1",
-      "model_info": {...},          # the recording model's capabilities, replayed as they were
-      "entries": [
-        {"key": "<sha256>", "request": {...}, "response": {<CreateResult>}, "chunks": ["..", ".."]}
-      ]
-    }
+```text
+{
+  "format": "aun-cassette/1",
+  "model_info": {...},          # the recording model's capabilities, replayed as they were
+  "entries": [
+    {"key": "<sha256>", "request": {...}, "response": {<CreateResult>}, "chunks": ["..", ".."]}
+  ]
+}
+```
 
-``chunks`` is present when the answer was streamed, so a replayed stream splits where the recorded
+`chunks` is present when the answer was streamed, so a replayed stream splits where the recorded
 one did. On load each entry's key is checked against its request: an entry whose request was edited
 by hand is refused with the entry named (an answer may be edited freely).
 """
@@ -76,7 +78,7 @@ class Cassette:
     """Recorded answers keyed by request content.
 
     Args:
-        path: the JSON file it is loaded from and saved to; ``None`` keeps it in memory only.
+        path: the JSON file it is loaded from and saved to; `None` keeps it in memory only.
         model_info: capabilities of the model the answers come from (stored in the file).
 
     Example:
@@ -100,11 +102,11 @@ class Cassette:
 
         Args:
             path: the file.
-            missing_ok: return an empty cassette bound to ``path`` if the file does not exist
+            missing_ok: return an empty cassette bound to `path` if the file does not exist
                 (for recording); otherwise a missing file is an error.
 
         Raises:
-            CassetteFileError: the file is missing (and ``missing_ok`` is false), not JSON, of another
+            CassetteFileError: the file is missing (and `missing_ok` is false), not JSON, of another
                 format, or holds an entry whose key does not match its request.
         """
         file = Path(path)
@@ -165,7 +167,7 @@ class Cassette:
     def put(
         self, request: ModelRequest, result: CreateResult, chunks: list[str] | None = None
     ) -> CassetteEntry:
-        """Record the answer to ``request`` (replacing an earlier one)."""
+        """Record the answer to `request` (replacing an earlier one)."""
         entry = CassetteEntry(
             request.key,
             request.data,
@@ -176,13 +178,13 @@ class Cassette:
         return entry
 
     def add(self, messages: Any, answer: str, **request: Any) -> CassetteEntry:
-        """Record a text ``answer`` for ``messages`` (and ``create`` keyword arguments), by hand."""
+        """Record a text `answer` for `messages` (and `create` keyword arguments), by hand."""
         built = ModelRequest.build(messages, **request)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         return self.put(built, CreateResult(finish_reason="stop", content=answer, usage=usage, cached=False))
 
     def closest(self, request: ModelRequest) -> tuple[CassetteEntry, int] | None:
-        """The recorded entry sharing the longest run of leading messages with ``request``, and that
+        """The recorded entry sharing the longest run of leading messages with `request`, and that
         run's length. Used to say *where* an unrecorded request departs from what was recorded."""
         wanted = request.data["messages"]
         best: tuple[CassetteEntry, int] | None = None

@@ -1,11 +1,11 @@
-"""``CassetteChatCompletionClient``: answers from a cassette; records what it lacks when told to.
+"""`CassetteChatCompletionClient`: answers from a cassette; records what it lacks when told to.
 
 Replaying is the default: an answer comes from the cassette entry whose key is the request's content
 key, so concurrent agents get the same answers whatever order they ask in. A request the cassette does
-not hold raises :class:`~aun_runtime.models.CassetteMissError`, which names the request, shows where
+not hold raises [`CassetteMissError`][aun_runtime.models.CassetteMissError], which names the request, shows where
 it departs from the closest recorded one, and says how to record it; nothing is ever made up.
 
-Recording: given ``record_from`` (any ``ChatCompletionClient``), a missing answer is asked of that
+Recording: given `record_from` (any `ChatCompletionClient`), a missing answer is asked of that
 client, stored, and the cassette file is rewritten at once (atomically, entries sorted by key).
 Identical requests in flight at the same time are asked once.
 """
@@ -36,9 +36,9 @@ class CassetteChatCompletionClient(OfflineChatCompletionClient):
     """A deterministic client: answers keyed by request content, replayed from (or recorded to) a cassette.
 
     Args:
-        cassette: a :class:`Cassette`, or the path of its file (loaded now; it must exist unless
+        cassette: a [`Cassette`][aun_runtime.models.Cassette], or the path of its file (loaded now; it must exist unless
             recording).
-        record_from: a live client to ask, and record, when the cassette lacks an answer. ``None``
+        record_from: a live client to ask, and record, when the cassette lacks an answer. `None`
             (the default) replays only.
         save: write the cassette file after each recorded answer.
     """

@@ -1,31 +1,28 @@
-"""``ModelConfig``: which model the agents talk to, as plain values, read from the environment.
+"""`ModelConfig`: which model the agents talk to, as plain values, read from the environment.
 
-Every pattern takes either a ready ``ChatCompletionClient`` or a :class:`ModelConfig`; a config is
+Every pattern takes either a ready `ChatCompletionClient` or a [`ModelConfig`][aun_runtime.models.ModelConfig]; a config is
 plain data, so it can be handed to a worker process, which builds its own client from it. Nothing is
-imported or fetched until :meth:`ModelConfig.build` is called.
+imported or fetched until [`ModelConfig.build`][aun_runtime.models.ModelConfig.build] is called.
 
-Environment variables (read by :meth:`ModelConfig.from_env`):
+Environment variables (read by [`ModelConfig.from_env`][aun_runtime.models.ModelConfig.from_env]):
 
-=============================  ========================================================================
-``AUN_MODEL``                  model name for an OpenAI-compatible server (vLLM, Ollama, a hosted API).
-                               Setting it switches every pattern from the cassette to that model.
-``AUN_MODEL_BASE_URL``         the server's base URL, e.g. ``http://localhost:11434/v1`` (Ollama) or
-                               ``http://localhost:8000/v1`` (vLLM). Default: the OpenAI API.
-``AUN_MODEL_API_KEY``          the API key (default: ``OPENAI_API_KEY``; local servers accept any).
-``AUN_MODEL_FAMILY``           model family for autogen (default ``unknown``).
-``AUN_MODEL_JSON_OUTPUT``      ``1``/``0``: the server supports JSON mode (default ``1``).
-``AUN_MODEL_FUNCTION_CALLING`` ``1``/``0``: the server supports tool calls (default ``1``).
-``AUN_MODEL_STRUCTURED_OUTPUT````1``/``0``: the server supports JSON-schema output (default ``0``).
-``AUN_MODEL_TEMPERATURE``      sampling temperature passed to every request (default: the server's).
-``AUN_MODEL_TIMEOUT``          seconds one HTTP request to the model may take (default ``120``).
-``AUN_MODEL_RETRIES``          how many times a failed request is sent again (default ``1``).
-``AUN_MODEL_CLIENT``           ``module:factory``: any ``ChatCompletionClient`` factory instead of the
-                               OpenAI-compatible client (takes precedence over ``AUN_MODEL``).
-``AUN_MODEL_RECORD``           ``1``: record the live model's answers into the cassette as they come.
-``AUN_MODEL_CASSETTE``         a cassette path that overrides the one the code names.
-=============================  ========================================================================
+| variable | meaning |
+|---|---|
+| `AUN_MODEL` | model name for an OpenAI-compatible server (vLLM, Ollama, a hosted API). Setting it switches every pattern from the cassette to that model. |
+| `AUN_MODEL_BASE_URL` | the server's base URL, e.g. `http://localhost:11434/v1` (Ollama) or `http://localhost:8000/v1` (vLLM). Default: the OpenAI API. |
+| `AUN_MODEL_API_KEY` | the API key (default: `OPENAI_API_KEY`; local servers accept any). |
+| `AUN_MODEL_FAMILY` | model family for autogen (default `unknown`). |
+| `AUN_MODEL_JSON_OUTPUT` | `1`/`0`: the server supports JSON mode (default `1`). |
+| `AUN_MODEL_FUNCTION_CALLING` | `1`/`0`: the server supports tool calls (default `1`). |
+| `AUN_MODEL_STRUCTURED_OUTPUT` | `1`/`0`: the server supports JSON-schema output (default `0`). |
+| `AUN_MODEL_TEMPERATURE` | sampling temperature passed to every request (default: the server's). |
+| `AUN_MODEL_TIMEOUT` | seconds one HTTP request to the model may take (default `120`). |
+| `AUN_MODEL_RETRIES` | how many times a failed request is sent again (default `1`). |
+| `AUN_MODEL_CLIENT` | `module:factory`: any `ChatCompletionClient` factory instead of the OpenAI-compatible client (takes precedence over `AUN_MODEL`). |
+| `AUN_MODEL_RECORD` | `1`: record the live model's answers into the cassette as they come. |
+| `AUN_MODEL_CASSETTE` | a cassette path that overrides the one the code names. |
 
-With none of ``AUN_MODEL`` / ``AUN_MODEL_CLIENT`` set, the client replays the cassette: offline and
+With none of `AUN_MODEL` / `AUN_MODEL_CLIENT` set, the client replays the cassette: offline and
 deterministic.
 """
 
@@ -66,19 +63,19 @@ class ModelConfig:
     """Where answers come from, in plain values.
 
     Attributes:
-        source: ``cassette`` (replay a file), ``openai`` (an OpenAI-compatible server) or ``factory``
-            (any client made by ``module:function``).
-        cassette: the cassette file (replayed; or recorded into when ``record``).
-        record: record the live model's answers into ``cassette``.
-        model: model name (``openai``).
-        base_url: server base URL (``openai``); ``None`` means the OpenAI API.
+        source: `cassette` (replay a file), `openai` (an OpenAI-compatible server) or `factory`
+            (any client made by `module:function`).
+        cassette: the cassette file (replayed; or recorded into when `record`).
+        record: record the live model's answers into `cassette`.
+        model: model name (`openai`).
+        base_url: server base URL (`openai`); `None` means the OpenAI API.
         api_key_env: the *name* of the variable that holds the key, so that a config can be handed to
             another process without carrying the secret.
-        factory: ``module:function`` returning a ``ChatCompletionClient`` (``factory``).
+        factory: `module:function` returning a `ChatCompletionClient` (`factory`).
         model_info: capabilities of the live model.
         temperature: sampling temperature, if set.
-        timeout: seconds one HTTP request to the live model may take (``openai``).
-        max_retries: how many times a failed request is sent again (``openai``).
+        timeout: seconds one HTTP request to the live model may take (`openai`).
+        max_retries: how many times a failed request is sent again (`openai`).
     """
 
     source: ModelSource = "cassette"
@@ -106,8 +103,8 @@ class ModelConfig:
         """Read the configuration from environment variables (see the module docstring).
 
         Args:
-            cassette: the cassette this program replays offline (``AUN_MODEL_CASSETTE`` overrides it).
-            environ: the variables to read (default: ``os.environ``).
+            cassette: the cassette this program replays offline (`AUN_MODEL_CASSETTE` overrides it).
+            environ: the variables to read (default: `os.environ`).
 
         Raises:
             ModelConfigError: a variable has a value that cannot be used (the message names it).
@@ -224,13 +221,13 @@ class ModelConfig:
 def model_client_from_env(
     cassette: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> ChatCompletionClient:
-    """The client the environment asks for, replaying ``cassette`` when no model is configured.
+    """The client the environment asks for, replaying `cassette` when no model is configured.
 
     Example:
-        .. code-block:: python
-
-            model = model_client_from_env("cassettes/reflection.json")
-            # offline: replays the cassette; with AUN_MODEL=... set: talks to that model
+        ```python
+        model = model_client_from_env("cassettes/reflection.json")
+        # offline: replays the cassette; with AUN_MODEL=... set: talks to that model
+        ```
     """
     return ModelConfig.from_env(cassette=cassette, environ=environ).build(environ)
 

@@ -1,4 +1,4 @@
-"""Errors raised by the model clients. All derive from :class:`protocols.errors.AUNError`."""
+"""Errors raised by the model clients. All derive from `protocols.errors.AUNError`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class CassetteMissError(AUNError):
     """A replaying client was asked something its cassette holds no answer for.
 
     The message names the request (key, agent, last message), says how the closest recorded request
-    differs, and how to record the answer. ``key`` is the request's content key.
+    differs, and how to record the answer. `key` is the request's content key.
     """
 
     def __init__(self, message: str, *, key: str) -> None:

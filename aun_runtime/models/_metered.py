@@ -1,14 +1,14 @@
-"""``MeteredChatCompletionClient``: a model client that spends the calling agent's budgets.
+"""`MeteredChatCompletionClient`: a model client that spends the calling agent's budgets.
 
-Wrap any ``ChatCompletionClient`` in it and every call made from an agent's handler (or proactive
+Wrap any `ChatCompletionClient` in it and every call made from an agent's handler (or proactive
 action) is counted against that agent's model budgets in its runtime's
-:class:`~aun_runtime.BudgetLedger`: calls and tokens per thread, and per sliding window. A call past a
+[`BudgetLedger`][aun_runtime.BudgetLedger]: calls and tokens per thread, and per sliding window. A call past a
 budget is refused *before* anything is asked of the model: it raises
-:class:`~aun_runtime.ModelBudgetExceeded`, which is recorded as a budget stop; the handler ends there,
-with no dead letter. Tokens are what the client reports in ``CreateResult.usage``.
+[`ModelBudgetExceeded`][aun_runtime.ModelBudgetExceeded], which is recorded as a budget stop; the handler ends there,
+with no dead letter. Tokens are what the client reports in `CreateResult.usage`.
 
 A call made outside any agent (a script, a test) is passed through uncounted. Every model-backed
-agent in ``agents/`` wraps its client this way, so the same budgets hold for all of them.
+agent in `agents/` wraps its client this way, so the same budgets hold for all of them.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = ["MeteredChatCompletionClient", "metered"]
 
 
 class MeteredChatCompletionClient(ChatCompletionClient):
-    """``inner``, with each call from an agent counted against that agent's model budgets.
+    """`inner`, with each call from an agent counted against that agent's model budgets.
 
     Args:
         inner: the client that answers.
@@ -157,5 +157,5 @@ class MeteredChatCompletionClient(ChatCompletionClient):
 
 
 def metered(client: ChatCompletionClient) -> MeteredChatCompletionClient:
-    """``client`` wrapped in a :class:`MeteredChatCompletionClient` (once: a metered one is returned as is)."""
+    """`client` wrapped in a [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient] (once: a metered one is returned as is)."""
     return client if isinstance(client, MeteredChatCompletionClient) else MeteredChatCompletionClient(client)

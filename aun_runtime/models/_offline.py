@@ -1,9 +1,9 @@
-"""``OfflineChatCompletionClient``: the shared base of the clients that answer without a network.
+"""`OfflineChatCompletionClient`: the shared base of the clients that answer without a network.
 
-A subclass implements :meth:`OfflineChatCompletionClient.answer`, which maps a
-:class:`~aun_runtime.models.ModelRequest` to a result (and, optionally, the chunks a stream yields).
-The base turns that into autogen-core's ``create`` and ``create_stream``, keeps the usage counters,
-and records every request it was asked in :attr:`OfflineChatCompletionClient.requests`, so that a
+A subclass implements [`OfflineChatCompletionClient.answer`][aun_runtime.models.OfflineChatCompletionClient.answer], which maps a
+[`ModelRequest`][aun_runtime.models.ModelRequest] to a result (and, optionally, the chunks a stream yields).
+The base turns that into autogen-core's `create` and `create_stream`, keeps the usage counters,
+and records every request it was asked in `OfflineChatCompletionClient.requests`, so that a
 test can count model calls.
 """
 
@@ -37,7 +37,7 @@ _CHARS_PER_TOKEN = 4
 
 
 class OfflineChatCompletionClient(ChatCompletionClient):
-    """A ``ChatCompletionClient`` whose answers come from code or a file, never from a network."""
+    """A `ChatCompletionClient` whose answers come from code or a file, never from a network."""
 
     def __init__(self, model_info: ModelInfo) -> None:
         self._model_info = model_info
@@ -48,9 +48,9 @@ class OfflineChatCompletionClient(ChatCompletionClient):
 
     @abstractmethod
     async def answer(self, request: ModelRequest, *, stream: bool) -> tuple[CreateResult, list[str] | None]:
-        """The result for ``request`` and, if it should stream in set pieces, its chunks.
+        """The result for `request` and, if it should stream in set pieces, its chunks.
 
-        ``stream`` says whether the caller asked for a stream (a recording client records one then).
+        `stream` says whether the caller asked for a stream (a recording client records one then).
         """
 
     async def _respond(

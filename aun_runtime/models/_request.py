@@ -1,4 +1,4 @@
-"""``ModelRequest``: one chat-completion request, normalised, with a key derived from its content.
+"""`ModelRequest`: one chat-completion request, normalised, with a key derived from its content.
 
 The key is what makes offline answers independent of call order: two agents that ask the model at
 the same time get the answers recorded for *what they asked*, not for *when they asked*. It is the
@@ -60,7 +60,7 @@ class ModelRequest:
         json_output: JsonOutput = None,
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> ModelRequest:
-        """Normalise the arguments of ``ChatCompletionClient.create``."""
+        """Normalise the arguments of `ChatCompletionClient.create`."""
         output: Any = json_output
         if isinstance(json_output, type):
             output = {"structured": json_output.__name__, "schema": json_output.model_json_schema()}
@@ -83,7 +83,7 @@ class ModelRequest:
 
     @cached_property
     def key(self) -> str:
-        """SHA-256 (hex) of the canonical JSON of :attr:`data`."""
+        """SHA-256 (hex) of the canonical JSON of `data`."""
         return request_key(self.data)
 
     @property

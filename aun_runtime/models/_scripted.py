@@ -1,10 +1,10 @@
-"""``ScriptedChatCompletionClient``: a stand-in model that answers with a function of the request.
+"""`ScriptedChatCompletionClient`: a stand-in model that answers with a function of the request.
 
-The function sees the whole :class:`~aun_runtime.models.ModelRequest` and returns the answer, so the
+The function sees the whole [`ModelRequest`][aun_runtime.models.ModelRequest] and returns the answer, so the
 answer depends on *what* is asked and never on call order: concurrent agents get the same answers
 however their calls interleave. It is the deterministic stand-in for a model in tests, in the demo,
 and when a cassette is authored offline (wrap it in a recording
-:class:`~aun_runtime.models.CassetteChatCompletionClient`).
+[`CassetteChatCompletionClient`][aun_runtime.models.CassetteChatCompletionClient]).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ Responder = Callable[[ModelRequest], Answer | Awaitable[Answer]]
 
 
 class ScriptedChatCompletionClient(OfflineChatCompletionClient):
-    """Answers each request with ``respond(request)``.
+    """Answers each request with `respond(request)`.
 
     Args:
         respond: a function (or coroutine function) of the request. A string is the answer; a list of
-            strings is a streamed answer in those chunks; a ``CreateResult`` is returned as is.
+            strings is a streamed answer in those chunks; a `CreateResult` is returned as is.
         model_info: the capabilities to claim (default: text, JSON mode and function calling).
 
     Example:
@@ -51,7 +51,7 @@ class ScriptedChatCompletionClient(OfflineChatCompletionClient):
 
 
 def as_result(answer: Answer, request: ModelRequest) -> tuple[CreateResult, list[str] | None]:
-    """Turn an :data:`Answer` into a result with plausible token counts (and chunks, if streamed)."""
+    """Turn an `Answer` into a result with plausible token counts (and chunks, if streamed)."""
     if isinstance(answer, CreateResult):
         return answer, None
     chunks = [answer] if isinstance(answer, str) else [str(chunk) for chunk in answer]
@@ -63,10 +63,10 @@ def as_result(answer: Answer, request: ModelRequest) -> tuple[CreateResult, list
 
 
 def function_calls(*calls: tuple[str, Mapping[str, Any]], id_prefix: str = "call") -> CreateResult:
-    """A result that calls tools, ``(name, arguments)`` each: how a scripted model speaks through an
-    agent's send tools (``reply``, ``send_message``...) or uses its local tools.
+    """A result that calls tools, `(name, arguments)` each: how a scripted model speaks through an
+    agent's send tools (`reply`, `send_message`...) or uses its local tools.
 
-    Call ids are ``<id_prefix>-1``, ``<id_prefix>-2``...; arguments are written with sorted keys, so
+    Call ids are `<id_prefix>-1`, `<id_prefix>-2`...; arguments are written with sorted keys, so
     the same calls make the same request afterwards (content-keyed cassettes depend on it).
 
     Example:

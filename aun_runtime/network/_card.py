@@ -1,13 +1,13 @@
-"""The agent.md card an exposed AID publishes, declaring its behaviour mode ``autonomous``.
+"""The agent.md card an exposed AID publishes, declaring its behaviour mode `autonomous`.
 
 AUN's behaviour rules (doc 13, receiver duties) recommend that a receiver declare its behaviour
 mode in its metadata, so senders can tell their users that silence is legal. An exposed agent does
-it in its card's front matter, ``behavior_mode: autonomous``; the gateway reports the field back in
-``meta.status``. The card is the agent's own agent.md when it has one (its fields and body kept), or
+it in its card's front matter, `behavior_mode: autonomous`; the gateway reports the field back in
+`meta.status`. The card is the agent's own agent.md when it has one (its fields and body kept), or
 a minimal one made from its description.
 
-The card is signed with the AID's key by the AUN client (its ``sign_agent_md``) and published with
-``PUT /agent.md``, ``Host: <aid>`` and the AID's access token, the request the client itself makes;
+The card is signed with the AID's key by the AUN client (its `sign_agent_md`) and published with
+`PUT /agent.md`, `Host: <aid>` and the AID's access token, the request the client itself makes;
 a card already published with the same document is left alone.
 """
 
@@ -43,7 +43,7 @@ _PUBLISH_ATTEMPTS = 2
 
 
 def card_text(runtime: AUNRuntime, aid: str) -> str | None:
-    """The agent.md ``aid`` publishes, or None if it cannot be made (logged)."""
+    """The agent.md `aid` publishes, or None if it cannot be made (logged)."""
     info = runtime.agent_info(aid)
     card = runtime.agent_card(aid) or _minimal_card(aid, info["description"])
     card = replace(card, extra={**card.extra, BEHAVIOR_MODE_FIELD: info["mode"]})
@@ -63,7 +63,7 @@ def _minimal_card(aid: str, description: str) -> AgentCard:
 
 
 async def publish_card(client: Any, aid: str, text: str) -> bool:
-    """Publish ``text`` as ``aid``'s card through the gateway ``client`` is connected to.
+    """Publish `text` as `aid`'s card through the gateway `client` is connected to.
 
     Returns whether the gateway holds this document now. Failures are logged, never raised: an
     agent without a published card still sends and receives.

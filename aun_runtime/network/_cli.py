@@ -1,11 +1,11 @@
-"""``aun-runtime run APP --gateway-url URL``: an application's agents, served on the AUN network.
+"""`aun-runtime run APP --gateway-url URL`: an application's agents, served on the AUN network.
 
-With a gateway configured (``--gateway-url``, or ``AUN_GATEWAY_URL``), ``run`` starts the
-application, gives its agents AUN identities through a :class:`GatewayAgent`, and keeps serving
+With a gateway configured (`--gateway-url`, or `AUN_GATEWAY_URL`), `run` starts the
+application, gives its agents AUN identities through a [`GatewayAgent`][aun_runtime.network.GatewayAgent], and keeps serving
 until SIGINT or SIGTERM, since messages may arrive from the network at any time. Then it stops
 the gateway agent (what waits in the outbox stays for the next start) and prints the transcript and
-counters, or, with ``--json``, one JSON line per event (``serving``, then ``connected`` or
-``failed`` for each exposed AID, and ``stopped``) for supervisors and tests.
+counters, or, with `--json`, one JSON line per event (`serving`, then `connected` or
+`failed` for each exposed AID, and `stopped`) for supervisors and tests.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ DISCOVER = "discover"
 
 
 def add_network_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``run`` that put the application's agents on the AUN network."""
+    """The options of `run` that put the application's agents on the AUN network."""
     group = parser.add_argument_group("AUN network (the gateway agent)")
     group.add_argument(
         "--gateway-url",
@@ -59,7 +59,7 @@ def add_network_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_client_log_option(parser: Any) -> None:
-    """``--client-log-level``: how much of the AUN client's own logging reaches stderr."""
+    """`--client-log-level`: how much of the AUN client's own logging reaches stderr."""
     parser.add_argument(
         "--client-log-level", default=None, choices=CLIENT_LOG_LEVELS,
         help=f"what the AUN client itself prints on stderr (default: ${CLIENT_LOG_ENV}, else warnings and "
@@ -68,14 +68,14 @@ def add_client_log_option(parser: Any) -> None:
 
 
 def network_requested(args: argparse.Namespace) -> bool:
-    """True if ``run`` was asked to join a gateway (by option or environment)."""
+    """True if `run` was asked to join a gateway (by option or environment)."""
     import os
 
     return bool(getattr(args, "gateway_url", None) or os.environ.get(ENV_URL))
 
 
 def quiet_client_logs(args: argparse.Namespace) -> str | None:
-    """Set the AUN client's stderr level from ``--client-log-level`` or the environment; the level
+    """Set the AUN client's stderr level from `--client-log-level` or the environment; the level
     asked for (None: the default)."""
     level = client_log_level(getattr(args, "client_log_level", None))
     set_client_log_level(level)
@@ -83,7 +83,7 @@ def quiet_client_logs(args: argparse.Namespace) -> str | None:
 
 
 def run_on_network(app: App, args: argparse.Namespace, summary: Summary) -> int:
-    """Run ``app`` with its agents on the network until SIGINT/SIGTERM; 2 on a configuration error."""
+    """Run `app` with its agents on the network until SIGINT/SIGTERM; 2 on a configuration error."""
     quiet_client_logs(args)
     try:
         return run_command(lambda stop: _serve(stop, app, args, summary), serving=True)
@@ -165,7 +165,7 @@ async def _announce_connected(gateway: GatewayAgent, aid: str, args: argparse.Na
 
 
 async def announced_issuer(gateway_url: str | None, timeout: float = 3.0) -> str | None:
-    """The issuer domain a gateway announces at ``/.well-known/aun-gateway`` (the local gateway
+    """The issuer domain a gateway announces at `/.well-known/aun-gateway` (the local gateway
     does), or None if it says none or cannot be asked."""
     if not gateway_url:
         return None

@@ -1,37 +1,37 @@
 """How a gateway agent's AUN clients do their I/O: on the runtime's own loop, cursors in batches.
 
-The AUN client (``fastaun`` 0.5.25) is written for one identity per process. Held a thousand times
+The AUN client (`fastaun` 0.5.25) is written for one identity per process. Held a thousand times
 in one process, two of its habits cost more than the messages it carries:
 
 * Each connection gets a *network actor* of its own: a thread with an event loop (its epoll and
   self-pipe descriptors, its stack) that holds the WebSocket, and every call, answer and event hops
-  between that thread and the caller's loop. :func:`run_on_loop` gives a client's transport an
+  between that thread and the caller's loop. `run_on_loop` gives a client's transport an
   actor that runs the same coroutines on the loop that calls it, the runtime's: no thread, no hop,
-  the same code path (the actor is the client's own seam: ``submit`` a coroutine, ``stop``).
+  the same code path (the actor is the client's own seam: `submit` a coroutine, `stop`).
   Its one-off calls on a WebSocket of their own (registration, the two login phases, token
-  refresh) start a fresh thread each; :func:`short_calls_on_loop` runs them on the loop too.
+  refresh) start a fresh thread each; `short_calls_on_loop` runs them on the loop too.
 * Each client (and each of its identity stores) keeps a DNS cache, a fallback address per host
   name, in a SQLite file of its own directory, open all the time: two connections and five
-  descriptors per AID for the same few host names. :func:`share_dns_cache` points them all at one
+  descriptors per AID for the same few host names. `share_dns_cache` points them all at one
   file of the gateway agent's data directory.
 * Its identity and token stores (three of them, the client's and its AID store's) each open the
-  AID's ``aun.db`` with a connection of their own: about 200 KB of memory and three descriptors
-  each, for one file. :func:`share_store_database` has them all use one (the client's
-  ``AIDDatabase`` serialises its users with a lock of its own and begins and commits each
+  AID's `aun.db` with a connection of their own: about 200 KB of memory and three descriptors
+  each, for one file. `share_store_database` has them all use one (the client's
+  `AIDDatabase` serialises its users with a lock of its own and begins and commits each
   transaction within one call, so one connection serves them as it serves the client's threads).
   That connection keeps a page cache of up to 2 MB that its start-up reads fill; a connected AID
-  reads it seldom. :func:`trim_stores` holds it to :data:`STORE_CACHE_KB` and gives back what it
+  reads it seldom. `trim_stores` holds it to `STORE_CACHE_KB` and gives back what it
   cached.
 * Its delivery cursor (which sequence number of each sender it has seen) is committed to its
-  SQLite file once per message received, on the event loop. :func:`batch_cursor_writes` makes
+  SQLite file once per message received, on the event loop. `batch_cursor_writes` makes
   those writes coalesce: the newest cursor of each namespace is kept in memory and committed
-  :data:`CURSOR_DELAY` seconds later, once for all that arrived meanwhile, and always before the
+  `CURSOR_DELAY` seconds later, once for all that arrived meanwhile, and always before the
   client reads its cursors back and when the link stops. A cursor lost to a crash is older than
   the truth, never newer: the client pulls again from it, and the messages that come a second time
   were acknowledged only after the archive committed them, so the receiving channel drops them as
   duplicates. Nothing is skipped.
 
-Both are written against the pinned client (``CLIENT_PACKAGE``) and change nothing if its parts are
+Both are written against the pinned client (`CLIENT_PACKAGE`) and change nothing if its parts are
 not where they are expected (they return False), so a different client runs as it comes.
 """
 
@@ -63,9 +63,9 @@ _CURSOR_READS = ("load_all_sync_states", "load_all_seqs", "load_seq")
 
 
 class LoopActor:
-    """The client's network actor, without its thread: coroutines run as tasks of ``loop``.
+    """The client's network actor, without its thread: coroutines run as tasks of `loop`.
 
-    The transport awaits what :meth:`submit` returns through ``asyncio.wrap_future``, which hands an
+    The transport awaits what `submit` returns through `asyncio.wrap_future`, which hands an
     asyncio future back as is, and cancels it to abandon a call: a task does both.
     """
 
@@ -87,7 +87,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 def run_on_loop(client: Any) -> bool:
-    """Have ``client``'s transport keep its WebSocket on the running loop instead of a thread of
+    """Have `client`'s transport keep its WebSocket on the running loop instead of a thread of
     its own. False if the client is not the one this is written for (then nothing is changed)."""
     transport = getattr(client, "_transport", None)
     if transport is None or not all(callable(getattr(type(transport), name, None))
@@ -115,7 +115,7 @@ def run_on_loop(client: Any) -> bool:
 
 
 def short_calls_on_loop(flow: Any) -> bool:
-    """Have ``flow`` (the client's login or registration flow) make its one-off calls on the
+    """Have `flow` (the client's login or registration flow) make its one-off calls on the
     running loop instead of a thread started for each. False if it is not the one this is written
     for (then nothing is changed)."""
     direct = getattr(flow, "_short_rpc_io", None)
@@ -135,8 +135,8 @@ _DNS_CACHE_TABLE = ("CREATE TABLE IF NOT EXISTS dns_cache (hostname TEXT PRIMARY
 
 
 def share_dns_cache(path: str, *holders: Any) -> int:
-    """Point the DNS cache of each of ``holders`` (a client, its ``AIDStore``: whatever holds the
-    client's network helper as ``_net``) at the one in ``path``, closing its own. Returns how many
+    """Point the DNS cache of each of `holders` (a client, its `AIDStore`: whatever holds the
+    client's network helper as `_net`) at the one in `path`, closing its own. Returns how many
     were moved; one that is not the client's helper as expected is left as it is."""
     with _DNS_CACHES_LOCK:
         shared = _DNS_CACHES.get(path)
@@ -181,8 +181,8 @@ def _stores(client: Any) -> list[Any]:
 
 
 def share_store_database(client: Any, aid: str) -> int:
-    """Have every store of ``client`` use one database object (one connection) for ``aid``'s
-    ``aun.db``: the client's token store's, which its end-to-end encryption session uses too.
+    """Have every store of `client` use one database object (one connection) for `aid`'s
+    `aun.db`: the client's token store's, which its end-to-end encryption session uses too.
     Call it before the client connects, once nothing else of the process holds the file open.
     Returns how many others were replaced (and closed); none if the stores are not where the pinned
     client keeps them."""
@@ -209,8 +209,8 @@ def share_store_database(client: Any, aid: str) -> int:
 
 
 def trim_stores(client: Any) -> int:
-    """Hold the page cache of each SQLite connection ``client``'s stores have open to
-    :data:`STORE_CACHE_KB` and release what they cached (on the loop, between their
+    """Hold the page cache of each SQLite connection `client`'s stores have open to
+    `STORE_CACHE_KB` and release what they cached (on the loop, between their
     transactions). Returns how many connections were trimmed."""
     trimmed = 0
     seen: set[int] = set()
@@ -238,7 +238,7 @@ class CursorBatch:
     """The delivery cursors of one client's token store that wait to be committed.
 
     Args:
-        save: the store's own ``save_sync_states(aid, device_id, slot_id, states)``.
+        save: the store's own `save_sync_states(aid, device_id, slot_id, states)`.
         delay: seconds a cursor waits for others to share its commit.
     """
 
@@ -251,7 +251,7 @@ class CursorBatch:
         self.commits = 0
 
     def put(self, aid: str, device_id: str, slot_id: str, states: dict[str, dict[str, int]]) -> None:
-        """Keep ``states`` until the next commit (each mark only moves forward, as the store does)."""
+        """Keep `states` until the next commit (each mark only moves forward, as the store does)."""
         waiting = self._pending.setdefault((aid, device_id, slot_id), {})
         for namespace, state in states.items():
             before = waiting.get(namespace)
@@ -280,7 +280,7 @@ class CursorBatch:
 
 
 def batch_cursor_writes(client: Any, delay: float = CURSOR_DELAY) -> CursorBatch | None:
-    """Make ``client``'s delivery-cursor commits coalesce (see the module). None if its token store
+    """Make `client`'s delivery-cursor commits coalesce (see the module). None if its token store
     is not the one this is written for (then nothing is changed)."""
     store = getattr(client, "_token_store", None)
     save = getattr(type(store), "save_sync_states", None)
@@ -307,7 +307,7 @@ def batch_cursor_writes(client: Any, delay: float = CURSOR_DELAY) -> CursorBatch
 
 
 def flush_cursors(client: Any) -> None:
-    """Commit ``client``'s waiting delivery cursors now (before it closes, or the process ends)."""
+    """Commit `client`'s waiting delivery cursors now (before it closes, or the process ends)."""
     batch = getattr(getattr(client, "_token_store", None), "_aun_runtime_cursor_batch", None)
     if isinstance(batch, CursorBatch):
         batch.flush()

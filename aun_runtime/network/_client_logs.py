@@ -1,12 +1,12 @@
-"""How loud the AUN client (``fastaun``'s ``aun_core``) is on stderr.
+"""How loud the AUN client (`fastaun`'s `aun_core`) is on stderr.
 
-The client does not log through :mod:`logging`: every ``AUNLogger`` it makes (one per client, and a
+The client does not log through `logging`: every `AUNLogger` it makes (one per client, and a
 new one each time it rebuilds an identity, handed on to its agent.md store, its key stores and its
-network code) prints ``[LEVEL][module]`` lines to stderr itself, INFO and up by default, DEBUG too
-when ``~/.aun/log.ini`` asks. Our commands keep stderr for their own logging, so by default only
+network code) prints `[LEVEL][module]` lines to stderr itself, INFO and up by default, DEBUG too
+when `~/.aun/log.ini` asks. Our commands keep stderr for their own logging, so by default only
 the client's warnings and errors get through, and not the agent.md store's warnings (a missing
-agent.md file of a new identity is normal here). ``--client-log-level`` or ``AUN_CLIENT_LOG_LEVEL``
-(``debug``, ``info``, ``warn``, ``error``) sets one level for all of it.
+agent.md file of a new identity is normal here). `--client-log-level` or `AUN_CLIENT_LOG_LEVEL`
+(`debug`, `info`, `warn`, `error`) sets one level for all of it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _module_floors: dict[str, int] = {}
 
 
 def client_log_level(option: str | None = None) -> str | None:
-    """The level asked for: the option, else ``AUN_CLIENT_LOG_LEVEL``, else None (the default)."""
+    """The level asked for: the option, else `AUN_CLIENT_LOG_LEVEL`, else None (the default)."""
     level = option or os.environ.get(CLIENT_LOG_ENV, "").strip().lower() or None
     if level is not None and level not in _ORDER:
         raise SystemExit(f"error: the client log level is one of {', '.join(CLIENT_LOG_LEVELS)} (got {level!r})")
@@ -39,7 +39,7 @@ def client_log_level(option: str | None = None) -> str | None:
 
 
 def set_client_log_level(level: str | None = None) -> None:
-    """Hold every AUN client logger, existing or future, to ``level`` (None: warnings and errors,
+    """Hold every AUN client logger, existing or future, to `level` (None: warnings and errors,
     and only errors from the agent.md store). Does nothing if the client is not installed."""
     global _floor, _module_floors
     try:

@@ -1,8 +1,8 @@
 """How a gateway agent reaches the AUN network: gateway, data directory, exposed AIDs, trust roots.
 
 The same application runs on the embedded runtime alone and on the network by configuration only:
-a :class:`GatewayAgentConfig` (or the ``AUN_GATEWAY_*`` environment variables, or the CLI options
-of ``aun-runtime run``) says where the gateway is and which local AIDs it carries.
+a [`GatewayAgentConfig`][aun_runtime.network.GatewayAgentConfig] (or the `AUN_GATEWAY_*` environment variables, or the CLI options
+of `aun-runtime run`) says where the gateway is and which local AIDs it carries.
 """
 
 from __future__ import annotations
@@ -43,47 +43,47 @@ class GatewayAgentConfig:
     Attributes:
         data_dir: where each exposed AID's keys and tokens (one AUN client directory per AID), the
             outbox and the key-store seed live.
-        gateway_url: the gateway's WebSocket URL (``ws://127.0.0.1:20001/aun`` for the local one).
+        gateway_url: the gateway's WebSocket URL (`ws://127.0.0.1:20001/aun` for the local one).
             None: find it by AUN discovery, as on the public network.
         expose: the local AIDs that get an AUN identity; None: every AID registered in the runtime
             when the gateway agent starts.
         root_ca_path: an extra trusted root (the local gateway's development root). The client's
             bundled AUN root is always trusted.
         seed: the secret that encrypts the local key stores; None: a random one, kept in
-            ``data_dir/seed`` (mode 0600) from the first start on.
+            `data_dir/seed` (mode 0600) from the first start on.
         encrypt: end-to-end encrypt direct and group messages (the AUN client's default). False
             sends them in plaintext.
-        discovery_port: the HTTPS port AUN discovery asks (``/.well-known/aun-gateway``), if not 443.
-        verify_ssl: TLS certificate checks for ``wss://``; None: the client's default (on).
+        discovery_port: the HTTPS port AUN discovery asks (`/.well-known/aun-gateway`), if not 443.
+        verify_ssl: TLS certificate checks for `wss://`; None: the client's default (on).
         reconnect_max_delay: the longest the client waits between reconnect attempts, in seconds.
         outbox_capacity: messages that may wait for the network before sends are refused.
         max_attempts: tries of one message that fails for a reason other than the connection (the
             recipient has no keys yet, a rate limit) before it becomes a dead letter.
         retry_max_delay: the longest wait between those tries, in seconds.
-        client_log_level: what the AUN client prints to stderr: ``debug``, ``info``, ``warn`` or
-            ``error`` (this runtime logs through :mod:`logging` under ``aun_runtime.gateway``).
-        thoughts: put what an exposed agent thinks (``think()``, an observer's silent decisions)
+        client_log_level: what the AUN client prints to stderr: `debug`, `info`, `warn` or
+            `error` (this runtime logs through `logging` under `aun_runtime.gateway`).
+        thoughts: put what an exposed agent thinks (`think()`, an observer's silent decisions)
             about a message from the network as an AUN thought about it, never as a message: about
-            a direct message for that conversation (``message.thought.put``, end-to-end encrypted
-            for the sender when ``encrypt`` is on), which the sender reads with
-            ``message.thought.get``; about a network group's message for that group
-            (``group.thought.put``, encrypted for the group's members when ``encrypt`` is on),
-            which members read with ``group.thought.get``. Off by default: thoughts then stay in
+            a direct message for that conversation (`message.thought.put`, end-to-end encrypted
+            for the sender when `encrypt` is on), which the sender reads with
+            `message.thought.get`; about a network group's message for that group
+            (`group.thought.put`, encrypted for the group's members when `encrypt` is on),
+            which members read with `group.thought.get`. Off by default: thoughts then stay in
             the archive only.
-        queue_routing: None (the default) connects each exposed AID in AUN's ``fanout`` delivery
-            mode: every connection of the AID gets every direct message. ``"round_robin"`` or
-            ``"sender_affinity"`` connects it as a ``queue`` member instead: several runtimes that
+        queue_routing: None (the default) connects each exposed AID in AUN's `fanout` delivery
+            mode: every connection of the AID gets every direct message. `"round_robin"` or
+            `"sender_affinity"` connects it as a `queue` member instead: several runtimes that
             expose the same AID (with the same identity: its key and certificate, and the same
             seed) share its direct messages, each message going to one of them, in turn or by
             sender. Every runtime serving one AID must say the same (the gateway refuses the
-            others with ``delivery_mode_conflict``); group messages reach every runtime either way.
+            others with `delivery_mode_conflict`); group messages reach every runtime either way.
         accept_invitations: what an exposed AID does with an invitation into a network group (the
-            AUN client's ``group.invite_received``; its own ``create_group(members=...)`` invites).
+            AUN client's `group.invite_received`; its own `create_group(members=...)` invites).
             False (the default): nothing, the invitation waits and is logged; who puts this
-            runtime's agents into groups is this runtime's code (``create_group``, or an owner's
-            ``group.add_member``). True: every invitation is accepted. A callable
-            ``accept(aid, invitation)`` (the event as the client gives it: ``group_id``,
-            ``inviter_aids``, ``invite_id``...) accepts those it returns True for.
+            runtime's agents into groups is this runtime's code (`create_group`, or an owner's
+            `group.add_member`). True: every invitation is accepted. A callable
+            `accept(aid, invitation)` (the event as the client gives it: `group_id`,
+            `inviter_aids`, `invite_id`...) accepts those it returns True for.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
@@ -116,17 +116,17 @@ class GatewayAgentConfig:
 
     @property
     def delivery_mode(self) -> dict[str, str]:
-        """The AUN client's ``delivery_mode`` connect option for this configuration."""
+        """The AUN client's `delivery_mode` connect option for this configuration."""
         if self.queue_routing is None:
             return {"mode": "fanout"}
         return {"mode": "queue", "routing": self.queue_routing}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> GatewayAgentConfig:
-        """A config from ``AUN_GATEWAY_URL``, ``AUN_GATEWAY_DATA``, ``AUN_GATEWAY_EXPOSE`` (comma
-        separated), ``AUN_GATEWAY_ROOT_CA``, ``AUN_GATEWAY_SEED``, ``AUN_GATEWAY_PLAINTEXT=1``,
-        ``AUN_GATEWAY_RECONNECT_MAX_DELAY`` (seconds), ``AUN_GATEWAY_QUEUE`` (a
-        ``queue_routing``) and ``AUN_GATEWAY_ACCEPT_INVITATIONS=1``; keyword arguments win over
+        """A config from `AUN_GATEWAY_URL`, `AUN_GATEWAY_DATA`, `AUN_GATEWAY_EXPOSE` (comma
+        separated), `AUN_GATEWAY_ROOT_CA`, `AUN_GATEWAY_SEED`, `AUN_GATEWAY_PLAINTEXT=1`,
+        `AUN_GATEWAY_RECONNECT_MAX_DELAY` (seconds), `AUN_GATEWAY_QUEUE` (a
+        `queue_routing`) and `AUN_GATEWAY_ACCEPT_INVITATIONS=1`; keyword arguments win over
         the environment."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
@@ -160,7 +160,7 @@ class GatewayAgentConfig:
         return self.data_dir / "outbox.sqlite"
 
     def key_seed(self) -> str:
-        """The key-store seed: the configured one, or the one kept in ``data_dir`` (made once)."""
+        """The key-store seed: the configured one, or the one kept in `data_dir` (made once)."""
         if self.seed:
             return self.seed
         path = self.data_dir / _SEED_FILE
@@ -175,6 +175,6 @@ class GatewayAgentConfig:
 
 
 def split_aids(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"a.x, b.x"`` (or a list of such strings) as a tuple of AIDs."""
+    """`"a.x, b.x"` (or a list of such strings) as a tuple of AIDs."""
     parts = [text] if isinstance(text, str) else list(text)
     return tuple(aid.strip() for part in parts for aid in part.split(",") if aid.strip())

@@ -1,22 +1,22 @@
-"""``AUNMessage`` to and from the AUN wire: ``message.send``/``group.send`` params and client events.
+"""`AUNMessage` to and from the AUN wire: `message.send`/`group.send` params and client events.
 
-An AUN message on the wire is an envelope the network fills in (``message_id``, sender, ``seq``,
-time, and for groups ``group_id`` and the ``mention_mode`` snapshot) around a ``payload`` that is
+An AUN message on the wire is an envelope the network fills in (`message_id`, sender, `seq`,
+time, and for groups `group_id` and the `mention_mode` snapshot) around a `payload` that is
 the application's own JSON object, end-to-end encrypted by default. What an
-:class:`AUNMessage` has beyond that travels inside the payload, in the fields the AUN payload
+[`AUNMessage`][aun_runtime.AUNMessage] has beyond that travels inside the payload, in the fields the AUN payload
 reference defines for it, so that any AUN client reads them:
 
-* ``in_reply_to`` as ``payload.reply_to = {"message_id": ...}``;
-* ``thread`` as ``payload.thread_id``;
+* `in_reply_to` as `payload.reply_to = {"message_id": ...}`;
+* `thread` as `payload.thread_id`;
 * the hop count, which keeps the loop guard working across runtimes, in
-  ``payload.client_context.aun_envelope`` together with the names of the fields added here, so the
+  `payload.client_context.aun_envelope` together with the names of the fields added here, so the
   receiving runtime removes exactly those and hands its agent the payload the sender built.
 
 A payload of a type this runtime does not model is sent and received whole. A field the sender's
-payload already has (its own ``reply_to``...) is never overwritten.
+payload already has (its own `reply_to`...) is never overwritten.
 
 The copy of a local group's message for a member elsewhere is a direct message whose envelope
-carries the group (``group_id``, ``seq``, mode) and the original ``message_id``; its wire id is
+carries the group (`group_id`, `seq`, mode) and the original `message_id`; its wire id is
 derived per member (the network refuses one id for two recipients). A receiving runtime rebuilds
 the group message, so its channel applies the group's mode; any other client reads a direct message.
 """
@@ -56,14 +56,14 @@ def copy_message_id(message_id: str, member: str) -> str:
 def send_call(
     message: AUNMessage, recipient: str | None, *, encrypt: bool, traceparent: str | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """The RPC that puts ``message`` on the network: ``(method, params)``.
+    """The RPC that puts `message` on the network: `(method, params)`.
 
     Args:
         message: what the local sender sent.
         recipient: the direct recipient, or the member a local group's copy is for; None for a
             message to a network group.
         encrypt: end-to-end encrypt the message, direct or group (the client's default).
-        traceparent: the W3C trace context it was sent in (:mod:`aun_runtime._trace_context`), if any.
+        traceparent: the W3C trace context it was sent in (`aun_runtime._trace_context`), if any.
     """
     payload = payload_to_wire(message)
     added: list[str] = []
@@ -104,8 +104,8 @@ def send_call(
 
 
 def message_from_event(event: dict[str, Any], recipient: str, *, group: bool) -> AUNMessage:
-    """The :class:`AUNMessage` for a ``message.received`` (or, with ``group``, a
-    ``group.message_created``) event the client delivered to ``recipient``.
+    """The [`AUNMessage`][aun_runtime.AUNMessage] for a `message.received` (or, with `group`, a
+    `group.message_created`) event the client delivered to `recipient`.
 
     Raises:
         InvalidMessageError: the event does not make a valid message (the field is named).
@@ -170,7 +170,7 @@ def _bad_identifier(fields: dict[str, Any], error: AUNError) -> str:
 
 
 def _take_envelope(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """Remove the runtime's envelope from ``payload`` (in place) and return it, if there is one."""
+    """Remove the runtime's envelope from `payload` (in place) and return it, if there is one."""
     context = payload.get("client_context")
     if not isinstance(context, dict) or not isinstance(context.get(ENVELOPE_KEY), dict):
         return None

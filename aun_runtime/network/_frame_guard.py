@@ -1,21 +1,21 @@
 """Frames the AUN client would refuse whole: the messages in them arrive as unreadable instead.
 
-The client (fastaun 0.5.25) parses each frame strictly (see :mod:`aun_runtime._strict_json`) and, on
+The client (fastaun 0.5.25) parses each frame strictly (see `aun_runtime._strict_json`) and, on
 the first value outside its rules, drops the connection. Its reconnection pulls the same message, and
 drops again: one such message from any sender, relayed by a gateway that does not refuse it, stops
 everything that follows it. This module puts one guard in front of that parser for a gateway
 agent's clients: a frame the strict parser refuses is parsed again leniently, each message
-``payload`` holding a refused value is replaced by a marker that names the place and the reason,
+`payload` holding a refused value is replaced by a marker that names the place and the reason,
 and the frame goes on. The client then delivers the message (and acknowledges it once handled);
 the link records it as a dead letter, and what follows flows. A frame refused for a reason outside
 any payload (or nested past what a parser takes) is refused as before: nothing is invented.
 
 The guard replaces the client's own frame decoder on one transport object; it is written against
-the pinned client (``CLIENT_PACKAGE``) and does nothing if that decoder is not where it expects.
+the pinned client (`CLIENT_PACKAGE`) and does nothing if that decoder is not where it expects.
 
 It also reads the common frame faster than the client's parser, which walks every string of a
 frame in Python looking for a surrogate half: about a tenth of a millisecond for each 3 KB
-encrypted push, several times for each message bridged. :func:`quick_read` applies the same rules
+encrypted push, several times for each message bridged. `quick_read` applies the same rules
 with that walk skipped where the text shows it cannot find anything, and gives up (the client's own
 parser then runs, with its own verdict and errors) on anything it is not sure of.
 """
@@ -139,7 +139,7 @@ def quick_read(text: str) -> dict[str, Any] | None:
 
 
 def _replace_payloads(node: Any, reasons: list[str]) -> None:
-    """Replace each ``payload`` value holding a refused place by the marker, outermost first."""
+    """Replace each `payload` value holding a refused place by the marker, outermost first."""
     if isinstance(node, dict):
         for key, item in node.items():
             found = find_unsafe(item, "payload", max_depth=_ANY_DEPTH) if key == "payload" else None
@@ -185,7 +185,7 @@ def unreadable_reason(payload: Any) -> str | None:
 
 
 def guard_client(client: Any, aid: str) -> bool:
-    """Put the guard in front of ``client``'s frame decoder. False if the client is not the one
+    """Put the guard in front of `client`'s frame decoder. False if the client is not the one
     this is written for (then nothing is changed)."""
     transport = getattr(client, "_transport", None)
     strict: Callable[[Any], dict[str, Any]] | None = getattr(type(transport), "_decode_message", None)

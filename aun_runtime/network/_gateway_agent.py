@@ -1,4 +1,4 @@
-"""``GatewayAgent``: a runtime's agents on the AUN network, with nothing lost and nothing twice.
+"""`GatewayAgent`: a runtime's agents on the AUN network, with nothing lost and nothing twice.
 
 Each exposed local AID gets an AUN identity, held by the real AUN client (one client and one client
 directory per AID). The gateway agent is the runtime's outbound route: what the runtime cannot deliver
@@ -9,10 +9,10 @@ acknowledged to the network only once its verdict is in the archive on disk.
 
 Guarantee: at least once on the wire (a message is sent until the network has it, and acknowledged
 only once recorded here), exactly once at the handler (the receiving channel drops a second delivery
-of the same ``(sender, message_id)``, also after a restart, and the network stores a resent
-``message_id`` once).
+of the same `(sender, message_id)`, also after a restart, and the network stores a resent
+`message_id` once).
 
-An example is in the package's docstring (:mod:`aun_runtime.network`).
+An example is in the package's docstring ([`aun_runtime.network`][aun_runtime.network]).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class GatewayAgent:
 
     Args:
         runtime: the runtime whose agents it exposes.
-        config: where the network is and what to expose (default: from ``AUN_GATEWAY_*``).
+        config: where the network is and what to expose (default: from `AUN_GATEWAY_*`).
     """
 
     def __init__(self, runtime: AUNRuntime, config: GatewayAgentConfig | None = None) -> None:
@@ -96,7 +96,7 @@ class GatewayAgent:
         resume sending what the outbox kept, and become the runtime's outbound route.
 
         Raises:
-            NetworkClientMissingError: the AUN client is not installed (``aun-runtime[gateway]``).
+            NetworkClientMissingError: the AUN client is not installed (`aun-runtime[gateway]`).
             GatewayAgentError: an AID to expose is not registered in the runtime.
         """
         if self._outbox is not None:
@@ -152,7 +152,7 @@ class GatewayAgent:
             self._add_link(aid)
 
     async def expose_registered(self) -> list[str]:
-        """With ``expose`` unset (expose everything), give every AID of the runtime's domain
+        """With `expose` unset (expose everything), give every AID of the runtime's domain
         registered since the start its identity too. Returns the AIDs added."""
         self._require_started()
         added = self._unexposed() if self.config.expose is None else []
@@ -177,7 +177,7 @@ class GatewayAgent:
         link.start()
 
     async def wait_connected(self, aids: Iterable[str] | None = None) -> None:
-        """Return once every exposed AID (or each of ``aids``) has been connected at least once.
+        """Return once every exposed AID (or each of `aids`) has been connected at least once.
 
         Raises:
             GatewayAgentError: an AID is not exposed, or the network refused its identity.
@@ -199,7 +199,7 @@ class GatewayAgent:
     # -- what the runtime asks of its outbound route -----------------------------------------------
 
     async def forward(self, message: AUNMessage, recipient: str | None) -> None:
-        """Commit ``message`` to the outbox for the network; it leaves in the background, in order.
+        """Commit `message` to the outbox for the network; it leaves in the background, in order.
 
         Raises:
             NotExposedError: the sender has no AUN identity here.
@@ -222,8 +222,8 @@ class GatewayAgent:
         return self.config.expose is None and self.runtime.is_local(aid) and aid_domain(aid) == self.runtime.domain
 
     async def ping(self, aid: str) -> bool:
-        """Whether ``aid`` can be reached through the network now: a connection of ours answers
-        ``meta.ping`` and the network resolves ``aid``'s certificate. The agent behind it may be
+        """Whether `aid` can be reached through the network now: a connection of ours answers
+        `meta.ping` and the network resolves `aid`'s certificate. The agent behind it may be
         offline: the network keeps messages for it until it connects."""
         validate_aid(aid)
         for link in self._links.values():
@@ -241,17 +241,17 @@ class GatewayAgent:
         members: Iterable[str] = (),
         dispatch_mode: DispatchMode | str = DispatchMode.BROADCAST,
     ) -> str:
-        """Create a group on the network, owned by exposed ``owner``, and return its id.
+        """Create a group on the network, owned by exposed `owner`, and return its id.
 
-        The group gets its own AID, ``<name>.<issuer>``, the way the AUN client's ``create_group``
+        The group gets its own AID, `<name>.<issuer>`, the way the AUN client's `create_group`
         makes one: the owner's client makes the group's key pair, the network certifies it, and the
         key and certificate are kept in the owner's AID store (its client directory), beside the
         owner's own, where the owner's client finds them again after a restart. Members (local or
         not) are added by the owner; every member's agents then post to it by its id with
-        ``group_send``, from any runtime, and each receiving channel applies its mode.
+        `group_send`, from any runtime, and each receiving channel applies its mode.
 
         Raises:
-            GatewayAgentError: ``owner`` is not exposed here, or the gateway agent is not started.
+            GatewayAgentError: `owner` is not exposed here, or the gateway agent is not started.
             aun_core.errors.AUNError: the network refused the group (a name already taken...).
         """
         mode = parse_dispatch_mode(dispatch_mode)
@@ -270,7 +270,7 @@ class GatewayAgent:
         return group_id
 
     async def call(self, aid: str, method: str, params: Mapping[str, Any] | None = None) -> Any:
-        """Call a network method as exposed ``aid`` once its client is ready (for what the
+        """Call a network method as exposed `aid` once its client is ready (for what the
         runtime does not model: group administration, directory queries...)."""
         link = self._link(aid)
         await link.wait_connected()

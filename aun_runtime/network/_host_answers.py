@@ -1,21 +1,21 @@
 """Host-name answers shared by a gateway agent's AUN clients: one lookup per host, not one per AID.
 
-Registering an AID, the AUN client (``fastaun`` 0.5.25) looks for the AID's agent.md: at the
+Registering an AID, the AUN client (`fastaun` 0.5.25) looks for the AID's agent.md: at the
 gateway, then, not found there (a new AID has none yet), at its issuer's name service
-(``http://<issuer>/agent.md``: ``aun.localhost`` for the local gateway, a name that does not
-resolve here). Each HTTP request of the client goes through an ``aiohttp`` session of its own,
+(`http://<issuer>/agent.md`: `aun.localhost` for the local gateway, a name that does not
+resolve here). Each HTTP request of the client goes through an `aiohttp` session of its own,
 whose default resolver asks the system for the host every time, on the loop's few resolver
 threads. A thousand AIDs ask a thousand times for the same name, at once; failing lookups queue
 there (100 concurrent ones took 20 s on the measuring machine, one took 3 ms), and that was most
 of the time 100 AIDs took to connect.
 
-:func:`share_host_answers` makes every such lookup made from the calling task (and the tasks it
-starts: the link's client, its connection, its requests) ask :data:`HOST_ANSWERS` instead: one
+`share_host_answers` makes every such lookup made from the calling task (and the tasks it
+starts: the link's client, its connection, its requests) ask `HOST_ANSWERS` instead: one
 lookup per (host, port, family) and loop at a time, its answer, positive or negative, kept
-:data:`ANSWER_TTL` seconds. The lookup itself is ``aiohttp``'s own, and a host that does not
-resolve fails as it would (``socket.gaierror``, which ``aiohttp`` reports as a DNS error): only
+`ANSWER_TTL` seconds. The lookup itself is `aiohttp`'s own, and a host that does not
+resolve fails as it would (`socket.gaierror`, which `aiohttp` reports as a DNS error): only
 how often the system is asked changes. Outside those tasks nothing changes: the hook on
-``aiohttp``'s default resolver passes every other lookup through as it comes, so a plain client in
+`aiohttp`'s default resolver passes every other lookup through as it comes, so a plain client in
 the same process keeps its defaults.
 """
 
@@ -45,7 +45,7 @@ Lookup = Callable[[], Awaitable[list[dict[str, Any]]]]
 
 
 class HostAnswers:
-    """Answers of host-name lookups, asked once per (host, port, family) and kept ``ttl`` seconds.
+    """Answers of host-name lookups, asked once per (host, port, family) and kept `ttl` seconds.
 
     Args:
         ttl: seconds an answer is kept.
@@ -62,7 +62,7 @@ class HostAnswers:
         self.lookups = 0  #: lookups made; every other answer came from what was kept
 
     async def resolve(self, host: str, port: int, family: int, lookup: Lookup) -> list[dict[str, Any]]:
-        """The addresses of ``host``: kept ones if fresh, else ``lookup``'s, which every concurrent
+        """The addresses of `host`: kept ones if fresh, else `lookup`'s, which every concurrent
         caller for the same key shares.
 
         Raises:
@@ -107,8 +107,8 @@ _HOOK_LOCK = threading.Lock()
 
 
 def share_host_answers(answers: HostAnswers = HOST_ANSWERS) -> bool:
-    """Have the lookups of ``aiohttp``'s default resolver made from this task, and the tasks it
-    starts from now on, use ``answers``. False if the resolver is not the one this is written for
+    """Have the lookups of `aiohttp`'s default resolver made from this task, and the tasks it
+    starts from now on, use `answers`. False if the resolver is not the one this is written for
     (then nothing is changed)."""
     if not _hook():
         return False

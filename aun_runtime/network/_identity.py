@@ -1,17 +1,17 @@
-"""One exposed AID's AUN identity, held by the real AUN client (``fastaun``, imported lazily).
+"""One exposed AID's AUN identity, held by the real AUN client (`fastaun`, imported lazily).
 
 Keys, certificate, tokens and the device id live in the AID's own client directory
-(``data_dir/identities/<aid>``), created by the client's ``AIDStore`` at the first start and
+(`data_dir/identities/<aid>`), created by the client's `AIDStore` at the first start and
 loaded from there afterwards; login, connection, reconnection and token refresh are the client's.
 Only two things are set from the configuration, both through the client's public knobs: the gateway
-URL (the per-AID ``gateway_url`` metadata, read before any discovery) and an extra trusted root
-(``root_ca_path``). Its frame decoder gets a guard (:mod:`._frame_guard`): a message it could not
+URL (the per-AID `gateway_url` metadata, read before any discovery) and an extra trusted root
+(`root_ca_path`). Its frame decoder gets a guard (`._frame_guard`): a message it could not
 parse arrives as unreadable, a dead letter, instead of dropping the connection. Its I/O runs on the
-runtime's loop and its delivery cursors commit in batches (:mod:`._client_io`).
+runtime's loop and its delivery cursors commit in batches (`._client_io`).
 
 The client's key store derives its master key from the seed (PBKDF2, 100,000 iterations) every time
 it stores or reads a key: five times for each AID's first start, on the event loop, where every
-other AID's connection waits. All AIDs of a gateway agent share one seed, so :func:`share_master_key`
+other AID's connection waits. All AIDs of a gateway agent share one seed, so `share_master_key`
 has the client derive it once per seed and process (a key the process could derive again at any
 time from the seed it holds anyway).
 """
@@ -72,7 +72,7 @@ class IdentityError(AUNError):
 
 
 def require_client() -> None:
-    """Raise :class:`NetworkClientMissingError` unless the AUN client can be imported."""
+    """Raise [`NetworkClientMissingError`][aun_runtime.network.NetworkClientMissingError] unless the AUN client can be imported."""
     try:
         import aun_core  # noqa: F401
     except ImportError:
@@ -80,10 +80,10 @@ def require_client() -> None:
 
 
 async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
-    """An ``AUNClient`` for ``aid`` (not connected), registering the AID on the network if needed.
+    """An `AUNClient` for `aid` (not connected), registering the AID on the network if needed.
 
     Raises:
-        IdentityError: registration failed; ``retryable`` unless the network refused the AID.
+        IdentityError: registration failed; `retryable` unless the network refused the AID.
     """
     from aun_core import AIDStore, AUNClient
     from aun_core.keystore.local_identity_store import LocalIdentityStore
@@ -134,7 +134,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
 
 def share_master_key() -> None:
     """Have the client's key store derive its master key once per seed instead of at every key it
-    stores or reads. Idempotent; without the client's ``derive_master_key``, nothing changes."""
+    stores or reads. Idempotent; without the client's `derive_master_key`, nothing changes."""
     from aun_core.keystore import _utils
 
     derive: Callable[[bytes], bytes] | None = getattr(_utils, "derive_master_key", None)
@@ -158,10 +158,10 @@ def share_master_key() -> None:
 
 
 def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
-    """``client_class(aid)`` with its own stderr logger turned down to ``level``.
+    """`client_class(aid)` with its own stderr logger turned down to `level`.
 
     The client prints INFO and up to stderr, starting in its constructor, unless a global
-    ``~/.aun/log.ini`` says otherwise; a runtime keeps stderr for its own logging.
+    `~/.aun/log.ini` says otherwise; a runtime keeps stderr for its own logging.
     """
     quiet = _LOG_LEVELS[level] > _LOG_LEVELS["info"]
     with contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext():

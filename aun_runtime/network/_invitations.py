@@ -1,11 +1,11 @@
 """Invitations into network groups that an exposed AID receives: accepted when the configuration
-says so (:attr:`GatewayAgentConfig.accept_invitations`).
+says so (`GatewayAgentConfig.accept_invitations`).
 
 A network group's owner or admin may invite an AID instead of adding it (the AUN client's own
-``create_group(members=...)`` does); the invitee's client hears ``group.invite_received`` and the
+`create_group(members=...)` does); the invitee's client hears `group.invite_received` and the
 invitation waits until the invitee accepts or rejects it, or it expires. Which groups this
 runtime's agents are in is this runtime's decision, so by default an invitation is only logged; an
-accepted one makes the AID a member like ``group.add_member`` would, and the group's messages
+accepted one makes the AID a member like `group.add_member` would, and the group's messages
 reach its agent from then on.
 """
 
@@ -33,7 +33,7 @@ class Invitations:
     Args:
         aid: the exposed AID.
         client: its AUN client.
-        accept: the configuration's ``accept_invitations``.
+        accept: the configuration's `accept_invitations`.
     """
 
     def __init__(self, aid: str, client: Any, accept: bool | AcceptInvitation) -> None:
@@ -44,7 +44,7 @@ class Invitations:
         self.accepted = 0  #: invitations accepted
 
     async def heard(self, event: Mapping[str, Any]) -> None:
-        """The client's ``group.invite_received``: accept it in a task of its own when the
+        """The client's `group.invite_received`: accept it in a task of its own when the
         configuration says so (the client's other events go on meanwhile). A coroutine, so that
         the client runs it on its loop: a plain function it would run on a thread of its own."""
         invite_id, group_id = event.get("invite_id"), event.get("group_id")

@@ -1,19 +1,19 @@
-"""``AIDLink``: one exposed AID on the AUN network: its client, what arrives for it, what it sends.
+"""`AIDLink`: one exposed AID on the AUN network: its client, what arrives for it, what it sends.
 
-Inbound, the client hands over a page of messages at a time (its ``message.batch`` and
-``group.message_batch`` events) and acknowledges the page to the network only after the handler
-returned. The handler turns each message into an :class:`AUNMessage`, publishes it to the local
+Inbound, the client hands over a page of messages at a time (its `message.batch` and
+`group.message_batch` events) and acknowledges the page to the network only after the handler
+returned. The handler turns each message into an [`AUNMessage`][aun_runtime.AUNMessage], publishes it to the local
 recipient and returns once the recipient's channel has archived every verdict and the archive has
-committed: nothing acknowledged is only in memory. A message that cannot be an :class:`AUNMessage`
+committed: nothing acknowledged is only in memory. A message that cannot be an [`AUNMessage`][aun_runtime.AUNMessage]
 (a payload that is not an object, one the client could not parse...) is recorded as a dead letter
 and acknowledged: kept, not retried, and what follows it still arrives.
 
 Outbound, messages wait in the durable outbox and leave in *lanes*: one per (this AID, destination),
-in order, each message tried until the network has it. Up to :data:`SENDS_IN_FLIGHT` of a lane wait
+in order, each message tried until the network has it. Up to `SENDS_IN_FLIGHT` of a lane wait
 for their answers at once; each request is written only after the one before it, and sent again
 only after the one before it is settled. The connection being down (or
 being re-established) makes a lane wait for the client to be ready, for as long as it takes; other
-failures are tried again with growing pauses up to ``max_attempts`` times, and an answer that can
+failures are tried again with growing pauses up to `max_attempts` times, and an answer that can
 never change (no such AID, not a member of the group) makes the message a dead letter at once.
 """
 
@@ -113,9 +113,9 @@ class AIDLink:
         config: the gateway agent's configuration.
         seed: the key-store seed.
         outbox: where its outgoing messages wait.
-        deliver: hands arrivals to the runtime (``AUNRuntime.deliver_remote``).
+        deliver: hands arrivals to the runtime (`AUNRuntime.deliver_remote`).
         dead_letter: records a dead letter (owner, message, error).
-        card: the agent.md it publishes once connected (:mod:`._card`); None publishes nothing.
+        card: the agent.md it publishes once connected (`._card`); None publishes nothing.
     """
 
     def __init__(
@@ -213,7 +213,7 @@ class AIDLink:
         return True
 
     async def _connect(self) -> None:
-        """``connect`` until it succeeds. The client reconnects by itself once connected, but not
+        """`connect` until it succeeds. The client reconnects by itself once connected, but not
         before its first connection, nor after the gateway closed it with a code that says stop."""
         options = {
             "auto_reconnect": True,
@@ -311,7 +311,7 @@ class AIDLink:
     # -- outbound ----------------------------------------------------------------------------------
 
     def enqueue(self, item: OutboxItem) -> None:
-        """Send ``item`` after everything this AID sent to the same destination before it."""
+        """Send `item` after everything this AID sent to the same destination before it."""
         lane = self._lanes.get(item.lane)
         if lane is None:
             lane = self._lanes[item.lane] = _Lane()
@@ -347,8 +347,8 @@ class AIDLink:
 
     async def _send(self, item: OutboxItem, wire: asyncio.Future[None] | None = None,
                     before: asyncio.Task[None] | None = None) -> None:
-        """Send ``item`` until the network has it or refuses it for good. ``wire`` is told once its
-        request is written; a try after a failure waits for ``before`` (the lane's message ahead
+        """Send `item` until the network has it or refuses it for good. `wire` is told once its
+        request is written; a try after a failure waits for `before` (the lane's message ahead
         of it) to be settled, so that what is sent again leaves in the lane's order as well."""
         method, params = send_call(item.message, item.recipient, encrypt=self.config.encrypt, traceparent=item.trace)
         if wire is not None:
@@ -383,7 +383,7 @@ class AIDLink:
     # -- liveness ----------------------------------------------------------------------------------
 
     async def ping_network(self, timeout: float) -> bool:
-        """``meta.ping`` on this AID's own connection: True if the gateway answered in time."""
+        """`meta.ping` on this AID's own connection: True if the gateway answered in time."""
         if not self.ready:
             return False
         try:
@@ -393,7 +393,7 @@ class AIDLink:
         return isinstance(answer, dict) and answer.get("pong") is True
 
     async def knows(self, aid: str, timeout: float) -> bool:
-        """Whether the network resolves ``aid``'s certificate (the AID exists there)."""
+        """Whether the network resolves `aid`'s certificate (the AID exists there)."""
         try:
             await asyncio.wait_for(self.client.lookup_peer(aid), timeout)
         except Exception:
@@ -408,9 +408,9 @@ def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
 
 
 def _without_token(exc: Exception) -> bool:
-    """Whether ``connect`` failed because the client holds no access token. A first connection whose
+    """Whether `connect` failed because the client holds no access token. A first connection whose
     log-in failed (a gateway gone or too slow to answer, say) leaves the client backing off without
-    one; ``connect`` then refuses at once, every time, and so does ``authenticate`` (it logs in
+    one; `connect` then refuses at once, every time, and so does `authenticate` (it logs in
     only from standby): the link disconnects the client, which puts it back in standby, before its
     next try."""
     from aun_core import StateError  # not at the top: importing the runtime must not load the client

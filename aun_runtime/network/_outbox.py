@@ -3,25 +3,27 @@
 A local send to a remote AID returns once its message is *committed* here, not when the network
 has it: a gateway that is down, a connection being re-established, or a process that dies and starts
 again loses nothing. Rows leave the outbox only after the network answered the send. The sender of a
-row is known, and the network deduplicates by (sender, ``message_id``), so a row sent again after a
+row is known, and the network deduplicates by (sender, `message_id`), so a row sent again after a
 crash (sent, but its removal not yet committed) is stored once.
 
-Schema::
+Schema:
 
-    outbox
-        id           INTEGER PRIMARY KEY  -- the order messages were sent in
-        sender       TEXT NOT NULL        -- the local AID that sent it (the identity it leaves with)
-        recipient    TEXT                 -- the AID a direct message or a group copy is for;
-                                          -- NULL for a message to a network group
-        body         TEXT NOT NULL        -- the AUNMessage as JSON
-        enqueued_at  INTEGER NOT NULL     -- ms since the epoch
-        trace        TEXT                 -- the W3C traceparent it was sent in, when tracing
-                                          -- (added to files made before it by ALTER TABLE)
+```text
+outbox
+    id           INTEGER PRIMARY KEY  -- the order messages were sent in
+    sender       TEXT NOT NULL        -- the local AID that sent it (the identity it leaves with)
+    recipient    TEXT                 -- the AID a direct message or a group copy is for;
+                                      -- NULL for a message to a network group
+    body         TEXT NOT NULL        -- the AUNMessage as JSON
+    enqueued_at  INTEGER NOT NULL     -- ms since the epoch
+    trace        TEXT                 -- the W3C traceparent it was sent in, when tracing
+                                      -- (added to files made before it by ALTER TABLE)
+```
 
 Writes are group commits: every row put while one commit runs goes into the next, so a burst of
 sends costs one transaction, not one each. They run on one worker thread (sqlite3 releases the GIL),
 never on the event loop. Removals need no one to wait for them and ride on the next commit, or are
-committed :data:`REMOVAL_DELAY` seconds later.
+committed `REMOVAL_DELAY` seconds later.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class OutboxWriteError(UndeliverableError):
 @dataclass(frozen=True, slots=True)
 class OutboxItem:
     """One message waiting to leave: who sends it, to whom, the message, and the trace it was sent
-    in (a W3C ``traceparent``; None when the sender does not trace)."""
+    in (a W3C `traceparent`; None when the sender does not trace)."""
 
     id: int
     sender: str
@@ -89,7 +91,7 @@ class Outbox:
 
     Args:
         path: the SQLite file (created with its directory).
-        capacity: how many messages may wait; :meth:`put` refuses more.
+        capacity: how many messages may wait; [`put`][aun_runtime.AgentStateStore.put] refuses more.
     """
 
     def __init__(self, path: str | Path, capacity: int = DEFAULT_OUTBOX_CAPACITY) -> None:
@@ -127,10 +129,10 @@ class Outbox:
         return waiting
 
     async def put(self, sender: str, recipient: str | None, message: AUNMessage, trace: str | None = None) -> OutboxItem:
-        """Take ``message`` (sent in the trace ``trace``, if any); return once it is committed.
+        """Take `message` (sent in the trace `trace`, if any); return once it is committed.
 
         Raises:
-            OutboxFullError: ``capacity`` messages are waiting already.
+            OutboxFullError: `capacity` messages are waiting already.
             OutboxWriteError: the commit failed; the message was not taken.
         """
         if self._closed:
@@ -155,7 +157,7 @@ class Outbox:
         return item
 
     def remove(self, item: OutboxItem) -> None:
-        """The network has ``item``: forget it (committed with the next write, or shortly)."""
+        """The network has `item`: forget it (committed with the next write, or shortly)."""
         self._size -= 1
         self._removals.append(item.id)
         if self._committer is None and self._timer is None and not self._closed:

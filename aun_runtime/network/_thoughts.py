@@ -1,12 +1,12 @@
-"""Thoughts on the wire (``GatewayAgentConfig.thoughts``): what an exposed agent thinks about a
+"""Thoughts on the wire (`GatewayAgentConfig.thoughts`): what an exposed agent thinks about a
 message from the network is put as an AUN thought about it, for that conversation or that group.
 
 Two small hooks, installed only when the option is on (off, nothing is wrapped and arrivals cost
 nothing more): the delivery of arrivals remembers where each message from the network came from
 (its sender, or its group), and the archive's thought watch
-(:meth:`~aun_runtime.Archive.watch_thoughts`) hands each thought about one of those messages to the
-exposed AID's own client. A thought about a direct message goes with ``message.thought.put``,
-encrypted for the sender as a message is; one about a group message with ``group.thought.put``,
+([`watch_thoughts`][aun_runtime.Archive.watch_thoughts]) hands each thought about one of those messages to the
+exposed AID's own client. A thought about a direct message goes with `message.thought.put`,
+encrypted for the sender as a message is; one about a group message with `group.thought.put`,
 encrypted for the group's members as a group message is, which only members read. A thought is
 never sent as a message, and one about anything else (a local message, no message) stays in the
 archive only.
@@ -60,7 +60,7 @@ class ThoughtRelay:
     Args:
         archive: the runtime's archive (its thoughts are watched while installed).
         links: the gateway agent's links, by exposed AID (read when a thought comes).
-        encrypt: end-to-end encrypt the thoughts (``GatewayAgentConfig.encrypt``).
+        encrypt: end-to-end encrypt the thoughts (`GatewayAgentConfig.encrypt`).
     """
 
     def __init__(self, archive: Archive, links: dict[str, AIDLink], *, encrypt: bool) -> None:
@@ -74,7 +74,7 @@ class ThoughtRelay:
         self._unwatch: Callable[[], None] | None = None
 
     def deliver(self, deliver: Callable[[Arrivals], Awaitable[None]]) -> Callable[[Arrivals], Awaitable[None]]:
-        """``deliver``, remembering first where each arrival came from (its sender or group)."""
+        """`deliver`, remembering first where each arrival came from (its sender or group)."""
 
         async def remembering(arrivals: Arrivals) -> None:
             for message, recipient in arrivals:

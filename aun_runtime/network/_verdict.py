@@ -1,6 +1,6 @@
 """How a failed send to the AUN network is judged: wait for the connection, try again, or give up.
 
-The AUN client raises its own error classes (``aun_core.errors``), mapped from the gateway's codes:
+The AUN client raises its own error classes (`aun_core.errors`), mapped from the gateway's codes:
 a lost or not-yet-ready connection is never a reason to give up on a message; a rate limit, a
 recipient with no end-to-end keys published yet or a token being renewed may pass; an answer that
 names the message itself as wrong (no such recipient, not a member, not allowed) never will.

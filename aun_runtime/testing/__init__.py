@@ -1,23 +1,23 @@
 """Testing helpers, shipped with the runtime: scripted agents whose behaviour a test can count on.
 
-Each agent is a plain :class:`~aun_runtime.AUNAgent` configured by its constructor arguments, so a
-test registers it with ``runtime.register_agent(aid, lambda: Replier(times=3))``. They live in an
+Each agent is a plain [`AUNAgent`][aun_runtime.AUNAgent] configured by its constructor arguments, so a
+test registers it with `runtime.register_agent(aid, lambda: Replier(times=3))`. They live in an
 importable module so that the same agents can run in worker processes.
 
 Beside them, the parts a test of a distributed app needs and no test should fake:
-:class:`PostgresServer` (a throwaway PostgreSQL server, made with ``initdb`` in a temporary
-directory) and :class:`PrivateNetwork` (network namespaces joined by a bridge: machines that are
-apart, with links a test can cut). Their pytest fixtures are in :mod:`aun_runtime.testing.pytest_plugin`.
+`PostgresServer` (a throwaway PostgreSQL server, made with `initdb` in a temporary
+directory) and `PrivateNetwork` (network namespaces joined by a bridge: machines that are
+apart, with links a test can cut). Their pytest fixtures are in `aun_runtime.testing.pytest_plugin`.
 
 Example:
-    .. code-block:: python
-
-        async with AUNRuntime() as runtime:
-            await runtime.register_agent("twice.local", lambda: Replier(times=2))
-            inbox = await runtime.open_inbox()
-            question = await inbox.send("twice.local", "hello?")
-            await runtime.settle()
-            assert len(inbox.replies_to(question)) == 2
+    ```python
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent("twice.local", lambda: Replier(times=2))
+        inbox = await runtime.open_inbox()
+        question = await inbox.send("twice.local", "hello?")
+        await runtime.settle()
+        assert len(inbox.replies_to(question)) == 2
+    ```
 """
 
 from __future__ import annotations
@@ -85,10 +85,10 @@ class Recorder(AUNAgent):
 
 
 class Replier(AUNAgent):
-    """Answers each message ``times`` times (0 is a legal number of answers).
+    """Answers each message `times` times (0 is a legal number of answers).
 
-    ``mentions`` is passed to each :meth:`~AUNAgent.reply`: None (the default) mentions the asker in
-    a mention group, ``[]`` mentions nobody.
+    `mentions` is passed to each [`reply`][aun_runtime.AUNAgent.reply]: None (the default) mentions the asker in
+    a mention group, `[]` mentions nobody.
     """
 
     def __init__(self, times: int = 1, *, mentions: Sequence[str] | None = None) -> None:
@@ -116,7 +116,7 @@ class Silent(AUNAgent):
 
 
 class Speaker(AUNAgent):
-    """Speaks first: on start it sends ``text`` to ``to`` (an AID) or posts it to ``group``."""
+    """Speaks first: on start it sends `text` to `to` (an AID) or posts it to `group`."""
 
     def __init__(
         self, text: str, *, to: str | None = None, group: str | None = None, mentions: Sequence[str] = ()
@@ -148,7 +148,7 @@ class Bouncer(AUNAgent):
 
 
 class Forwarder(AUNAgent):
-    """Forwards every message it gets to ``to``: a chain of them makes A->B->C->A."""
+    """Forwards every message it gets to `to`: a chain of them makes A->B->C->A."""
 
     def __init__(self, to: str) -> None:
         super().__init__(f"forwards everything to {to}")
@@ -162,7 +162,7 @@ class Forwarder(AUNAgent):
 
 
 class Raiser(AUNAgent):
-    """Raises on messages whose text contains ``trigger``; records the others."""
+    """Raises on messages whose text contains `trigger`; records the others."""
 
     def __init__(self, trigger: str = "boom") -> None:
         super().__init__("fails on purpose")
@@ -193,7 +193,7 @@ class Gate(AUNAgent):
 
 
 class Stuck(AUNAgent):
-    """Never returns from a message whose text contains ``trigger`` (it waits for something that
+    """Never returns from a message whose text contains `trigger` (it waits for something that
     never comes, as a handler blocked on a dead connection does); answers every other message.
 
     Args:

@@ -1,20 +1,20 @@
 """Machines that are apart, on one machine: network namespaces joined by a bridge, for tests.
 
-A :class:`PrivateNetwork` is a bridge in a namespace of its own and any number of namespaces, each
-joined to the bridge by a veth pair and given one private address (``10.231.0.<n>/24``). The
+A `PrivateNetwork` is a bridge in a namespace of its own and any number of namespaces, each
+joined to the bridge by a veth pair and given one private address (`10.231.0.<n>/24`). The
 addresses and links exist only inside those namespaces, so several networks (several test runs,
 several xdist workers) can use the same addresses at once without meeting, and nothing of them is
-visible from the machine's own network. Processes run inside a namespace with ``ip netns exec``
-(:meth:`Namespace.command`): they share the machine's files but not its network.
+visible from the machine's own network. Processes run inside a namespace with `ip netns exec`
+(`Namespace.command`): they share the machine's files but not its network.
 
-:meth:`Namespace.cut` takes the namespace's port on the bridge down: as with a cable pulled at the
+`Namespace.cut` takes the namespace's port on the bridge down: as with a cable pulled at the
 switch, its packets go nowhere and nothing tells either side, which finds out only by its timeouts.
-:meth:`Namespace.heal` brings it back. :meth:`PrivateNetwork.close` kills every process left inside
+`Namespace.heal` brings it back. `PrivateNetwork.close` kills every process left inside
 its namespaces and removes them (also at the exit of the process that made them); namespaces left by
 a process that was killed first are recognised by their names, which carry its pid, and removed when
 the next network is made.
 
-Making namespaces needs root and iproute2's ``ip``: :func:`namespaces_unavailable` says why not.
+Making namespaces needs root and iproute2's `ip`: `namespaces_unavailable` says why not.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _pids(namespace: str) -> list[int]:
 
 
 def _remove(namespace: str) -> None:
-    """Kill whatever runs inside ``namespace`` and delete it."""
+    """Kill whatever runs inside `namespace` and delete it."""
     deadline = time.monotonic() + KILL_TIMEOUT
     while (pids := _pids(namespace)) and time.monotonic() < deadline:
         for pid in pids:
@@ -107,7 +107,7 @@ def remove_leftover_namespaces() -> list[str]:
 
 
 class Namespace:
-    """One namespace of a :class:`PrivateNetwork`: a machine with one address on the network."""
+    """One namespace of a `PrivateNetwork`: a machine with one address on the network."""
 
     def __init__(self, name: str, address: str, port: str, bridge: str) -> None:
         self.name = name
@@ -116,11 +116,11 @@ class Namespace:
         self._bridge = bridge
 
     def command(self, args: Sequence[str]) -> list[str]:
-        """``args`` as a command that runs inside this namespace."""
+        """`args` as a command that runs inside this namespace."""
         return ["ip", "netns", "exec", self.name, *args]
 
     def run(self, args: Sequence[str], *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        """Run ``args`` inside this namespace to its end; its output is captured."""
+        """Run `args` inside this namespace to its end; its output is captured."""
         return subprocess.run(self.command(args), capture_output=True, text=True, timeout=timeout)
 
     def cut(self) -> None:
@@ -140,17 +140,17 @@ class Namespace:
 
 
 class PrivateNetwork:
-    """Network namespaces on one bridge, each with an address on ``10.231.0.0/24``.
+    """Network namespaces on one bridge, each with an address on `10.231.0.0/24`.
 
     Example:
-        .. code-block:: python
-
-            with PrivateNetwork() as network:
-                host, worker = network.add("host"), network.add("worker")
-                server = subprocess.Popen(host.command(["aun-runtime", "host", "--address", f"{host.address}:50051"]))
-                ...
-                worker.cut()   # a partition
-                worker.heal()
+        ```python
+        with PrivateNetwork() as network:
+            host, worker = network.add("host"), network.add("worker")
+            server = subprocess.Popen(host.command(["aun-runtime", "host", "--address", f"{host.address}:50051"]))
+            ...
+            worker.cut()   # a partition
+            worker.heal()
+        ```
     """
 
     _made = 0  # networks made by this process: part of each name
@@ -175,7 +175,7 @@ class PrivateNetwork:
             raise
 
     def add(self, label: str) -> Namespace:
-        """A new namespace on the network, with the next free address. ``label`` says what it is for."""
+        """A new namespace on the network, with the next free address. `label` says what it is for."""
         if self._closed:
             raise RuntimeError("this network is closed")
         if not re.fullmatch(r"[a-z0-9]{1,20}", label):

@@ -1,13 +1,13 @@
-"""A throwaway PostgreSQL server for tests: ``initdb`` in a temporary directory, ``pg_ctl`` to run it.
+"""A throwaway PostgreSQL server for tests: `initdb` in a temporary directory, `pg_ctl` to run it.
 
 Nothing is assumed to be running: the server is made from the PostgreSQL server programs on the
-machine (Debian's ``postgresql`` package puts them in ``/usr/lib/postgresql/<version>/bin``), lives in
-a directory of its own under the temporary directory, and is stopped and removed by :meth:`stop`
-(also at the exit of the process that started it). ``initdb`` and ``pg_ctl`` refuse to run as root,
-so as root the server runs as the unprivileged ``postgres`` user (``nobody`` where there is none),
+machine (Debian's `postgresql` package puts them in `/usr/lib/postgresql/<version>/bin`), lives in
+a directory of its own under the temporary directory, and is stopped and removed by [`stop`][aun_runtime.AUNCore.stop]
+(also at the exit of the process that started it). `initdb` and `pg_ctl` refuse to run as root,
+so as root the server runs as the unprivileged `postgres` user (`nobody` where there is none),
 which then owns its directory.
 
-The server trusts every local connection (``initdb -A trust``): it is for tests, on loopback, a unix
+The server trusts every local connection (`initdb -A trust`): it is for tests, on loopback, a unix
 socket directory, or an address inside a network namespace a test made. A server left behind by a
 process that was killed before it could stop it is found by its directory's name and owner file, and
 stopped and removed the next time a server starts.
@@ -48,13 +48,13 @@ class PostgresUnavailableError(RuntimeError):
 
 
 def postgres_bin_dir() -> Path:
-    """The directory of ``initdb``, ``pg_ctl`` and ``psql``.
+    """The directory of `initdb`, `pg_ctl` and `psql`.
 
-    ``AUN_POSTGRES_BIN`` names it; otherwise the newest ``/usr/lib/postgresql/<version>/bin``, then
-    wherever ``initdb`` is on ``PATH``.
+    `AUN_POSTGRES_BIN` names it; otherwise the newest `/usr/lib/postgresql/<version>/bin`, then
+    wherever `initdb` is on `PATH`.
 
     Raises:
-        PostgresUnavailableError: none of these holds ``initdb``; the message says what to install.
+        PostgresUnavailableError: none of these holds `initdb`; the message says what to install.
     """
     named = os.environ.get("AUN_POSTGRES_BIN")
     candidates = [Path(named)] if named else []
@@ -100,13 +100,13 @@ class _Databases:
         raise NotImplementedError
 
     def create_database(self, name: str | None = None) -> str:
-        """Make an empty database (``name`` None: a fresh ``aun_<random>``) and return its URL."""
+        """Make an empty database (`name` None: a fresh `aun_<random>`) and return its URL."""
         name = name or f"aun_{secrets.token_hex(6)}"
         self.sql(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
-        """Drop ``name``, ending the sessions still connected to it."""
+        """Drop `name`, ending the sessions still connected to it."""
         self.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -115,8 +115,8 @@ class ExternalPostgres(_Databases):
     databases (the test run's shared server, or a real one a developer points the tests at).
 
     Args:
-        url: ``postgresql://user[:password]@host[:port]/database``; databases are made beside
-            ``database`` on the same server, as the same user.
+        url: `postgresql://user[:password]@host[:port]/database`; databases are made beside
+            `database` on the same server, as the same user.
     """
 
     def __init__(self, url: str) -> None:
@@ -131,7 +131,7 @@ class ExternalPostgres(_Databases):
         return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, parts.fragment))
 
     def sql(self, statement: str) -> str:
-        """Run one SQL statement through ``psql`` as the URL's user; its output."""
+        """Run one SQL statement through `psql` as the URL's user; its output."""
         try:
             bin_dir = postgres_bin_dir()
         except PostgresUnavailableError:
@@ -146,25 +146,25 @@ class PostgresServer(_Databases):
     """One PostgreSQL server, made for the test run and removed after it.
 
     Args:
-        host: the address it listens on (``127.0.0.1``; inside a network namespace, that namespace's).
-        port: its port; None picks a free one on ``host``.
-        durable: False (the default) turns ``fsync``, synchronous commit and full-page writes off: a
+        host: the address it listens on (`127.0.0.1`; inside a network namespace, that namespace's).
+        port: its port; None picks a free one on `host`.
+        durable: False (the default) turns `fsync`, synchronous commit and full-page writes off: a
             crash of the machine may lose what a test wrote, which a throwaway server does not mind,
             and tests run faster. A benchmark that compares stores keeps them on (True).
-        prefix: a command prefix to run the server programs with, e.g. ``["ip", "netns", "exec",
-            "ns1"]`` to run the server inside a network namespace.
+        prefix: a command prefix to run the server programs with, e.g. `["ip", "netns", "exec",
+            "ns1"]` to run the server inside a network namespace.
         max_connections: the server's connection limit (PostgreSQL's default, 100). A test that
-            opens more gets ``too many clients`` from the server.
+            opens more gets `too many clients` from the server.
 
-    The superuser is ``postgres``, with no password. :attr:`url` is a URL for a database;
-    :meth:`create_database` makes a fresh one. A server also stops with the process that started it.
+    The superuser is `postgres`, with no password. [`url`][aun_runtime.gateway.GatewayServer.url] is a URL for a database;
+    `create_database` makes a fresh one. A server also stops with the process that started it.
 
     Example:
-        .. code-block:: python
-
-            with PostgresServer() as server:
-                url = server.create_database()  # postgresql://postgres@127.0.0.1:PORT/aun_...
-                ...  # connect to url
+        ```python
+        with PostgresServer() as server:
+            url = server.create_database()  # postgresql://postgres@127.0.0.1:PORT/aun_...
+            ...  # connect to url
+        ```
     """
 
     def __init__(
@@ -282,12 +282,12 @@ class PostgresServer(_Databases):
         return self.directory
 
     def url(self, database: str = "postgres") -> str:
-        """A ``postgresql://`` URL of ``database`` on this server, over TCP at :attr:`host`."""
+        """A `postgresql://` URL of `database` on this server, over TCP at `host`."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"postgresql://postgres@{host}:{self.port}/{database}"
 
     def sql(self, statement: str) -> str:
-        """Run one SQL statement as the superuser (through ``psql`` on the unix socket); its output."""
+        """Run one SQL statement as the superuser (through `psql` on the unix socket); its output."""
         assert self._bin is not None
         return _psql(self._bin, ["-h", str(self.socket_dir), "-p", str(self.port), "-U", "postgres", "-d", "postgres"],
                      statement, self.log)  # fmt: skip
@@ -354,7 +354,7 @@ def _stop_and_remove(directory: Path, bin_dir: Path, user: str | None) -> None:
 
 
 def _kill_postmaster(data: Path) -> None:
-    """The last resort when ``pg_ctl`` cannot stop it: SIGKILL the postmaster named in its pid file."""
+    """The last resort when `pg_ctl` cannot stop it: SIGKILL the postmaster named in its pid file."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         pid = int((data / "postmaster.pid").read_text().split()[0])
         os.kill(pid, 9)
@@ -363,7 +363,7 @@ def _kill_postmaster(data: Path) -> None:
 def remove_leftovers() -> list[Path]:
     """Stop and remove the servers of processes that died without stopping theirs; what was removed.
 
-    A server directory names the process that started it (its ``owner`` file); one whose process is
+    A server directory names the process that started it (its `owner` file); one whose process is
     gone is a leftover of a killed run. Servers of live processes (other test runs, other xdist
     workers) are left alone.
     """

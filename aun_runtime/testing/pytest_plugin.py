@@ -1,22 +1,24 @@
 """pytest fixtures for tests that need PostgreSQL or network namespaces.
 
-Load it from the ``conftest.py`` at the top of a test suite::
+Load it from the `conftest.py` at the top of a test suite:
 
-    pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
+```text
+pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
+```
 
-**PostgreSQL.** :func:`postgres_url` gives each test a fresh, empty database and drops it afterwards.
+**PostgreSQL.** `postgres_url` gives each test a fresh, empty database and drops it afterwards.
 The databases live on one server per test run:
 
-* ``AUN_TEST_POSTGRES_URL`` set: that server (a real one, or the run's own, below), as the URL's user,
+* `AUN_TEST_POSTGRES_URL` set: that server (a real one, or the run's own, below), as the URL's user,
   who must be allowed to create databases;
-* otherwise, under pytest-xdist (``-n``), the controlling process starts a throwaway server
-  (:class:`~aun_runtime.testing.PostgresServer`) before the workers start, hands it to them in
-  ``AUN_TEST_POSTGRES_URL``, and stops it when the run ends;
+* otherwise, under pytest-xdist (`-n`), the controlling process starts a throwaway server
+  (`PostgresServer`) before the workers start, hands it to them in
+  `AUN_TEST_POSTGRES_URL`, and stops it when the run ends;
 * otherwise (one process), the first test that asks starts one, stopped at the end of the session.
 
-**Network namespaces.** :func:`private_network` gives a test a
-:class:`~aun_runtime.testing.PrivateNetwork`, removed afterwards. Where namespaces cannot be made
-(not root, no ``ip``), such a test is reported as not run, with the reason, at the end of the run.
+**Network namespaces.** `private_network` gives a test a
+`PrivateNetwork`, removed afterwards. Where namespaces cannot be made
+(not root, no `ip`), such a test is reported as not run, with the reason, at the end of the run.
 """
 
 from __future__ import annotations

@@ -117,3 +117,17 @@ async def thread_then_raise(runtime: AUNRuntime) -> None:
 
     threading.Thread(target=threading.Event().wait, name="app-thread", daemon=False).start()
     raise RuntimeError("the app failed after starting a thread")
+class Slow(AUNAgent):
+    """Answers each job, after `AUN_TEST_DELAY` seconds."""
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        await asyncio.sleep(float(os.environ.get("AUN_TEST_DELAY", "0")))
+        await self.reply(f"done: {message.text}")
+
+
+async def slow_jobs(runtime: AUNRuntime) -> None:
+    """Three jobs for a slow agent, from app.local."""
+    await runtime.register_agent("slow.local", Slow)
+    for number in range(3):
+        await runtime.send("slow.local", f"job {number}")

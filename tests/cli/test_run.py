@@ -63,5 +63,5 @@ def test_a_serving_run_stops_on_sigint_and_prints_the_counters() -> None:
             process.kill()
     assert process.returncode == 0, err
     assert "serving; stop with Ctrl-C" in seen
-    assert re.search(r"\d+ sent · \d+ delivered .* 0 dead letters", out), out
+    assert re.search(r"\d+ messages · \d+ delivered .* 0 dead letters", out), out
     assert out.strip().splitlines()[-1] == "stopped"

@@ -86,6 +86,13 @@ class Coder(AUNAgent):
         await self.send(message.from_aid, "Coverage report follows.")
 
 
+def _fate(transcript: str, text: str) -> str:
+    """The transcript's line on what became of the message whose text is `text`."""
+    lines = transcript.splitlines()
+    (at,) = [n for n, line in enumerate(lines) if line.endswith(f": {text!r}")]
+    return lines[at + 1].strip()
+
+
 @pytest.fixture
 async def page() -> AsyncIterator[Page]:
     if not CHROMIUM_PRESENT:
@@ -248,6 +255,9 @@ async def test_console_highlights_failures_and_draws_tool_use_as_annotations(pag
         await expect(note.locator(".tool-result.ok")).to_contain_text("12 passed")
         await expect(replies.nth(1).locator(":scope > .text")).to_have_text("All 12 tests pass.")
         await expect(replies.nth(2).locator(":scope > .text")).to_have_text("Coverage report follows.")
+        # Counted as the transcript counts them, for the same archive: the tool note is no reply.
+        await expect(request.locator(":scope > .replies > .replies-head")).to_have_text("2 replies")
+        assert _fate(runtime.transcript(), "please run the tests") == "delivered to coder.local · 2 replies"
 
         # A dead letter stands out in red; so does a handler failure; a loop stop in amber.
         with pytest.raises(UnknownAIDError):

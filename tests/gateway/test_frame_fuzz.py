@@ -27,6 +27,7 @@ from aun_runtime._strict_json import find_unsafe
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.gateway._errors import ErrorCode
 from aun_runtime.gateway._frames import Request, dumps, parse_frame
+from tests.conftest import SLOW_MACHINE
 
 from .conftest import RawIdentity, raw_register
 
@@ -253,7 +254,7 @@ def exchange(live: LiveGateway, frame: str) -> None:
     _parse_outer_json_strict(relayed({"direct": mine, "group": posted[-1:]}))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *SLOW_MACHINE])
 @given(frame=frame_strategy)
 def test_live_gateway_survives_fuzz_and_leaks_nothing(live: LiveGateway, frame: str) -> None:
     exchange(live, frame)
@@ -263,7 +264,7 @@ TARGETED = ["message.send", "group.send", "group.v2.pull", "group.pull_events", 
             "message.v2.pull", "message.v2.ack", "message.v2.put_peer_pk", "message.peers"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *SLOW_MACHINE])
 @given(method=st.sampled_from(TARGETED), change=probe)
 def test_live_gateway_never_stores_or_answers_what_a_client_cannot_read(
     live: LiveGateway, method: str, change: tuple[str, Any]

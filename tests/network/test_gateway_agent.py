@@ -73,7 +73,7 @@ async def test_every_payload_kind_crosses_both_ways_with_id_seq_and_sender(
     inbox = await runtime.agent_instance(desk, Inbox)
     user = await plain_clients(info, "user")
     sent = [await user.send(desk, payload) for payload in PAYLOADS]
-    arrived = [await inbox.next(timeout=20) for _ in PAYLOADS]
+    arrived = [await inbox.next(timeout=20, annotations=True) for _ in PAYLOADS]
     for payload, receipt, message in zip(PAYLOADS, sent, arrived, strict=True):
         assert message is not None
         assert (message.from_aid, message.to, message.message_id, message.seq) == (

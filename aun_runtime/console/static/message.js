@@ -1,6 +1,6 @@
 // Drawing one message with everything that became of it, and its replies under it.
 import { h, clock, snip } from "./dom.js";
-import { S, MAX_ALERT_TEXT, answeredId, convTitle, isProactive, parentOf, repliesOf, statusOf, summaryOf } from "./model.js";
+import { S, MAX_ALERT_TEXT, answeredId, convTitle, isProactive, parentOf, repliesOf, replyCount, statusOf, summaryOf } from "./model.js";
 
 function mentionChips(m) {
   const mentions = (m.payload && m.payload.mentions) || [];
@@ -91,6 +91,10 @@ export function thoughtLine(t) {
     silent ? null : h("span", { class: "text", text: `: ${t.text}` }));
 }
 
+function replyLabel(count) {
+  return count === 0 ? "no reply" : count === 1 ? "1 reply" : `${count} replies`;
+}
+
 export function drawMessage(e, depth) {
   const m = e.m;
   const st = statusOf(e);
@@ -148,7 +152,7 @@ export function drawMessage(e, depth) {
     // Replies the toggle hides, every one of them: their header hides with them.
     const allHideable = drawn.every((child) => child.classList.contains("hideable"));
     const box = h("div", { class: `replies${depth >= 4 ? " flat" : ""}${allHideable ? " hideable" : ""}`, "data-count": replies.length },
-      h("div", { class: "replies-head", text: replies.length === 1 ? "1 reply" : `${replies.length} replies` }));
+      h("div", { class: "replies-head", text: replyLabel(replyCount(e)) }));
     box.append(...drawn);
     el.append(box);
   }

@@ -191,6 +191,18 @@ export function isThreadRoot(e) {
   return !drawnInsideCall(e) && !parentOf(e);
 }
 
+// The replies a message has, counted as the transcript counts them (aun_runtime/_transcript.py,
+// `counts_as_reply`): every message that answers it, in any conversation, tool annotations aside (a
+// note on the sender's own tool use is drawn among them, but it is not a reply).
+export function countsAsReply(e) {
+  const type = e.m.payload && e.m.payload.type;
+  return type !== "tool_call" && type !== "tool_result";
+}
+
+export function replyCount(e) {
+  return (S.children.get(e.id) || []).map((id) => S.msgs.get(id)).filter((child) => child && countsAsReply(child)).length;
+}
+
 export function repliesOf(e) {
   return (S.children.get(e.id) || [])
     .map((id) => S.msgs.get(id))
@@ -218,6 +230,8 @@ export function summaryOf(m) {
   return `<${p.type}>`;
 }
 
+// Started by an agent of this archive (its agents table says so), not by an application's inbox or
+// an AID from elsewhere: as the transcript's `ArchiveRoles` decides.
 export function isProactive(m) {
-  return !m.in_reply_to && !m.hops && role(m.from_aid) !== "inbox";
+  return !m.in_reply_to && !m.hops && role(m.from_aid) === "agent";
 }
