@@ -22,20 +22,26 @@ from protocols.aun import ToolCallPayload, ToolResultPayload
 
 from ._send_tools import SEND_TOOL_NAMES
 
-__all__ = ["MAX_THOUGHT_CHARS", "answer_text", "one_line", "tokens", "tool_use"]
+__all__ = ["MAX_THOUGHT_CHARS", "answer_text", "one_line", "sent_only", "tokens", "tool_use"]
 
 #: A thought about one inner message is cut to this many characters (a tool result may be long).
 MAX_THOUGHT_CHARS = 500
 
 
+def sent_only(message: BaseChatMessage) -> list[str]:
+    """The send tools a response's answer summarises, if it is agentchat's summary of tool results
+    (`reflect_on_tool_use=False`) and they are all it summarises; else nothing."""
+    if not isinstance(message, ToolCallSummaryMessage) or not message.tool_calls:
+        return []
+    names = sorted({call.name for call in message.tool_calls})
+    return names if SEND_TOOL_NAMES.issuperset(names) else []
+
+
 def answer_text(message: BaseChatMessage) -> str:
-    """The text a response answers with. In agentchat's summary of tool results
-    (`reflect_on_tool_use=False`) what the send tools returned is left out: what they sent has been
-    said already, so a summary of send tools alone is no answer at all."""
+    """The text a response answers with. In agentchat's summary of tool results what the send tools
+    returned is left out: what they sent has been said already."""
     if not isinstance(message, ToolCallSummaryMessage):
         return message.to_text()
-    if all(call.name in SEND_TOOL_NAMES for call in message.tool_calls):
-        return ""
     said = {result.content for result in message.results if result.name in SEND_TOOL_NAMES}
     return "\n".join(line for line in message.content.split("\n") if line not in said)
 

@@ -10,11 +10,11 @@ An input function is what agentchat's `UserProxyAgent` is given: `f(prompt) -> s
   a program's end waits for the executor's threads, so one call that never returns would keep
   the program from ending.
 
-The terminal (standard input) is read by `TERMINAL`: one line at a time, in a daemon thread, the
-read kept across waits. A person who answers after the wait was given up on is not lost: that line
-is the answer to the next question. (A `UserProxyAgent` left with agentchat's default, `input`
-in a thread of the executor, loses that line to a thread nobody waits for, and keeps a program
-from ending until someone presses Enter.)
+The terminal is asked by `TERMINAL`, read as the terminal's own person, `HumanAgent`, reads it:
+one line at a time, in a daemon thread, the read kept across waits. A person who answers after the
+wait was given up on is not lost: that line is the answer to the next question. (A
+`UserProxyAgent` left with agentchat's default, `input` in a thread of the executor, loses that
+line to a thread nobody waits for, and keeps a program from ending until someone presses Enter.)
 """
 
 from __future__ import annotations
@@ -22,22 +22,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar, cast
 
 from autogen_core import CancellationToken
 
-__all__ = ["DEFAULT_INPUT_TIMEOUT", "TERMINAL", "InputEnded", "InputFunction", "TerminalLines", "ask"]
+from .human import TerminalInput
+
+__all__ = ["TERMINAL", "InputEnded", "InputFunction", "TerminalQuestions", "ask"]
 
 T = TypeVar("T")
-
-#: Seconds a person may take over one message. Four minutes is time to read a message and type a
-#: few lines; it is under the runtime's default handler timeout (300 s), so a person who walked away
-#: has said nothing (a thought) and the mailbox moves on, instead of the turn being cut off (a dead
-#: letter). Raise `handler_timeout` with it for longer waits.
-DEFAULT_INPUT_TIMEOUT: Final = 240.0
 
 #: What agentchat's UserProxyAgent accepts as its `input_func`.
 InputFunction = Callable[[str], str] | Callable[[str, CancellationToken | None], Awaitable[str]]
@@ -63,20 +58,23 @@ async def ask(input_func: InputFunction, prompt: str, *, timeout: float) -> str 
             token.cancel()  # nothing is waiting for what it started any more
     plain = cast(Callable[[str], str], input_func)
     answer: concurrent.futures.Future[str] = concurrent.futures.Future()
+    # Running: a wait given up on cannot cancel it, so the thread can still settle it when it returns.
     answer.set_running_or_notify_cancel()
     threading.Thread(target=_settle, args=(answer, lambda: plain(prompt)), name="person-input", daemon=True).start()
     return await _wait(answer, timeout)
 
 
-class TerminalLines:
-    """Standard input, one line per question; the prompt goes to standard output.
+class TerminalQuestions:
+    """Questions to the person at this process's terminal: the prompt on standard output, the answer
+    a line of standard input, read by [`TerminalInput`][agents.human.TerminalInput] (a daemon
+    thread; a read given up on is kept for the next question).
 
     Questions take turns: two AIDs answered from one terminal each wait for the other's question to
     be answered (or given up on) before theirs is shown, so that a line answers the question shown.
     """
 
     def __init__(self) -> None:
-        self._pending: concurrent.futures.Future[str] | None = None
+        self._input: TerminalInput | None = None  # made at the first question: stdin may be absent before
         self._turns: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     async def ask(self, prompt: str, *, timeout: float) -> str | None:
@@ -87,22 +85,16 @@ class TerminalLines:
         """
         async with self._turn():
             print(prompt, end="", flush=True)
-            if self._pending is None:
-                pending: concurrent.futures.Future[str] = concurrent.futures.Future()
-                # Running: giving up the wait cannot cancel it, so the line it reads is kept.
-                pending.set_running_or_notify_cancel()
-                threading.Thread(
-                    target=_settle, args=(pending, sys.stdin.readline), name="terminal-input", daemon=True
-                ).start()
-                self._pending = pending
-            line = await _wait(self._pending, timeout)
-            if line is None:
+            if self._input is None:
+                self._input = TerminalInput()
+            try:
+                line = await asyncio.wait_for(self._input.read_line(), timeout)
+            except TimeoutError:
                 print(f"\n(no answer within {timeout:g} s: said nothing)", flush=True)
                 return None
-            self._pending = None
-        if line == "":
+        if line is None:
             raise InputEnded("standard input is closed")
-        return line.rstrip("\r\n")
+        return line
 
     def _turn(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -111,8 +103,8 @@ class TerminalLines:
         return self._turns[1]
 
 
-#: The one reader of this process's standard input.
-TERMINAL: Final = TerminalLines()
+#: The questions to this process's terminal: one reader of its standard input.
+TERMINAL: Final = TerminalQuestions()
 
 
 def _settle(future: concurrent.futures.Future[str], work: Callable[[], str]) -> None:
@@ -129,5 +121,5 @@ async def _wait(future: concurrent.futures.Future[T], timeout: float) -> T | Non
         done, _ = await asyncio.wait({waiting}, timeout=timeout)
     finally:
         if not waiting.done():
-            waiting.cancel()  # only this wait: the call it waits for is running, and cannot be
+            waiting.cancel()  # only this wait: the call it waits for is running, and runs on
     return waiting.result() if done else None

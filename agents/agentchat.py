@@ -24,11 +24,10 @@ it said, whether anything is sent at all.
   (`annotate_tools=False` turns that off); a send tool's use is the message it sent.
 * **A person through a `UserProxyAgent`**: the person is asked through the proxy's `input_func`,
   with the message in the prompt (`alice.local: Deploy now?`, then agentchat's
-  `Enter your response: `), for at most `input_timeout` seconds
-  ([`DEFAULT_INPUT_TIMEOUT`][agents.agentchat.DEFAULT_INPUT_TIMEOUT]); no answer by then is
-  silence. agentchat's default input, the terminal, is read so that a line typed after a wait was
-  given up on answers the next message, and the program's end never waits for a line. The turn is
-  still bounded by the runtime's handler timeout.
+  `Enter your response: `), for at most `input_timeout` seconds (`DEFAULT_INPUT_TIMEOUT`, four
+  minutes); no answer by then is silence. agentchat's default input, the terminal, is read so that
+  a line typed after a wait was given up on answers the next message, and the program's end never
+  waits for a line. The turn is still bounded by the runtime's handler timeout.
 * The runtime's budgets hold for it as for every agent ([`Budgets`][aun_runtime.Budgets]): when no
   answer could go out (a thread it overheard and already spoke in), the chat agent is not asked.
   **Every model call is metered**: the adapter wraps each model client the chat agent holds (and
@@ -72,9 +71,9 @@ from aun_runtime import AUNAgent, AUNMessage, BudgetExceeded, MessageContext, ev
 from aun_runtime.models import MeteredChatCompletionClient, metered
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
-from ._agentchat_response import answer_text, one_line, tokens, tool_use
+from ._agentchat_response import answer_text, one_line, sent_only, tokens, tool_use
 from ._model_calls import speaker_name
-from ._person_input import DEFAULT_INPUT_TIMEOUT, TERMINAL, InputEnded, InputFunction, ask
+from ._person_input import TERMINAL, InputEnded, InputFunction, ask
 from ._send_tools import POST_TO_GROUP, SEND_MESSAGE, SendTool, send_tool_schemas, show_tool_use, speaking_as
 
 __all__ = [
@@ -90,6 +89,11 @@ __all__ = [
 
 #: An answer that starts with this is the chat agent choosing to say nothing.
 DEFAULT_SILENCE_MARKER = "__SILENT__"
+#: Seconds a person may take over one message. Four minutes is time to read a message and type a
+#: few lines; it is under the runtime's default handler timeout (300 s), so a person who walked away
+#: has said nothing (a thought) and the mailbox moves on, instead of the turn being cut off (a dead
+#: letter). Raise `handler_timeout` with it for longer waits.
+DEFAULT_INPUT_TIMEOUT = 240.0
 #: What a person is asked after the message is shown: agentchat's own words for it.
 PERSON_PROMPT = "Enter your response: "
 
@@ -206,6 +210,10 @@ class AgentChatAgent(AUNAgent):
             self.think(f"{self.chat_agent.name} ended its turn on {message.from_aid}'s message with no response")
             return None
         self.tokens_used += tokens(response)
+        sent_with = sent_only(response.chat_message)
+        if sent_with:
+            self.think(f"no reply to {message.from_aid}'s message: it spoke with {', '.join(sent_with)}")
+            return None
         return answer_text(response.chat_message)
 
     async def _ask_person(self, message: AUNMessage, text: str, person: InputFunction) -> str | None:

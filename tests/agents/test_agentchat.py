@@ -536,7 +536,7 @@ async def test_without_reflection_a_turn_that_only_sent_replies_nothing_more() -
             await runtime.settle()
             assert [m.text for m in db.received] == ["When did the last backup run?"]
             assert app.received == []
-            assert thoughts(runtime, AID)[-1] == "silent on app.local's message: assistant gave an empty answer"
+            assert thoughts(runtime, AID)[-1] == "no reply to app.local's message: it spoke with send_message"
 
             await app.send(AID, "How warm is it in Paris, and does db.local know?")
             await runtime.settle()
