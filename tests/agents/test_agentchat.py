@@ -235,6 +235,23 @@ async def test_in_a_mention_group_the_reply_names_the_asker(server: OpenAIStandI
     await client.close()
 
 
+def weather(city: str) -> str:
+    """Today's temperature in a city."""
+    return f"21 degrees in {city}"
+
+
+WEATHER = FunctionTool(weather, description="Today's temperature in a city.")
+
+
+def weather_assistant(**options: Any) -> Callable[[], AgentChatAgent]:
+    """An assistant whose model calls the weather tool, then answers in words."""
+    model = _weather_model()
+    return from_agentchat(
+        lambda: AssistantAgent("assistant", model_client=model, tools=[WEATHER], reflect_on_tool_use=True),
+        **options,
+    )
+
+
 def _weather_model() -> ScriptedChatCompletionClient:
     """Calls the ``weather`` tool first; once it sees the tool's result, answers in words."""
 
@@ -258,17 +275,8 @@ def _weather_model() -> ScriptedChatCompletionClient:
 
 
 async def test_tool_use_is_thought_shown_as_annotations_and_every_call_is_counted() -> None:
-    def weather(city: str) -> str:
-        """Today's temperature in a city."""
-        return f"21 degrees in {city}"
-
-    model = _weather_model()
-    tool = FunctionTool(weather, description="Today's temperature in a city.")
-    make = from_agentchat(
-        lambda: AssistantAgent("assistant", model_client=model, tools=[tool], reflect_on_tool_use=True)
-    )
     async with AUNRuntime() as runtime:
-        await runtime.register_agent(AID, make)
+        await runtime.register_agent(AID, weather_assistant())
         inbox = await runtime.open_inbox()
         question = await inbox.send(AID, "How warm is it in Paris?")
         await runtime.settle()
@@ -288,18 +296,8 @@ async def test_tool_use_is_thought_shown_as_annotations_and_every_call_is_counte
 
 
 async def test_tool_annotations_can_be_turned_off() -> None:
-    def weather(city: str) -> str:
-        """Today's temperature in a city."""
-        return f"21 degrees in {city}"
-
-    model = _weather_model()
-    tool = FunctionTool(weather, description="Today's temperature in a city.")
-    make = from_agentchat(
-        lambda: AssistantAgent("assistant", model_client=model, tools=[tool], reflect_on_tool_use=True),
-        annotate_tools=False,
-    )
     async with AUNRuntime() as runtime:
-        await runtime.register_agent(AID, make)
+        await runtime.register_agent(AID, weather_assistant(annotate_tools=False))
         inbox = await runtime.open_inbox()
         await inbox.send(AID, "How warm is it in Paris?")
         await runtime.settle()
@@ -385,29 +383,27 @@ def _tool_results(body: dict[str, Any]) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
 
+def calls_then_says(calls: list[tuple[str, dict[str, Any]]], text: str) -> Callable[[dict[str, Any]], str | ToolCalls]:
+    """A model that calls `calls` first and, once it sees their results, says `text`."""
+
+    def model(body: dict[str, Any]) -> str | ToolCalls:
+        return text if _last_is_a_tool_result(body) else ToolCalls(calls)
+
+    return model
+
+
 def sender(client: ChatCompletionClient, **options: Any) -> Callable[[], AgentChatAgent]:
-    """An assistant with the send tools (and a weather tool of its own) that reflects on their use."""
-
-    def weather(city: str) -> str:
-        """Today's temperature in a city."""
-        return f"21 degrees in {city}"
-
+    """An assistant with the send tools and a weather tool of its own."""
     return from_agentchat(
-        lambda: AssistantAgent(
-            "assistant",
-            model_client=client,
-            tools=[*send_tools(), FunctionTool(weather, description="Today's temperature in a city.")],
-            **options,
-        )
+        lambda: AssistantAgent("assistant", model_client=client, tools=[*send_tools(), WEATHER], **options)
     )
 
 
 async def test_the_assistant_sends_to_another_aid_in_the_thread_of_the_question() -> None:
-    def model(body: dict[str, Any]) -> str | ToolCalls:
-        if _last_is_a_tool_result(body):
-            return "I asked db.local; its answer will come to me."
-        return ToolCalls([("send_message", {"to": "db.local", "text": "When did the last backup run?"})])
-
+    model = calls_then_says(
+        [("send_message", {"to": "db.local", "text": "When did the last backup run?"})],
+        "I asked db.local; its answer will come to me.",
+    )
     with openai_stand_in(model) as server:
         client = openai_client(server)
         async with AUNRuntime() as runtime:
@@ -440,12 +436,8 @@ async def test_the_assistant_sends_to_another_aid_in_the_thread_of_the_question(
 
 
 async def test_the_assistant_posts_to_a_group_with_mentions() -> None:
-    def model(body: dict[str, Any]) -> str | ToolCalls:
-        if _last_is_a_tool_result(body):
-            return "Told bob in #ops."
-        return ToolCalls([("post_to_group", {"group_id": "ops", "text": "Deploy done.", "mentions": ["bob.local"]})])
-
-    with openai_stand_in(model) as server:
+    posting = ("post_to_group", {"group_id": "ops", "text": "Deploy done.", "mentions": ["bob.local"]})
+    with openai_stand_in(calls_then_says([posting], "Told bob in #ops.")) as server:
         client = openai_client(server)
         async with AUNRuntime() as runtime:
             await runtime.register_agent(AID, sender(client, reflect_on_tool_use=True))
@@ -464,12 +456,8 @@ async def test_the_assistant_posts_to_a_group_with_mentions() -> None:
 
 
 async def test_a_send_the_runtime_refuses_is_an_error_result_the_model_reads() -> None:
-    def model(body: dict[str, Any]) -> str | ToolCalls:
-        if _last_is_a_tool_result(body):
-            return "I could not reach them."
-        return ToolCalls([("send_message", {"to": "nobody.local", "text": "hello?"})])
-
-    with openai_stand_in(model) as server:
+    hello = ("send_message", {"to": "nobody.local", "text": "hello?"})
+    with openai_stand_in(calls_then_says([hello], "I could not reach them.")) as server:
         client = openai_client(server)
         async with AUNRuntime() as runtime:
             await runtime.register_agent(AID, sender(client, reflect_on_tool_use=True))
