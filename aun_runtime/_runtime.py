@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
