@@ -74,7 +74,15 @@ from protocols.aun import ToolCallPayload, ToolResultPayload
 from ._agentchat_response import answer_text, one_line, sent_only, tokens, tool_use
 from ._model_calls import speaker_name
 from ._person_input import TERMINAL, InputEnded, InputFunction, ask
-from ._send_tools import POST_TO_GROUP, SEND_MESSAGE, SendTool, send_tool_schemas, show_tool_use, speaking_as
+from ._send_tools import (
+    POST_TO_GROUP,
+    SEND_MESSAGE,
+    SendTool,
+    SendToolOutsideATurnError,
+    send_tool_schemas,
+    show_tool_use,
+    speaking_as,
+)
 
 __all__ = [
     "DEFAULT_INPUT_TIMEOUT",
@@ -82,6 +90,7 @@ __all__ = [
     "PERSON_PROMPT",
     "AgentChatAgent",
     "ChatAgentSource",
+    "SendToolOutsideATurnError",
     "from_agentchat",
     "meter_model_clients",
     "send_tools",
@@ -296,7 +305,8 @@ def send_tools() -> list[BaseTool[Any, Any]]:
     an [`AgentChatAgent`][agents.agentchat.AgentChatAgent], and send as
     it: in the thread of the message being handled, through its own send tools, so that the hop
     guard, the budgets and the archive hold for each message. A send that fails (an unknown AID, a
-    budget stop) is an error result the model reads.
+    budget stop) is an error result the model reads; one run outside such a turn raises
+    [`SendToolOutsideATurnError`][agents.agentchat.SendToolOutsideATurnError].
 
     Example:
         >>> [tool.name for tool in send_tools()]

@@ -26,8 +26,7 @@ from autogen_core.models import (
 )
 from autogen_core.tools import FunctionTool
 
-from agents._send_tools import SendToolOutsideATurnError
-from agents.agentchat import AgentChatAgent, from_agentchat, send_tools
+from agents.agentchat import AgentChatAgent, SendToolOutsideATurnError, from_agentchat, send_tools
 from agents.autonomous import AutonomousAgent
 from aun_runtime import (
     DEFAULT_BUDGETS,
