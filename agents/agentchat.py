@@ -83,6 +83,7 @@ from ._send_tools import (
     show_tool_use,
     speaking_as,
 )
+from .human import DEFAULT_ANSWER_TIMEOUT
 
 __all__ = [
     "DEFAULT_INPUT_TIMEOUT",
@@ -98,11 +99,9 @@ __all__ = [
 
 #: An answer that starts with this is the chat agent choosing to say nothing.
 DEFAULT_SILENCE_MARKER = "__SILENT__"
-#: Seconds a person may take over one message. Four minutes is time to read a message and type a
-#: few lines; it is under the runtime's default handler timeout (300 s), so a person who walked away
-#: has said nothing (a thought) and the mailbox moves on, instead of the turn being cut off (a dead
-#: letter). Raise `handler_timeout` with it for longer waits.
-DEFAULT_INPUT_TIMEOUT = 240.0
+#: Seconds a person may take over one message: as long as a `HumanAgent` waits (see
+#: `agents.human.DEFAULT_ANSWER_TIMEOUT` for why).
+DEFAULT_INPUT_TIMEOUT = DEFAULT_ANSWER_TIMEOUT
 #: What a person is asked after the message is shown: agentchat's own words for it.
 PERSON_PROMPT = "Enter your response: "
 
