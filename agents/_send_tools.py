@@ -1,17 +1,28 @@
-"""The send tools an autonomous agent's model speaks with: their schemas, and what each one does.
+"""The send tools a model agent speaks with: their schemas, what each one does, and the same tools
+as autogen-core `Tool` objects for a tool loop of someone else's (an agentchat `AssistantAgent`'s).
 
 A model-backed AUN agent's text output is its thinking; the only way it speaks is by calling one of
 these tools, zero, one or several times in a turn. Each is a plain function tool to the model. The
 agent runs them itself, in the turn's context, so that a reply carries the thread of the message
-being handled and is counted in its budgets like any other send.
+being handled and is counted in its budgets like any other send. Whoever runs them, they go through
+the agent's own `send` / `group_send` / `reply`: the hop guard, the budgets and the archive hold for
+every message they send.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final, NamedTuple
 
-from autogen_core.tools import ToolSchema
+from autogen_core import CancellationToken
+from autogen_core.tools import BaseTool, ToolSchema
+from pydantic import BaseModel, ConfigDict
+
+from aun_runtime import AUNAgent, AUNMessage, BudgetExceeded, HopLimitExceeded
+from protocols.aun import ToolCallPayload, ToolResultPayload
+from protocols.errors import AUNError
 
 __all__ = [
     "FOLLOW_UP",
@@ -19,8 +30,14 @@ __all__ = [
     "REPLY",
     "SEND_MESSAGE",
     "SEND_TOOL_NAMES",
+    "SendOutcome",
+    "SendTool",
+    "SendToolOutsideATurnError",
     "ToolArgumentError",
     "send_tool_schemas",
+    "show_tool_use",
+    "speak",
+    "speaking_as",
     "string_argument",
 ]
 
@@ -108,3 +125,121 @@ def string_argument(arguments: Mapping[str, Any], name: str, *, required: bool =
     if not isinstance(value, str) or (required and not value.strip()):
         raise ToolArgumentError(f"'{name}' must be a non-empty string")
     return value
+
+
+class SendOutcome(NamedTuple):
+    """What running one send tool came to."""
+
+    #: What the model is told.
+    text: str
+    #: Nothing was sent.
+    failed: bool
+    #: The model could do better if asked again (a wrong AID could be corrected; a budget stop could not).
+    correctable: bool
+
+
+async def speak(agent: AUNAgent, name: str, arguments: Mapping[str, Any]) -> SendOutcome:
+    """Run the send tool `name` (`reply`, `send_message` or `post_to_group`) as `agent`, in its
+    current turn.
+
+    A direct message or a group post made while handling a message answers that message
+    (`in_reply_to`), so a transcript shows it under its cause, as it shows a reply, and it is one
+    hop further in the same thread, counted in that thread's budgets.
+    """
+    try:
+        if name == REPLY:
+            # In a mention group reply() names the sender of the message answered.
+            sent = await agent.reply(string_argument(arguments, "text"))
+        elif name == SEND_MESSAGE:
+            sent = await agent.send(
+                string_argument(arguments, "to"), string_argument(arguments, "text"), in_reply_to=agent.inbound
+            )
+        elif name == POST_TO_GROUP:
+            mentions = arguments.get("mentions") or []
+            if not isinstance(mentions, list) or not all(isinstance(m, str) for m in mentions):
+                raise ToolArgumentError("'mentions' must be a list of AIDs (or 'all')")
+            sent = await agent.group_send(
+                string_argument(arguments, "group_id"),
+                string_argument(arguments, "text"),
+                mentions=mentions,
+                in_reply_to=agent.inbound,
+            )
+        else:
+            raise ValueError(f"{name!r} is not a send tool that speaks")
+    except (BudgetExceeded, HopLimitExceeded) as exc:
+        return SendOutcome(f"not sent: {exc}", True, False)  # recorded as a stop already
+    except (AUNError, ToolArgumentError) as exc:
+        # An unknown AID, a group it is not in, bad arguments: the model is told, and may correct it.
+        return SendOutcome(f"not sent: {exc}", True, True)
+    return SendOutcome(f"sent (message {sent.message_id})", False, False)
+
+
+async def show_tool_use(agent: AUNAgent, about: AUNMessage, payload: ToolCallPayload | ToolResultPayload) -> None:
+    """Show the conversation of `about` (its group, or its sender) one use of `agent`'s own tool."""
+    try:
+        if about.group_id is not None:
+            await agent.group_send(about.group_id, payload, in_reply_to=about)
+        else:
+            await agent.send(about.from_aid, payload, in_reply_to=about)
+    except AUNError as exc:  # an annotation that cannot go out changes nothing about the tool use
+        agent.think(f"could not show the use of {getattr(payload, 'name', 'a tool')}: {exc}")
+
+
+# -- the send tools as autogen-core tools ----------------------------------------------------------
+
+#: The AUN agent a `SendTool` speaks as: set for the length of a turn by `speaking_as`. A context
+#: variable rather than an argument because the tool is made before that agent exists (it is given
+#: to a chat agent built in a factory), and it reaches every task the turn starts (a tool loop runs
+#: each call in a task of its own).
+_SPEAKER: ContextVar[AUNAgent | None] = ContextVar("aun_send_tool_speaker", default=None)
+
+
+@contextmanager
+def speaking_as(agent: AUNAgent) -> Iterator[None]:
+    """Inside the block, every `SendTool` run (in this task or one it starts) speaks as `agent`."""
+    token = _SPEAKER.set(agent)
+    try:
+        yield
+    finally:
+        _SPEAKER.reset(token)
+
+
+class SendToolOutsideATurnError(AUNError, RuntimeError):
+    """A send tool ran where no AUN agent is handling a message: there is nobody to speak as."""
+
+
+class _Arguments(BaseModel):
+    # The schema the model sees is the send tool's own; its arguments are checked by speak(), which
+    # tells the model what is wrong in the same words whoever runs the tool.
+    model_config = ConfigDict(extra="allow")
+
+
+class _NotSent(Exception):
+    """Raised out of a send tool that sent nothing, so that the tool loop reports an error result."""
+
+
+class SendTool(BaseTool[_Arguments, Any]):
+    """A send tool (`send_message`, `post_to_group`) as an autogen-core tool, for a tool loop that
+    runs inside an AUN agent's turn (see `speaking_as`). The model sees the same schema and
+    description as an autonomous agent's model does; a send that fails raises, so the tool loop
+    reports an error result that says why."""
+
+    def __init__(self, schema: ToolSchema) -> None:
+        super().__init__(_Arguments, str, schema["name"], schema.get("description", ""))
+        self._schema = schema
+
+    @property
+    def schema(self) -> ToolSchema:
+        return self._schema
+
+    async def run(self, args: _Arguments, cancellation_token: CancellationToken) -> str:
+        agent = _SPEAKER.get()
+        if agent is None:
+            raise SendToolOutsideATurnError(
+                f"{self.name} speaks for an AUN agent and runs only while one handles a message "
+                "(a chat agent run by agents.agentchat.from_agentchat)"
+            )
+        outcome = await speak(agent, self.name, args.model_dump())
+        if outcome.failed:
+            raise _NotSent(outcome.text)
+        return outcome.text

@@ -1,67 +1,109 @@
 """`AgentChatAgent`: any autogen-agentchat `ChatAgent` as an AUN agent, in one line.
 
-An agentchat agent (an `AssistantAgent` with its model client, tools and memory, or any other
-`ChatAgent`) answers every batch of messages it is handed. On the AUN wire that is still an
-autonomous agent: it decides what to say, and the adapter decides, from what it said, whether
-anything is sent at all.
+An agentchat agent (an `AssistantAgent` with its model client, tools and memory, a `UserProxyAgent`
+for a person, or any other `ChatAgent`) answers every batch of messages it is handed. On the AUN
+wire that is still an autonomous agent: it decides what to say, and the adapter decides, from what
+it said, whether anything is sent at all.
 
 * Each message from someone else that has text becomes an agentchat `TextMessage` (its `source`
-  is the sender's AID made safe as a name) and goes to `on_messages`. The chat agent keeps its
-  own memory of the conversation. The agent's own messages (a gateway may echo them back) and
+  is the sender's AID made safe as a name) and goes to the chat agent, which keeps its own memory
+  of the conversation. The agent's own messages (a gateway may echo them back) and
   `tool_call`/`tool_result` payloads (they describe the sender's own tool use) cost no model call.
-* The response's `chat_message` is sent with [`reply`][aun_runtime.AUNAgent.reply], naming the sender
-  in a `mention` group so that they see it. An answer that is empty, blank, or starts with the
-  silence marker (`__SILENT__`) is silence: the decision is archived as a thought, nothing is sent.
-* The response's inner messages (tool call requests and results, thoughts, memory queries) are
-  archived as thoughts, one line each, and never sent.
+* The response's `chat_message` is sent with [`reply`][aun_runtime.AUNAgent.reply], naming the
+  sender in a `mention` group so that they see it. An answer that is empty, blank, or starts with
+  the silence marker (`__SILENT__`) is silence: the decision is archived as a thought.
+* **Speaking beyond the reply**: a chat agent given [`send_tools`][agents.agentchat.send_tools]
+  (the autonomous agent's `send_message` and `post_to_group`) may send to any AID or post to a
+  group during its turn, as this agent and in the thread of the message it handles: the hop guard,
+  the budgets and the archive hold for each message. The final answer is still the reply; in
+  agentchat's summary of tool results (`reflect_on_tool_use=False`) the send tools' lines are left
+  out, so a turn that only sent something replies nothing more.
+* The response's inner messages (tool calls and results, thoughts, memory queries) are archived as
+  thoughts, one line each. Each use of the chat agent's own tools is also shown to the
+  conversation as `tool_call` / `tool_result` messages, as the autonomous agent shows its own
+  (`annotate_tools=False` turns that off); a send tool's use is the message it sent.
+* **A person through a `UserProxyAgent`**: the person is asked through the proxy's `input_func`,
+  with the message in the prompt (`alice.local: Deploy now?`, then agentchat's
+  `Enter your response: `), for at most `input_timeout` seconds (`DEFAULT_INPUT_TIMEOUT`, four
+  minutes); no answer by then is silence. agentchat's default input, the terminal, is read so that
+  a line typed after a wait was given up on answers the next message, and the program's end never
+  waits for a line. The turn is still bounded by the runtime's handler timeout.
 * The runtime's budgets hold for it as for every agent ([`Budgets`][aun_runtime.Budgets]): when no
   answer could go out (a thread it overheard and already spoke in), the chat agent is not asked.
   **Every model call is metered**: the adapter wraps each model client the chat agent holds (and
   those of the agents and teams it holds, such as a `SocietyOfMindAgent`'s) in a
-  [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient], so one turn of an `AssistantAgent`
-  that calls its tools forty times spends forty calls of the budget, not one; the call past a
-  budget is refused before it is made (a budget stop) and ends the turn.
-* [`AgentChatAgent.save_state`][agents.agentchat.AgentChatAgent.save_state] wraps the chat agent's own state, so its memory survives the
-  runtime's idle eviction and, with a durable state store (`SQLiteStateStore`), a restart.
+  [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient], so a turn of an
+  `AssistantAgent` that calls its tools forty times spends forty calls of the budget, not one; the
+  call past a budget is refused before it is made (a budget stop) and ends the turn.
+* [`AgentChatAgent.save_state`][agents.agentchat.AgentChatAgent.save_state] wraps the chat agent's
+  own state, so its memory survives idle eviction and, with `SQLiteStateStore`, a restart.
 
-agentchat is an optional dependency (`pip install aun-runtime[agentchat]`); only this module
-imports it.
+agentchat is an optional dependency (`pip install aun-runtime[agentchat]`); only this module and
+its companion that reads a turn's response import it.
 
 Example:
     ```python
-    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
 
     async with AUNRuntime() as runtime:
         await runtime.register_agent(
-            "assistant.local", from_agentchat(lambda: AssistantAgent("assistant", model_client=client))
+            "assistant.local",
+            from_agentchat(lambda: AssistantAgent("assistant", model_client=client, tools=send_tools())),
         )
+        await runtime.register_agent("oncall.local", from_agentchat(lambda: UserProxyAgent("oncall")))
         inbox = await runtime.open_inbox()
-        await inbox.send("assistant.local", "What is the capital of France?")
+        await inbox.send("assistant.local", "Ask oncall.local when the last backup ran.")
     ```
 """
-
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from autogen_agentchat.agents import UserProxyAgent
 from autogen_agentchat.base import ChatAgent, Response, Team
-from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMessage
+from autogen_agentchat.messages import ModelClientStreamingChunkEvent, TextMessage
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
+from autogen_core.tools import BaseTool
 
 from aun_runtime import AUNAgent, AUNMessage, BudgetExceeded, MessageContext, event
 from aun_runtime.models import MeteredChatCompletionClient, metered
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
+from ._agentchat_response import answer_text, one_line, sent_only, tokens, tool_use
 from ._model_calls import speaker_name
+from ._person_input import TERMINAL, InputEnded, InputFunction, ask
+from ._send_tools import (
+    POST_TO_GROUP,
+    SEND_MESSAGE,
+    SendTool,
+    SendToolOutsideATurnError,
+    send_tool_schemas,
+    show_tool_use,
+    speaking_as,
+)
+from .human import DEFAULT_ANSWER_TIMEOUT
 
-__all__ = ["DEFAULT_SILENCE_MARKER", "AgentChatAgent", "ChatAgentSource", "from_agentchat", "meter_model_clients"]
+__all__ = [
+    "DEFAULT_INPUT_TIMEOUT",
+    "DEFAULT_SILENCE_MARKER",
+    "PERSON_PROMPT",
+    "AgentChatAgent",
+    "ChatAgentSource",
+    "SendToolOutsideATurnError",
+    "from_agentchat",
+    "meter_model_clients",
+    "send_tools",
+]
 
 #: An answer that starts with this is the chat agent choosing to say nothing.
 DEFAULT_SILENCE_MARKER = "__SILENT__"
-#: A thought about one inner message is cut to this many characters (a tool result may be long).
-MAX_THOUGHT_CHARS = 500
+#: Seconds a person may take over one message: as long as a `HumanAgent` waits (see
+#: `agents.human.DEFAULT_ANSWER_TIMEOUT` for why).
+DEFAULT_INPUT_TIMEOUT = DEFAULT_ANSWER_TIMEOUT
+#: What a person is asked after the message is shown: agentchat's own words for it.
+PERSON_PROMPT = "Enter your response: "
 
 #: What the adapter is built from: a factory of chat agents (one per instance: what each AID should
 #: have), or a chat agent itself.
@@ -77,6 +119,10 @@ class AgentChatAgent(AUNAgent):
             outlives evictions (each new instance loads the saved state into the same object) and
             must not be shared between AIDs.
         silence_marker: an answer starting with this (after leading blanks) is silence.
+        annotate_tools: show each use of the chat agent's own tools to the conversation as
+            `tool_call` / `tool_result` messages from this agent.
+        input_timeout: for a `UserProxyAgent`, seconds the person may take over one message before
+            saying nothing (the handler timeout bounds the whole turn as well).
 
     Example:
         ```python
@@ -87,19 +133,34 @@ class AgentChatAgent(AUNAgent):
         ```
     """
 
-    def __init__(self, chat_agent: ChatAgentSource, *, silence_marker: str = DEFAULT_SILENCE_MARKER) -> None:
+    def __init__(
+        self,
+        chat_agent: ChatAgentSource,
+        *,
+        silence_marker: str = DEFAULT_SILENCE_MARKER,
+        annotate_tools: bool = True,
+        input_timeout: float = DEFAULT_INPUT_TIMEOUT,
+    ) -> None:
         agent = chat_agent if isinstance(chat_agent, ChatAgent) else chat_agent()
         if not isinstance(agent, ChatAgent):
             raise TypeError(f"the factory returned a {type(agent).__name__}, not an agentchat ChatAgent")
+        if not input_timeout > 0:
+            raise ValueError("input_timeout is a positive number of seconds")
         super().__init__(agent.description)
         meter_model_clients(agent)
         self.chat_agent = agent
         self.silence_marker = silence_marker
+        self.annotate_tools = annotate_tools
+        self.input_timeout = input_timeout
+        #: For a UserProxyAgent, the function the person answers through.
+        self.person_input: InputFunction | None = agent.input_func if isinstance(agent, UserProxyAgent) else None
+        #: The person's input has ended: nobody is asked any more.
+        self.person_gone = False
         #: Model tokens (prompt + completion) the chat agent reported using, and turns it was asked for.
         self.tokens_used = 0
         self.model_turns = 0
 
-    # Not ``on_message``: that name would override autogen-core's BaseAgent.on_message, which the
+    # Not `on_message`: that name would override autogen-core's BaseAgent.on_message, which the
     # runtime then calls directly, past the AUN delivery (no inbound message, so no reply()).
     @event
     async def on_chat(self, message: AUNMessage, ctx: MessageContext) -> None:
@@ -118,20 +179,12 @@ class AgentChatAgent(AUNAgent):
         if refusal is not None:  # no answer could go out: the chat agent is not asked
             self.think(f"not asking the model about {message.from_aid}'s message: {refusal}")
             return
-        self.model_turns += 1
-        try:
-            # Each model call the turn makes (one per tool round) spends the budgets on its own.
-            response = await self.chat_agent.on_messages(
-                [TextMessage(content=text, source=speaker_name(message.from_aid))], CancellationToken()
-            )
-        except BudgetExceeded as exc:  # recorded as a budget stop by the call that was refused
-            self.think(f"the turn on {message.from_aid}'s message ended at a budget: {exc.reason}")
+        if self.person_input is not None:
+            answer = await self._ask_person(message, text, self.person_input)
+        else:
+            answer = await self._take_turn(message, text)
+        if answer is None:
             return
-        for inner in response.inner_messages or ():
-            self.think(_one_line(inner))
-        self.tokens_used += _tokens(response)
-
-        answer = response.chat_message.to_text()
         if not answer.strip():
             self.think(f"silent on {message.from_aid}'s message: {self.chat_agent.name} gave an empty answer")
             return
@@ -140,6 +193,59 @@ class AgentChatAgent(AUNAgent):
             self.think(f"silent on {message.from_aid}'s message" + (f": {why}" if why else ""))
             return
         await self.reply(answer)  # in a mention group, reply() names the one being answered
+
+    async def _take_turn(self, message: AUNMessage, text: str) -> str | None:
+        """One turn of the chat agent on `message`: its answer, or None if the turn ended without one."""
+        self.model_turns += 1
+        incoming = [TextMessage(content=text, source=speaker_name(message.from_aid))]
+        response: Response | None = None
+        try:
+            # Each model call the turn makes (one per tool round) spends the budgets on its own, and
+            # the send tools it calls speak as this agent.
+            with speaking_as(self):
+                async for item in self.chat_agent.on_messages_stream(incoming, CancellationToken()):
+                    if isinstance(item, Response):
+                        response = item
+                    elif not isinstance(item, ModelClientStreamingChunkEvent):  # a token, not a message
+                        self.think(one_line(item))
+                        if self.annotate_tools:
+                            for payload in tool_use(item):
+                                await show_tool_use(self, message, payload)
+        except BudgetExceeded as exc:  # recorded as a budget stop by the call that was refused
+            self.think(f"the turn on {message.from_aid}'s message ended at a budget: {exc.reason}")
+            return None
+        if response is None:
+            self.think(f"{self.chat_agent.name} ended its turn on {message.from_aid}'s message with no response")
+            return None
+        self.tokens_used += tokens(response)
+        sent_with = sent_only(response.chat_message)
+        if sent_with:
+            self.think(f"no reply to {message.from_aid}'s message: it spoke with {', '.join(sent_with)}")
+            return None
+        return answer_text(response.chat_message)
+
+    async def _ask_person(self, message: AUNMessage, text: str, person: InputFunction) -> str | None:
+        """The person's answer to `message`, or None if none came (in time, or any more)."""
+        if self.person_gone:
+            self.think(f"not asking about {message.from_aid}'s message: the person's input has ended")
+            return None
+        where = f"#{message.group_id} " if message.group_id else ""
+        prompt = f"{where}{message.from_aid}: {text}\n{PERSON_PROMPT}"
+        try:
+            if _reads_the_terminal(person):
+                answer = await TERMINAL.ask(prompt, timeout=self.input_timeout)
+            else:
+                answer = await ask(person, prompt, timeout=self.input_timeout)
+        except InputEnded:
+            self.person_gone = True
+            self.think(f"silent on {message.from_aid}'s message: the person's input has ended")
+            return None
+        if answer is None:
+            self.think(
+                f"silent on {message.from_aid}'s message: no answer from the person within "
+                f"{self.input_timeout:g} s (input_timeout)"
+            )
+        return answer
 
     async def save_state(self) -> Mapping[str, Any]:
         """The chat agent's own state (its memory of the conversation), under `"agentchat"`."""
@@ -156,7 +262,11 @@ class AgentChatAgent(AUNAgent):
 
 
 def from_agentchat(
-    factory: ChatAgentSource, *, silence_marker: str = DEFAULT_SILENCE_MARKER
+    factory: ChatAgentSource,
+    *,
+    silence_marker: str = DEFAULT_SILENCE_MARKER,
+    annotate_tools: bool = True,
+    input_timeout: float = DEFAULT_INPUT_TIMEOUT,
 ) -> Callable[[], AgentChatAgent]:
     """A factory for [`AUNRuntime.register_agent`][aun_runtime.AUNRuntime.register_agent] that
     runs the chat agent `factory` makes as an AUN agent.
@@ -165,19 +275,47 @@ def from_agentchat(
         factory: a zero-argument callable returning an agentchat `ChatAgent` (called once per
             instance), or a chat agent (see [`AgentChatAgent`][agents.agentchat.AgentChatAgent]).
         silence_marker: an answer starting with this is silence.
+        annotate_tools: show the chat agent's own tool use to the conversation.
+        input_timeout: for a `UserProxyAgent`, seconds the person may take over one message.
 
     Example:
         ```python
         await runtime.register_agent(
             "assistant.local", from_agentchat(lambda: AssistantAgent("assistant", model_client=client))
         )
+        await runtime.register_agent("person.local", from_agentchat(lambda: UserProxyAgent("person")))
         ```
     """
 
     def make() -> AgentChatAgent:
-        return AgentChatAgent(factory, silence_marker=silence_marker)
+        return AgentChatAgent(
+            factory, silence_marker=silence_marker, annotate_tools=annotate_tools, input_timeout=input_timeout
+        )
 
     return make
+
+
+def send_tools() -> list[BaseTool[Any, Any]]:
+    """The send tools to give a chat agent's model, so that it may speak beyond its reply.
+
+    `send_message(to, text)` sends a direct message to any AID, `post_to_group(group_id, text,
+    mentions)` posts to a group the agent is in: the same tools, with the same descriptions, as an
+    [`AutonomousAgent`][agents.autonomous.AutonomousAgent]'s model has. They run only inside a turn of
+    an [`AgentChatAgent`][agents.agentchat.AgentChatAgent], and send as
+    it: in the thread of the message being handled, through its own send tools, so that the hop
+    guard, the budgets and the archive hold for each message. A send that fails (an unknown AID, a
+    budget stop) is an error result the model reads; one run outside such a turn raises
+    [`SendToolOutsideATurnError`][agents.agentchat.SendToolOutsideATurnError].
+
+    Example:
+        >>> [tool.name for tool in send_tools()]
+        ['send_message', 'post_to_group']
+    """
+    return [
+        SendTool(schema)
+        for schema in send_tool_schemas(follow_ups=False)
+        if schema["name"] in (SEND_MESSAGE, POST_TO_GROUP)
+    ]
 
 
 def meter_model_clients(root: ChatAgent | Team) -> int:
@@ -208,20 +346,11 @@ def meter_model_clients(root: ChatAgent | Team) -> int:
     return wrapped
 
 
-def _tokens(response: Response) -> int:
-    messages: Sequence[BaseAgentEvent | BaseChatMessage] = [
-        *(response.inner_messages or ()),
-        response.chat_message,
-    ]
-    return sum(
-        m.models_usage.prompt_tokens + m.models_usage.completion_tokens
-        for m in messages
-        if m.models_usage is not None
-    )
+#: agentchat's default input function (the terminal, read in a thread of the event loop's executor).
+_AGENTCHAT_INPUT = UserProxyAgent("probe").input_func
 
 
-def _one_line(message: BaseAgentEvent | BaseChatMessage) -> str:
-    text = " ".join(message.to_text().split())
-    if len(text) > MAX_THOUGHT_CHARS:
-        text = text[: MAX_THOUGHT_CHARS - 1] + "…"
-    return f"{message.source} {type(message).__name__}: {text}"
+def _reads_the_terminal(input_func: InputFunction) -> bool:
+    """True for agentchat's default input and plain `input`: the adapter reads the terminal itself,
+    so that no wait it gave up on keeps a line, or the program's end, for good."""
+    return input_func is input or input_func is _AGENTCHAT_INPUT

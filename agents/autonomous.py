@@ -60,8 +60,6 @@ from autogen_core.tools import BaseTool, ToolSchema, Workbench
 from aun_runtime import (
     AUNAgent,
     AUNMessage,
-    BudgetExceeded,
-    HopLimitExceeded,
     MessageContext,
     event,
 )
@@ -73,12 +71,12 @@ from ._context import CONTEXT_KINDS, addressing, context_lines, describe, where
 from ._local_tools import DEFAULT_TOOL_TIMEOUT, LocalTools
 from ._model_calls import ModelLike, speaker_name, use_model
 from ._send_tools import (
-    POST_TO_GROUP,
-    REPLY,
-    SEND_MESSAGE,
+    FOLLOW_UP,
     SEND_TOOL_NAMES,
     ToolArgumentError,
     send_tool_schemas,
+    show_tool_use,
+    speak,
     string_argument,
 )
 
@@ -301,34 +299,12 @@ class AutonomousAgent(AUNAgent):
     async def _speak(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool, bool]:
         """Run one send tool: what the model is told, whether it failed, and whether the model could
         do better if asked again (a wrong AID could be corrected; a budget stop could not)."""
+        if name != FOLLOW_UP:
+            return await speak(self, name, arguments)
         try:
-            if name == REPLY:
-                # In a mention group reply() names the sender of the message answered.
-                sent = await self.reply(string_argument(arguments, "text"))
-            elif name == SEND_MESSAGE:
-                # Sent while acting on a message, so it answers that message: a transcript shows it
-                # under its cause, as it shows a reply.
-                sent = await self.send(
-                    string_argument(arguments, "to"), string_argument(arguments, "text"), in_reply_to=self.inbound
-                )
-            elif name == POST_TO_GROUP:
-                mentions = arguments.get("mentions") or []
-                if not isinstance(mentions, list) or not all(isinstance(m, str) for m in mentions):
-                    raise ToolArgumentError("'mentions' must be a list of AIDs (or 'all')")
-                sent = await self.group_send(
-                    string_argument(arguments, "group_id"),
-                    string_argument(arguments, "text"),
-                    mentions=mentions,
-                    in_reply_to=self.inbound,
-                )
-            else:
-                return self._schedule_follow_up(arguments)
-        except (BudgetExceeded, HopLimitExceeded) as exc:
-            return f"not sent: {exc}", True, False  # recorded as a stop already; asking again cannot help
-        except (AUNError, ToolArgumentError) as exc:
-            # An unknown AID, a group it is not in, bad arguments: the model is told, and may correct it.
+            return self._schedule_follow_up(arguments)
+        except ToolArgumentError as exc:
             return f"not sent: {exc}", True, True
-        return f"sent (message {sent.message_id})", False, False
 
     def _schedule_follow_up(self, arguments: dict[str, Any]) -> tuple[str, bool, bool]:
         inbound = self.inbound
@@ -379,12 +355,5 @@ class AutonomousAgent(AUNAgent):
         return text, failed
 
     async def _annotate(self, about: AUNMessage, payload: ToolCallPayload | ToolResultPayload) -> None:
-        if not self.annotate_tools:
-            return
-        try:
-            if about.group_id is not None:
-                await self.group_send(about.group_id, payload, in_reply_to=about)
-            else:
-                await self.send(about.from_aid, payload, in_reply_to=about)
-        except AUNError as exc:  # an annotation that cannot go out changes nothing about the tool use
-            self.think(f"could not show the use of {getattr(payload, 'name', 'a tool')}: {exc}")
+        if self.annotate_tools:
+            await show_tool_use(self, about, payload)

@@ -34,10 +34,12 @@ from aun_runtime import AUNAgent, AUNError, AUNMessage, MessageContext, ToolCall
 
 __all__ = ["DEFAULT_ANSWER_TIMEOUT", "PROMPT", "HumanAgent", "InputSource", "ScriptedInput", "TerminalInput"]
 
-#: Seconds a person may take over one message before the agent moves on, having said nothing. Ten
-#: minutes is a long think; past it, the messages waiting behind this one (the mailbox holds them,
-#: bounded) should not wait any longer.
-DEFAULT_ANSWER_TIMEOUT = 600.0
+#: Seconds a person may take over one message before the agent moves on, having said nothing. Four
+#: minutes is time to read a message and type a few lines; it is under the runtime's default handler
+#: timeout (300 s), so a person who walked away has said nothing (a thought) and the mailbox moves
+#: on, instead of the turn being cut off (a dead letter). Raise `handler_timeout` with it for longer
+#: waits. The agentchat adapter's person (`agents.agentchat.DEFAULT_INPUT_TIMEOUT`) waits as long.
+DEFAULT_ANSWER_TIMEOUT = 240.0
 #: What the person is shown when a line is wanted.
 PROMPT = "> "
 

@@ -47,6 +47,7 @@ SLOW_FILES = (
     "tests/gateway/test_frame_fuzz.py",
     "tests/test_type_checking_outside.py",
     "tests/agents/test_agentchat.py",
+    "tests/agents/test_agentchat_terminal.py",
     "tests/console/test_cli.py",
     "tests/test_docs_site.py",
     "tests/test_docs_human.py",

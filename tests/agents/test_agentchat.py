@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from autogen_agentchat.agents import AssistantAgent
-from autogen_core import FunctionCall
+from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
+from autogen_core import CancellationToken, FunctionCall
 from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
@@ -25,7 +26,8 @@ from autogen_core.models import (
 )
 from autogen_core.tools import FunctionTool
 
-from agents.agentchat import AgentChatAgent, from_agentchat
+from agents.agentchat import AgentChatAgent, SendToolOutsideATurnError, from_agentchat, send_tools
+from agents.autonomous import AutonomousAgent
 from aun_runtime import (
     DEFAULT_BUDGETS,
     AUNActorRuntime,
@@ -232,6 +234,23 @@ async def test_in_a_mention_group_the_reply_names_the_asker(server: OpenAIStandI
     await client.close()
 
 
+def weather(city: str) -> str:
+    """Today's temperature in a city."""
+    return f"21 degrees in {city}"
+
+
+WEATHER = FunctionTool(weather, description="Today's temperature in a city.")
+
+
+def weather_assistant(**options: Any) -> Callable[[], AgentChatAgent]:
+    """An assistant whose model calls the weather tool, then answers in words."""
+    model = _weather_model()
+    return from_agentchat(
+        lambda: AssistantAgent("assistant", model_client=model, tools=[WEATHER], reflect_on_tool_use=True),
+        **options,
+    )
+
+
 def _weather_model() -> ScriptedChatCompletionClient:
     """Calls the ``weather`` tool first; once it sees the tool's result, answers in words."""
 
@@ -254,22 +273,18 @@ def _weather_model() -> ScriptedChatCompletionClient:
     return ScriptedChatCompletionClient(respond)
 
 
-async def test_tool_use_is_thought_not_said_and_every_call_is_counted() -> None:
-    def weather(city: str) -> str:
-        """Today's temperature in a city."""
-        return f"21 degrees in {city}"
-
-    model = _weather_model()
-    tool = FunctionTool(weather, description="Today's temperature in a city.")
-    make = from_agentchat(
-        lambda: AssistantAgent("assistant", model_client=model, tools=[tool], reflect_on_tool_use=True)
-    )
+async def test_tool_use_is_thought_shown_as_annotations_and_every_call_is_counted() -> None:
     async with AUNRuntime() as runtime:
-        await runtime.register_agent(AID, make)
+        await runtime.register_agent(AID, weather_assistant())
         inbox = await runtime.open_inbox()
-        await inbox.send(AID, "How warm is it in Paris?")
+        question = await inbox.send(AID, "How warm is it in Paris?")
         await runtime.settle()
-        assert sent_by(runtime, AID) == ["It is 21 degrees in Paris."]  # the tool events never leave
+        # The asker sees the tool's use as the autonomous agent shows it, then the answer in words.
+        [call, result, answer] = inbox.received
+        assert call.payload == ToolCallPayload(call_id="call-1", name="weather", arguments={"city": "Paris"})
+        assert result.payload == ToolResultPayload(call_id="call-1", ok=True, result="21 degrees in Paris")
+        assert answer.text == "It is 21 degrees in Paris."
+        assert all(m.in_reply_to == question.message_id and m.from_aid == AID for m in inbox.received)
         [request, execution] = thoughts(runtime, AID)
         assert request.startswith("assistant ToolCallRequestEvent: ") and '"city": "Paris"' in request
         assert (
@@ -277,6 +292,16 @@ async def test_tool_use_is_thought_not_said_and_every_call_is_counted() -> None:
         )
         agent = await runtime.agent_instance(AID, AgentChatAgent)
         assert agent.model_turns == 1 and agent.tokens_used == (30 + 5) + (40 + 8)
+
+
+async def test_tool_annotations_can_be_turned_off() -> None:
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(AID, weather_assistant(annotate_tools=False))
+        inbox = await runtime.open_inbox()
+        await inbox.send(AID, "How warm is it in Paris?")
+        await runtime.settle()
+        assert [m.text for m in inbox.received] == ["It is 21 degrees in Paris."]
+        assert len(thoughts(runtime, AID)) == 2  # the tool use is still thought
 
 
 async def test_its_model_budget_stops_turns_before_they_reach_the_model(server: OpenAIStandIn) -> None:
@@ -337,5 +362,326 @@ async def test_every_model_call_of_a_tool_loop_is_metered() -> None:
             assert [stop.message.text for stop in stops if stop.message] == questions
             assert all("model_calls_per_thread=8" in (stop.reason or "") for stop in stops)
             assert runtime.stats.budget_stops == 3 and runtime.stats.dead_letters == 0
-            assert sent_by(runtime, AID) == []  # no turn got as far as an answer
+            said = [r.message for r in runtime.archive.history(AID, kinds=[RecordKind.SENT]) if r.message]
+            assert all(isinstance(m.payload, ToolCallPayload | ToolResultPayload) for m in said)
+            assert len(said) == 3 * 2 * DEFAULT_BUDGETS.model_calls_per_thread  # each round's use shown
+            # ...and no turn got as far as an answer
         await client.close()
+
+
+# -- speaking beyond the reply: the send tools ---------------------------------------------------
+
+ASK_DB = "Ask db.local when the last backup ran."
+
+
+def _last_is_a_tool_result(body: dict[str, Any]) -> bool:
+    return body["messages"][-1]["role"] == "tool"
+
+
+def _tool_results(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def calls_then_says(calls: list[tuple[str, dict[str, Any]]], text: str) -> Callable[[dict[str, Any]], str | ToolCalls]:
+    """A model that calls `calls` first and, once it sees their results, says `text`."""
+
+    def model(body: dict[str, Any]) -> str | ToolCalls:
+        return text if _last_is_a_tool_result(body) else ToolCalls(calls)
+
+    return model
+
+
+def sender(client: ChatCompletionClient, **options: Any) -> Callable[[], AgentChatAgent]:
+    """An assistant with the send tools and a weather tool of its own."""
+    return from_agentchat(
+        lambda: AssistantAgent("assistant", model_client=client, tools=[*send_tools(), WEATHER], **options)
+    )
+
+
+async def test_the_assistant_sends_to_another_aid_in_the_thread_of_the_question() -> None:
+    model = calls_then_says(
+        [("send_message", {"to": "db.local", "text": "When did the last backup run?"})],
+        "I asked db.local; its answer will come to me.",
+    )
+    with openai_stand_in(model) as server:
+        client = openai_client(server)
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(AID, sender(client, reflect_on_tool_use=True))
+            app = await runtime.open_inbox()
+            db = await runtime.open_inbox("db.local")
+            question = await app.send(AID, ASK_DB)
+            await runtime.settle()
+            [asked] = db.received
+            assert asked.from_aid == AID and asked.text == "When did the last backup run?"
+            # One hop further in the question's thread: its budgets and hop guard hold for it.
+            assert asked.in_reply_to == question.message_id and asked.thread == question.thread
+            assert asked.hops == question.hops + 1
+            # The model's final text is still the reply; a send tool's use is the message it sent.
+            assert [m.text for m in app.received] == ["I asked db.local; its answer will come to me."]
+            assert [m.text for m in (r.message for r in runtime.archive.history(AID, kinds=[RecordKind.SENT])) if m] == [
+                "When did the last backup run?",
+                "I asked db.local; its answer will come to me.",
+            ]
+            [result] = _tool_results(server.requests[1])
+            assert result.startswith("sent (message ")
+        # The model sees the autonomous agent's own send tools, word for word.
+        offered = {tool["function"]["name"]: tool["function"] for tool in server.requests[0]["tools"]}
+        autonomous = {schema["name"]: schema for schema in AutonomousAgent(client).send_tools}
+        for name in ("send_message", "post_to_group"):
+            assert offered[name]["description"] == autonomous[name]["description"]
+            assert offered[name]["parameters"]["properties"] == autonomous[name]["parameters"]["properties"]
+        assert "reply" not in offered and "follow_up" not in offered  # the final text is the reply
+        await client.close()
+
+
+async def test_the_assistant_posts_to_a_group_with_mentions() -> None:
+    posting = ("post_to_group", {"group_id": "ops", "text": "Deploy done.", "mentions": ["bob.local"]})
+    with openai_stand_in(calls_then_says([posting], "Told bob in #ops.")) as server:
+        client = openai_client(server)
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(AID, sender(client, reflect_on_tool_use=True))
+            app = await runtime.open_inbox()
+            alice = await runtime.open_inbox("alice.local")
+            bob = await runtime.open_inbox("bob.local")
+            await runtime.create_group("ops", [AID, "alice.local", "bob.local"], dispatch_mode="mention")
+            question = await app.send(AID, "Tell bob in #ops that the deploy is done.")
+            await runtime.settle()
+            [post] = bob.received
+            assert post.group_id == "ops" and post.text == "Deploy done." and post.mentions_aid("bob.local")
+            assert post.in_reply_to == question.message_id
+            assert alice.received == []  # a mention group: only those named see it
+            assert [m.text for m in app.received] == ["Told bob in #ops."]
+        await client.close()
+
+
+async def test_a_send_the_runtime_refuses_is_an_error_result_the_model_reads() -> None:
+    hello = ("send_message", {"to": "nobody.local", "text": "hello?"})
+    with openai_stand_in(calls_then_says([hello], "I could not reach them.")) as server:
+        client = openai_client(server)
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(AID, sender(client, reflect_on_tool_use=True))
+            app = await runtime.open_inbox()
+            await app.send(AID, "Say hello to nobody.local.")
+            await runtime.settle()
+            [result] = _tool_results(server.requests[1])
+            assert result.startswith("not sent: ") and "nobody.local" in result
+            assert [m.text for m in app.received] == ["I could not reach them."]
+            [execution] = [t for t in thoughts(runtime, AID) if "ToolCallExecutionEvent" in t]
+            assert "is_error=True" in execution
+        await client.close()
+
+
+async def test_budgets_bound_an_assistant_that_sends_without_end() -> None:
+    """A model that calls send_message on every round, allowed twenty rounds: the thread's budget
+    stops its sends (the model reads why), and the model budget then ends the turn."""
+
+    def model(body: dict[str, Any]) -> ToolCalls:
+        return ToolCalls([("send_message", {"to": "db.local", "text": f"ping {len(_tool_results(body))}"})])
+
+    with openai_stand_in(model) as server:
+        client = openai_client(server)
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(
+                AID,
+                sender(client, max_tool_iterations=20),
+                budgets=Budgets(thread_messages=4, model_calls_per_thread=6),
+            )
+            app = await runtime.open_inbox()
+            db = await runtime.open_inbox("db.local")
+            await app.send(AID, ASK_DB)
+            await runtime.settle()
+            # The question and three sends fill the thread's four messages; the rest are refused.
+            assert [m.text for m in db.received] == ["ping 0", "ping 1", "ping 2"]
+            assert len(server.requests) == 6  # the seventh call was refused before it was made
+            # The model read each refusal (the last request shows the results of the five calls before it).
+            refused = _tool_results(server.requests[-1])[3:]
+            assert len(refused) == 2
+            assert all(r.startswith("not sent: ") and "thread_messages=4" in r for r in refused)
+            reasons = [stop.reason or "" for stop in runtime.archive.records(kinds=[RecordKind.BUDGET_STOP])]
+            assert sum("thread_messages=4" in reason for reason in reasons) == 6 - 3  # one per refused send
+            assert sum("model_calls_per_thread=6" in reason for reason in reasons) == 1
+            assert app.received == [] and runtime.stats.dead_letters == 0  # the turn ended at the budget
+        await client.close()
+
+
+async def test_without_reflection_a_turn_that_only_sent_replies_nothing_more() -> None:
+    """agentchat's default (reflect_on_tool_use=False) answers with a summary of the tool results:
+    the send tools' lines are left out, a local tool's result is still the answer."""
+
+    def model(body: dict[str, Any]) -> ToolCalls:
+        if user_texts(body)[-1] == ASK_DB:
+            return ToolCalls([("send_message", {"to": "db.local", "text": "When did the last backup run?"})])
+        return ToolCalls([("send_message", {"to": "db.local", "text": "Warm today?"}), ("weather", {"city": "Paris"})])
+
+    with openai_stand_in(model) as server:
+        client = openai_client(server)
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(AID, sender(client))
+            app = await runtime.open_inbox()
+            db = await runtime.open_inbox("db.local")
+            await app.send(AID, ASK_DB)
+            await runtime.settle()
+            assert [m.text for m in db.received] == ["When did the last backup run?"]
+            assert app.received == []
+            assert thoughts(runtime, AID)[-1] == "no reply to app.local's message: it spoke with send_message"
+
+            await app.send(AID, "How warm is it in Paris, and does db.local know?")
+            await runtime.settle()
+            assert [m.text for m in db.received][-1] == "Warm today?"
+            # The weather tool's use is shown, the send tool's is not; the answer is the weather alone.
+            kinds = [m.payload.type for m in app.received]
+            assert kinds == ["tool_call", "tool_result", "text"]
+            assert app.received[0].payload == ToolCallPayload(
+                call_id=app.received[0].payload.call_id, name="weather", arguments={"city": "Paris"}  # type: ignore[union-attr]
+            )
+            assert app.received[-1].text == "21 degrees in Paris"
+        await client.close()
+
+
+async def test_a_send_tool_outside_a_turn_says_why_it_cannot_speak() -> None:
+    [send_message, _] = send_tools()
+    with pytest.raises(SendToolOutsideATurnError, match="runs only while one handles a message"):
+        await send_message.run_json({"to": "db.local", "text": "hi"}, CancellationToken())
+
+
+# -- a person through agentchat's UserProxyAgent -------------------------------------------------
+
+PERSON = "person.local"
+
+
+class Person:
+    """What a person at a UserProxyAgent types, scripted: answers by question, and every prompt shown."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.prompts: list[str] = []
+        self.tokens: list[CancellationToken | None] = []
+
+    async def answer(self, prompt: str, token: CancellationToken | None) -> str:
+        self.prompts.append(prompt)
+        self.tokens.append(token)
+        for question, answer in self.answers.items():
+            if question in prompt:
+                return answer
+        await asyncio.Event().wait()  # no answer: the person is away
+        raise AssertionError("unreachable")
+
+
+async def test_a_user_proxy_is_a_person_who_sees_the_message_and_answers() -> None:
+    person = Person({"Deploy now?": "yes, go ahead", "Lunch?": "   ", "FYI": "__SILENT__"})
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(PERSON, from_agentchat(lambda: UserProxyAgent("person", input_func=person.answer)))
+        app = await runtime.open_inbox()
+        question = await app.send(PERSON, "Deploy now?")
+        answer = await app.next(timeout=10)
+        assert answer is not None and answer.text == "yes, go ahead"
+        assert answer.from_aid == PERSON and answer.in_reply_to == question.message_id
+        await app.send(PERSON, "Lunch?")
+        await app.send(PERSON, "FYI: the build is green")
+        await runtime.settle()
+        assert [m.text for m in app.received] == ["yes, go ahead"]  # a blank line and the marker are silence
+        assert person.prompts == [
+            "app.local: Deploy now?\nEnter your response: ",
+            "app.local: Lunch?\nEnter your response: ",
+            "app.local: FYI: the build is green\nEnter your response: ",
+        ]
+        assert thoughts(runtime, PERSON) == [
+            "silent on app.local's message: person gave an empty answer",
+            "silent on app.local's message",
+        ]
+
+
+async def test_a_person_in_a_mention_group_answers_the_asker() -> None:
+    person = Person({"can you approve": "approved"})
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(PERSON, from_agentchat(lambda: UserProxyAgent("person", input_func=person.answer)))
+        alice = await runtime.open_inbox("alice.local")
+        await runtime.open_inbox("bob.local")
+        await runtime.create_group("ops", [PERSON, "alice.local", "bob.local"], dispatch_mode="mention")
+        await alice.group_send("ops", "person, can you approve the release?", mentions=[PERSON])
+        await runtime.settle()
+        assert person.prompts == ["#ops alice.local: person, can you approve the release?\nEnter your response: "]
+        [reply] = alice.received
+        assert reply.group_id == "ops" and reply.text == "approved" and reply.mentions_aid("alice.local")
+
+
+async def test_a_person_who_does_not_answer_in_time_has_said_nothing_and_the_next_message_is_asked() -> None:
+    person = Person({"second": "here now"})
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(
+            PERSON, from_agentchat(lambda: UserProxyAgent("person", input_func=person.answer), input_timeout=0.2)
+        )
+        app = await runtime.open_inbox()
+        await app.send(PERSON, "first question")
+        await app.send(PERSON, "second question")
+        await runtime.settle()
+        assert [m.text for m in app.received] == ["here now"]
+        assert thoughts(runtime, PERSON) == [
+            "silent on app.local's message: no answer from the person within 0.2 s (input_timeout)"
+        ]
+        first_token = person.tokens[0]
+        assert first_token is not None and first_token.is_cancelled()  # what it started is told to stop
+        assert runtime.stats.dead_letters == 0
+
+
+async def test_a_plain_input_function_that_never_returns_is_given_up_on() -> None:
+    released = threading.Event()
+    prompts: list[str] = []
+
+    def stuck(prompt: str) -> str:
+        prompts.append(prompt)
+        if "second" in prompt:
+            return "ok"
+        released.wait(30)  # a person who never presses Enter (released when the test ends)
+        return "too late"
+
+    try:
+        async with AUNRuntime() as runtime:
+            await runtime.register_agent(
+                PERSON, from_agentchat(lambda: UserProxyAgent("person", input_func=stuck), input_timeout=0.2)
+            )
+            app = await runtime.open_inbox()
+            await app.send(PERSON, "first question")
+            await app.send(PERSON, "second question")
+            await runtime.settle()
+            assert [m.text for m in app.received] == ["ok"]
+            assert len(prompts) == 2
+            assert "no answer from the person within 0.2 s" in thoughts(runtime, PERSON)[0]
+    finally:
+        released.set()
+
+
+async def test_the_handler_timeout_still_bounds_a_persons_turn() -> None:
+    person = Person({})
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(
+            PERSON,
+            from_agentchat(lambda: UserProxyAgent("person", input_func=person.answer), input_timeout=60),
+            handler_timeout=0.3,
+        )
+        app = await runtime.open_inbox()
+        await app.send(PERSON, "anyone?")
+        await runtime.settle()
+        [dead] = runtime.archive.records(kinds=[RecordKind.DEAD_LETTER])
+        assert "handler_timeout of 0.3 s" in (dead.reason or "")
+        assert runtime.stats.handler_timeouts == 1
+        [token] = person.tokens
+        assert token is not None and token.is_cancelled()
+
+
+async def test_an_input_function_that_fails_makes_a_dead_letter_that_says_why() -> None:
+    def broken(prompt: str) -> str:
+        raise OSError("the answer box is gone")
+
+    async with AUNRuntime() as runtime:
+        await runtime.register_agent(PERSON, from_agentchat(lambda: UserProxyAgent("person", input_func=broken)))
+        app = await runtime.open_inbox()
+        await app.send(PERSON, "anyone?")
+        await runtime.settle()
+        [dead] = runtime.archive.records(kinds=[RecordKind.DEAD_LETTER])
+        assert "OSError: the answer box is gone" in (dead.reason or "")
+
+
+def test_an_input_timeout_is_a_positive_number_of_seconds() -> None:
+    with pytest.raises(ValueError, match="input_timeout is a positive number of seconds"):
+        AgentChatAgent(lambda: UserProxyAgent("person"), input_timeout=0)
