@@ -10,8 +10,9 @@ and acknowledged: kept, not retried, and what follows it still arrives.
 
 Outbound, messages wait in the durable outbox and leave in *lanes*: one per (this AID, destination),
 in order, each message tried until the network has it. Up to `SENDS_IN_FLIGHT` of a lane wait
-for their answers at once; each request is written only after the one before it, and sent again
-only after the one before it is settled. The connection being down (or
+for their answers at once; a request is written only while the one before it is on the wire (or
+settled), so one whose try failed, on a connection now gone say, goes again before anything behind
+it goes at all. The connection being down (or
 being re-established) makes a lane wait for the client to be ready, for as long as it takes; other
 failures are tried again with growing pauses up to `max_attempts` times, and an answer that can
 never change (no such AID, not a member of the group) makes the message a dead letter at once.
@@ -96,6 +97,37 @@ class LinkStats:
     sent: int = 0  #: messages the network took
     retries: int = 0  #: sends tried again
     dead_letters: int = 0  #: messages the network refused for good
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One message of a lane on its way: its task, and whether its latest try's request is written
+    (set when the request goes on the wire, cleared when that try fails)."""
+
+    item: OutboxItem
+    on_wire: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    def written(self, request: str, frame: str) -> None:
+        # The message's own request, not a key lookup the client makes on the way to it.
+        if request in frame[:_REQUEST_HEAD]:
+            self.on_wire.set()
+
+    @property
+    def passed(self) -> bool:
+        """Whether what comes after this message may be written: it is on the wire or settled."""
+        return self.on_wire.is_set() or self.task is None or self.task.done()
+
+    async def passable(self) -> None:
+        """Return once `passed` holds."""
+        if self.passed:
+            return
+        assert self.task is not None
+        waiter = asyncio.ensure_future(self.on_wire.wait())
+        try:
+            await asyncio.wait((self.task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
 
 
 @dataclass
@@ -324,42 +356,47 @@ class AIDLink:
         return sum(len(lane.items) for lane in self._lanes.values())
 
     async def _drain(self, lane: _Lane) -> None:
-        # Up to SENDS_IN_FLIGHT messages of the lane wait for their answers at once; each starts
-        # only once the one before it is on the wire (or settled), and the gateway takes the
-        # requests of one connection in the order they were written: the lane's order. They
+        # Up to SENDS_IN_FLIGHT messages of the lane wait for their answers at once; each is
+        # written only while the one before it is on the wire (or settled), and the gateway takes
+        # the requests of one connection in the order they were written: the lane's order. They
         # leave the outbox in that order too, each once the network has it.
-        flying: deque[asyncio.Task[None]] = deque()
+        flying: deque[_Flight] = deque()
         try:
             while lane.items:
                 while len(flying) < min(SENDS_IN_FLIGHT, len(lane.items)):
-                    before = flying[-1] if flying else None
-                    wire: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                    flying.append(_spawn(self._send(lane.items[len(flying)], wire, before), f"aun:send:{self.aid}"))
-                    await asyncio.wait((wire, flying[-1]), return_when=asyncio.FIRST_COMPLETED)
-                await flying[0]
+                    flight = _Flight(lane.items[len(flying)])
+                    flight.task = _spawn(self._send(flight, flying[-1] if flying else None), f"aun:send:{self.aid}")
+                    flying.append(flight)
+                    await flight.passable()
+                assert flying[0].task is not None
+                await flying[0].task
                 flying.popleft()
                 self._outbox.remove(lane.items.popleft())
         finally:
-            for task in flying:  # stopping: what they carried stays in the outbox
+            tasks = [flight.task for flight in flying if flight.task is not None]
+            for task in tasks:  # stopping: what they carried stays in the outbox
                 task.cancel()
-            await asyncio.gather(*flying, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             lane.task = None
 
-    async def _send(self, item: OutboxItem, wire: asyncio.Future[None] | None = None,
-                    before: asyncio.Task[None] | None = None) -> None:
-        """Send `item` until the network has it or refuses it for good. `wire` is told once its
-        request is written; a try after a failure waits for `before` (the lane's message ahead
-        of it) to be settled, so that what is sent again leaves in the lane's order as well."""
+    async def _send(self, flight: _Flight, before: _Flight | None) -> None:
+        """Send `flight`'s message until the network has it or refuses it for good, each try
+        only while `before` (the lane's message ahead of it) is on the wire or settled: after a
+        lost connection the one ahead is sent again first, and this one must not overtake it."""
+        item = flight.item
         method, params = send_call(item.message, item.recipient, encrypt=self.config.encrypt, traceparent=item.trace)
-        if wire is not None:
-            ON_WIRE.set(partial(_tell_sent, wire, f'"method":"{method}"'))
+        ON_WIRE.set(partial(flight.written, f'"method":"{method}"'))
         failures, delay = 0, FIRST_RETRY_DELAY
         while True:
             await self._connected.wait()
             await self._until_ready()
+            if before is not None and not before.passed:
+                await before.passable()
+                continue  # the connection may have gone meanwhile
             try:
                 await self.client.call(method, params)
             except Exception as exc:
+                flight.on_wire.clear()
                 verdict = judge(exc)
                 if verdict is not Verdict.CONNECTION:
                     failures += 1
@@ -374,8 +411,6 @@ class AIDLink:
                 log.info("%s: %s to %s failed (%s); trying again", self.aid, method, item.lane, describe(exc))
                 await asyncio.sleep(delay if verdict is Verdict.RETRY else min(delay, READY_POLL))
                 delay = min(delay * 2, self.config.retry_max_delay)
-                if before is not None:
-                    await asyncio.wait((before,))
             else:
                 self.stats.sent += 1
                 return
@@ -399,12 +434,6 @@ class AIDLink:
         except Exception:
             return False
         return True
-
-
-def _tell_sent(wire: asyncio.Future[None], request: str, frame: str) -> None:
-    # The message's own request, not a key lookup the client makes on the way to it.
-    if not wire.done() and request in frame[:_REQUEST_HEAD]:
-        wire.set_result(None)
 
 
 def _without_token(exc: Exception) -> bool:
