@@ -54,7 +54,7 @@ def test_a_failed_write_is_reported_and_its_records_are_kept(tmp_path: Path) -> 
     with sqlite3.connect(path) as other:  # another process holds the write lock
         other.execute("PRAGMA busy_timeout = 0")
         other.execute("BEGIN IMMEDIATE")
-        archive._writer._db.execute("PRAGMA busy_timeout = 0")
+        archive._writer._db.db.execute("PRAGMA busy_timeout = 0")
         archive.record("b.local", RecordKind.RECEIVED, _message(1))
         with pytest.raises(ArchiveWriteError, match="locked"):
             archive.flush()
