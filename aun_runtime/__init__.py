@@ -47,9 +47,11 @@ from ._archive_writer import ArchiveWriteError
 from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
 from ._core import AUNSingleThreadedRuntime
+from ._storage import Storage
 from ._errors import (
     AgentRegistrationError,
     BudgetExceeded,
+    FencedError,
     HandlerDefinitionError,
     HandlerTimeoutError,
     HopLimitExceeded,
@@ -60,6 +62,8 @@ from ._errors import (
     OutboxFullError,
     RPCForbiddenError,
     RuntimeStoppedError,
+    StorageSessionLostError,
+    StorageUnavailableError,
     ThreadBudgetExceeded,
     UndeliverableError,
     UnknownAIDError,
@@ -132,6 +136,10 @@ __all__ = [
     "UndeliverableError",
     "UnknownAIDError",
     "UnknownGroupError",
+    "FencedError",
+    "Storage",
+    "StorageSessionLostError",
+    "StorageUnavailableError",
     "UnknownPayload",
     "event",
     "is_addressed",

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = [
     "POSTGRES_SCHEMES",
     "SQLiteStorage",
+    "ScopedSQL",
     "Storage",
     "StorageKind",
     "is_missing_table",
@@ -164,6 +165,38 @@ class SQLiteStorage:
 
     def close(self) -> None:
         self.db.close()
+
+
+class ScopedSQL:
+    """Statements of tables that, in one of the databases, carry one more key column first.
+
+    A shared PostgreSQL database holds what one SQLite file holds for one owner (a worker's journal,
+    one service's ledger), so there its tables start with the owner's column; in SQLite they do not.
+    A statement is written once with `{cols}`, `{vals}` and `{where}` where that column goes.
+
+    Args:
+        column: the owner's column (`worker`, `aid`), or None where the tables have none.
+        value: the owner.
+
+    Example:
+        >>> ScopedSQL("aid", "svc.local").sql("SELECT seq FROM t WHERE {where}seq > ?")
+        'SELECT seq FROM t WHERE aid = ? AND seq > ?'
+        >>> ScopedSQL(None, "svc.local").sql("INSERT INTO t ({cols}seq) VALUES ({vals}?)")
+        'INSERT INTO t (seq) VALUES (?)'
+    """
+
+    def __init__(self, column: str | None, value: str) -> None:
+        self.cols = f"{column}, " if column else ""
+        self.vals = "?, " if column else ""
+        self.where = f"{column} = ? AND " if column else ""
+        self.args: tuple[str, ...] = (value,) if column else ()
+
+    def sql(self, template: str) -> str:
+        return template.format(cols=self.cols, vals=self.vals, where=self.where)
+
+    def rows(self, rows: Iterable[Sequence[object]]) -> list[tuple[object, ...]]:
+        """Argument rows with the owner first (where the tables have its column)."""
+        return [(*self.args, *row) for row in rows]
 
 
 def is_missing_table(error: BaseException) -> bool:

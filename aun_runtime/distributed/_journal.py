@@ -56,7 +56,7 @@ from typing import Any
 
 from .._archive import Archive, MessageRow, PendingRecord, create_tables
 from .._errors import AgentRegistrationError, FencedError
-from .._storage import Storage
+from .._storage import ScopedSQL, Storage
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
 __all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "LIVE_LOCK_CLASS", "Commit", "Delivery", "JournalArchive"]
@@ -95,20 +95,6 @@ _HOLDS_LIVE_LOCK = (
 )
 
 
-class _Scope:
-    """The journal's SQL for one database: on PostgreSQL every row carries its worker's name."""
-
-    def __init__(self, worker: str | None) -> None:
-        self.cols = "worker, " if worker else ""
-        self.vals = "?, " if worker else ""
-        self.where = "worker = ? AND " if worker else ""
-        self.args: tuple[str, ...] = (worker,) if worker else ()
-
-    def sql(self, template: str) -> str:
-        return template.format(cols=self.cols, vals=self.vals, where=self.where)
-
-    def rows(self, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
-        return [(*self.args, *row) for row in rows] if self.args else rows
 
 #: While deliveries are being handled, seconds between a change and its commit: a busy worker
 #: commits a batch of handlings per transaction (and sends one acknowledgement per sender for it).
@@ -175,7 +161,7 @@ class JournalArchive(Archive):
                 "a worker whose journal is in PostgreSQL needs a name (--name): the database holds many workers' journals"
             )
         self._worker_arg = worker if postgres else None
-        self._scope = _Scope(self._worker_arg)
+        self._scope = ScopedSQL("worker" if postgres else None, worker or "")
         self._writer.read(lambda db: create_tables(db, _TABLES, _PG_TABLES))
         self.durable = self.path != ":memory:"
         #: PostgreSQL: this worker's proof-of-life lock id and secret, kept in `aun_workers`.
@@ -399,7 +385,7 @@ class JournalArchive(Archive):
                     "INSERT INTO aun_outbox ({cols}aid, seq, event) VALUES ({vals}?, ?, ?)"
                     " ON CONFLICT ({cols}aid, seq) DO UPDATE SET event = excluded.event"
                 ),
-                scope.rows(self._outbox_rows),  # type: ignore[arg-type]
+                scope.rows(self._outbox_rows),
             )
             db.executemany(
                 scope.sql(
@@ -426,7 +412,7 @@ class JournalArchive(Archive):
                 scope.sql(
                     "INSERT INTO aun_in_handled ({cols}origin, aid, seq) VALUES ({vals}?, ?, ?) ON CONFLICT DO NOTHING"
                 ),
-                scope.rows(self._service_handled),  # type: ignore[arg-type]
+                scope.rows(self._service_handled),
             )
         if self._service_forget:
             db.executemany(
