@@ -1,5 +1,10 @@
 """The conformance suite runs unchanged on every runtime kind listed here.
 
+The archive is SQLite for every kind, and PostgreSQL for `single-threaded-postgresql` (a database
+per test): the rules hold on both stores. (A durable worker's AIDs stay its own after it stops, so
+a worker kind on PostgreSQL would need a host per test; workers on PostgreSQL are tested in
+tests/distributed.)
+
 A kind is a function that builds a started :class:`AUNRuntime` from keyword options. Tests only use
 the public API, so adding a kind (another core, a worker runtime) is the only change needed to hold
 it to the same rules.
@@ -30,9 +35,18 @@ def _grpc_worker(host: str, **options: Any) -> AUNRuntime:
 
 _grpc_worker.needs_host = True  # type: ignore[attr-defined]
 
+
+def _single_threaded_postgresql(postgres_url: str, **options: Any) -> AUNRuntime:
+    """One process, its archive in a PostgreSQL database."""
+    return AUNRuntime(core=AUNSingleThreadedRuntime(), archive=postgres_url, **options)
+
+
+_single_threaded_postgresql.needs_postgres = True  # type: ignore[attr-defined]
+
 RUNTIME_KINDS: dict[str, Callable[..., AUNRuntime]] = {
     "single-threaded": _single_threaded,
     "grpc-worker": _grpc_worker,
+    "single-threaded-postgresql": _single_threaded_postgresql,
     "actor": lambda **options: AUNRuntime(core=AUNActorRuntime(), **options),
 }
 
@@ -51,7 +65,10 @@ def grpc_host() -> Iterator[str]:
 async def make_runtime(request: pytest.FixtureRequest) -> AsyncIterator[RuntimeFactory]:
     """``runtime = await make_runtime(max_hops=4)``: a runtime of the kind under test, stopped after."""
     build = RUNTIME_KINDS[request.param]
-    if getattr(build, "needs_host", False):
+    kind = RUNTIME_KINDS[request.param]
+    if getattr(kind, "needs_postgres", False):
+        build = functools.partial(build, postgres_url=request.getfixturevalue("postgres_url"))
+    if getattr(kind, "needs_host", False):
         build = functools.partial(build, request.getfixturevalue("grpc_host"))
     made: list[AUNRuntime] = []
 
