@@ -27,6 +27,7 @@ import functools
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -61,6 +62,10 @@ _SESSION_SETTINGS = {
 #: longer is talking to a server it is cut off from, and its session is treated as lost, since the
 #: server will have ended it (`SESSION_TIMEOUT`) by then.
 STATEMENT_WAIT = 15.0
+
+#: Seconds between two looks at a watched session (`watch`) while nobody uses it: an idle worker
+#: cut off from the server learns within this plus `SESSION_TIMEOUT` that its session is gone.
+WATCH_INTERVAL = 1.0
 
 _PLACEHOLDER = re.compile(r"\?")
 
@@ -157,6 +162,26 @@ class PostgresStorage:
                         self.execute("ROLLBACK")
                 raise
             self.execute("COMMIT")
+
+    def watch(self) -> None:
+        """Look at the session every `WATCH_INTERVAL` seconds when it is idle, so that `on_lost` is
+        called even while nothing is committed (a worker holding a lock that others wait on)."""
+        thread = threading.Thread(target=self._watch, name="aun-postgres-watch", daemon=True)
+        thread.start()
+
+    def _watch(self) -> None:
+        while not self._closed and self.lost is None:
+            time.sleep(WATCH_INTERVAL)
+            if not self._lock.acquire(blocking=False):
+                continue  # in use: that use finds out
+            try:
+                if self._closed or self.lost is not None:
+                    return
+                self._wait(self._connection.fetchval("SELECT 1"), SESSION_TIMEOUT)
+            except Exception as exc:
+                self._ended(exc)
+            finally:
+                self._lock.release()
 
     def close(self) -> None:
         """End the session (its advisory locks go with it) and stop the thread. Idempotent."""

@@ -205,6 +205,9 @@ class JournalArchive(Archive):
                 )
             time.sleep(0.05)
         self.live_lock, self._secret = int(lock), str(secret)
+        watch = getattr(db, "watch", None)
+        if watch is not None:
+            watch()  # a worker cut off from the server learns it even while it commits nothing
 
     def secret(self) -> str | None:
         """PostgreSQL: the worker's secret, kept in the database (None: it is a file beside an SQLite archive)."""

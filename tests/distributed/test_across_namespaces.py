@@ -87,3 +87,130 @@ def test_a_postgres_server_in_one_namespace_is_reached_from_another_until_it_is_
         app.heal()
         again = _psql(app, database, "SELECT 1", timeout=10)
         assert again.returncode == 0 and again.stdout.strip() == "1", again.stderr
+
+
+# -- a service AID whose instances share no disk, only a PostgreSQL database ----------------------------
+
+AID = "svc.local"
+SERVICE_APPS = "tests.distributed.service_apps"
+#: Messages in the stream, and how they are paced: 5 every 0.25 s, about 25 s in all, so that a
+#: kill, a host restart and a partition each land in its middle.
+STREAM = 500
+#: Seconds the partitioned instance's link stays down: longer than the server's session timeout
+#: (5 s), so that the server ends its session and its claims pass to the other instance.
+PARTITION = 9.0
+
+
+class SharedStore:
+    """The test's own look at the shared database (over the server's unix socket, outside the namespaces)."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        from aun_runtime._storage import open_storage
+
+        self._storage = open_storage(f"postgresql://postgres@/postgres?host={server.socket_dir}&port={server.port}")
+
+    def fetch(self, sql: str) -> list[tuple[object, ...]]:
+        try:
+            return self._storage.fetch(sql)
+        except Exception as exc:
+            if type(exc).__name__ == "UndefinedTableError":
+                return []  # no worker has made the tables yet
+            raise
+
+    def handled(self) -> list[str]:
+        """The texts svc.local handled, in the order the handlings were committed (from the shared archive)."""
+        rows = self.fetch(
+            "SELECT body::json->'payload'->>'text' FROM archive WHERE owner = 'svc.local' AND kind = 'received' ORDER BY id"
+        )
+        return [str(text) for (text,) in rows]
+
+    def holder(self) -> str:
+        """The instance that claimed the newest delivery of the stream."""
+        rows = self.fetch("SELECT instance FROM svc_claims WHERE aid = 'svc.local' ORDER BY seq DESC LIMIT 1")
+        return str(rows[0][0])
+
+    def close(self) -> None:
+        self._storage.close()
+
+
+def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_host_restart_and_a_partition(
+    private_network: PrivateNetwork, procs: list[Process], tmp_path: Path
+) -> None:
+    machines = {label: private_network.add(label) for label in ("db", "host", "a", "b", "sender")}
+    data = {label: tmp_path / label for label in machines}
+    for directory in data.values():
+        directory.mkdir()
+    db = machines["db"]
+    server = PostgresServer(host=db.address, port=5432, prefix=db.command([])).start()
+    try:
+        url = server.url("postgres")
+        address = f"{machines['host'].address}:{HOST_PORT}"
+        state = data["host"] / "host.state"
+
+        def host() -> Process:
+            process, _ = start_host(address, extra=["--state", str(state)], prefix=machines["host"].command([]))
+            procs.append(process)
+            return process
+
+        def instance(label: str) -> Process:
+            process = start_worker(
+                address, f"{SERVICE_APPS}:instance", url,
+                env={"TALLY_DELAY": "0.002", "HOME": str(data[label])},
+                extra=["--name", label, "--service", f"{AID}=sender_affinity"],
+                prefix=machines[label].command([]),
+            )  # fmt: skip
+            procs.append(process)
+            return process
+
+        store = SharedStore(server)
+        running = {"host": host(), "a": instance("a"), "b": instance("b")}
+        env = {"SOURCE_COUNT": str(STREAM), "SOURCE_BURST": "5", "SOURCE_PAUSE": "0.25"}
+        sender_db = data["sender"] / "sender.sqlite"
+        procs.append(start_worker(address, f"{SERVICE_APPS}:sender", sender_db, env=env, prefix=machines["sender"].command([])))
+
+        # 1. SIGKILL of the instance that holds the stream, and its restart.
+        wait_until(lambda: len(store.handled()) >= 80, timeout=120, what="the stream well under way")
+        victim = store.holder()
+        running[victim].proc.kill()
+        running[victim].proc.wait()
+        killed_at = len(store.handled())
+        assert killed_at < STREAM, "the kill must land in the middle of the stream"
+        wait_until(lambda: len(store.handled()) >= killed_at + 30, timeout=60, what="the other instance taking over")
+        running[victim] = instance(victim)
+
+        # 2. A host restart: the instances and the sender reconnect; the host remembers who is who.
+        wait_until(lambda: len(store.handled()) >= 220, timeout=120, what="the stream past the kill")
+        assert running["host"].terminate() == 0
+        running["host"] = host()
+        restarted_at = len(store.handled())
+        assert restarted_at < STREAM, "the host restart must land in the middle of the stream"
+        wait_until(lambda: len(store.handled()) >= restarted_at + 30, timeout=90, what="the stream after the host restart")
+
+        # 3. A partition of the instance that holds the stream, longer than the session timeout.
+        wait_until(lambda: len(store.handled()) >= 330, timeout=120, what="the stream past the host restart")
+        cut = store.holder()
+        machines[cut].cut()
+        time.sleep(PARTITION)
+        cut_at = len(store.handled())
+        machines[cut].heal()
+        assert cut_at < STREAM, "the partition must land in the middle of the stream"
+        # Its session ended while it was cut off: it can commit nothing more, and stops by itself.
+        assert running[cut].proc.wait(timeout=60) != 0
+        running[cut] = instance(cut)  # back: it settles from the shared store and handles nothing twice
+
+        wait_until(lambda: len(store.handled()) >= STREAM, timeout=180, what="every message handled")
+        time.sleep(1)  # anything handled twice would show by now
+        handled = store.handled()
+        assert handled == [str(n) for n in range(STREAM)]  # each exactly once, and in the sender's order
+        wait_until(
+            lambda: int(query(sender_db, "SELECT COUNT(*) FROM archive WHERE owner = 'source.local' AND kind = 'received'")[0][0]) >= STREAM,
+            timeout=120, what="every reply",
+        )  # fmt: skip
+        assert not store.fetch("SELECT 1 FROM archive WHERE kind = 'dead_letter'")
+        store.close()
+    finally:
+        for process in procs:
+            process.kill()
+        server.stop()
+    for machine in machines.values():
+        assert not machine.pids(), f"a process was left behind in {machine.name}"
