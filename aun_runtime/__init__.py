@@ -47,7 +47,6 @@ from ._archive_writer import ArchiveWriteError
 from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
 from ._core import AUNSingleThreadedRuntime
-from ._storage import Storage
 from ._errors import (
     AgentRegistrationError,
     BudgetExceeded,
@@ -76,6 +75,7 @@ from ._payload import PayloadLike
 from ._runtime import AUNRuntime, GroupInfo
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
+from ._storage import Storage
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .agentmd import AgentCard, AgentMDError
 
@@ -103,6 +103,7 @@ __all__ = [
     "BudgetLedger",
     "Budgets",
     "DispatchMode",
+    "FencedError",
     "GroupInfo",
     "HandlerDefinitionError",
     "HandlerTimeoutError",
@@ -129,6 +130,9 @@ __all__ = [
     "RuntimeStats",
     "RuntimeStoppedError",
     "SQLiteStateStore",
+    "Storage",
+    "StorageSessionLostError",
+    "StorageUnavailableError",
     "TextPayload",
     "ThreadBudgetExceeded",
     "ToolCallPayload",
@@ -136,10 +140,6 @@ __all__ = [
     "UndeliverableError",
     "UnknownAIDError",
     "UnknownGroupError",
-    "FencedError",
-    "Storage",
-    "StorageSessionLostError",
-    "StorageUnavailableError",
     "UnknownPayload",
     "event",
     "is_addressed",

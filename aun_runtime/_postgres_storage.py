@@ -99,7 +99,7 @@ class PostgresStorage:
             refuses the connection.
     """
 
-    kind: Literal["postgresql"] = "postgresql"
+    kind: Literal["sqlite", "postgresql"] = "postgresql"
 
     def __init__(
         self, url: str, *, read_only: bool = False, on_lost: Callable[[BaseException], None] | None = None
@@ -110,7 +110,7 @@ class PostgresStorage:
         self._lock = threading.RLock()  # one statement (or transaction) at a time on the session
         self._closed = False
         try:
-            import asyncpg
+            import asyncpg  # type: ignore[import-untyped]
         except ImportError as exc:  # pragma: no cover - the extra is part of the dev install
             raise StorageUnavailableError(
                 "a PostgreSQL archive needs asyncpg: pip install 'aun-runtime[postgres]'"

@@ -54,12 +54,12 @@ from opentelemetry.trace import TracerProvider
 from protocols.aun import AUNMessage
 
 from .._archive import RecordKind
-from .._postgres_storage import PostgresStorage
 from .._aun_core import MailboxProvider, UndeliverableHook
 from .._core import INBOX_PREFIX
 from .._errors import AgentRegistrationError, OutboxFullError, RPCForbiddenError
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
+from .._postgres_storage import PostgresStorage
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView

@@ -11,11 +11,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, RecordKind, event
+from aun_runtime._storage import open_storage
 from aun_runtime.distributed import AUNHost, WorkerRuntime
 from aun_runtime.distributed import _journal as journal_module
 from aun_runtime.distributed._inbound import Inbound
 from aun_runtime.distributed._journal import DELIVERY, Commit, Delivery, JournalArchive
-from aun_runtime._storage import open_storage
 from aun_runtime.testing import Recorder, Silent
 from tests.conftest import Stores
 
