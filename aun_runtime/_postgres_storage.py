@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ._errors import StorageSessionLostError, StorageUnavailableError
 
-__all__ = ["CONNECT_TIMEOUT", "SESSION_TIMEOUT", "STATEMENT_WAIT", "PostgresStorage"]
+__all__ = ["CONNECT_TIMEOUT", "SESSION_TIMEOUT", "STATEMENT_WAIT", "PostgresStorage", "redacted_url"]
 
 logger = logging.getLogger("aun_runtime")
 
@@ -77,7 +77,8 @@ def _numbered(sql: str) -> str:
     return _PLACEHOLDER.sub(lambda _: f"${next(counter)}", sql)
 
 
-def _without_password(url: str) -> str:
+def redacted_url(url: str) -> str:
+    """`url` with its password (if any) shown as `***`: for logs and pages."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -104,7 +105,7 @@ class PostgresStorage:
     def __init__(
         self, url: str, *, read_only: bool = False, on_lost: Callable[[BaseException], None] | None = None
     ) -> None:
-        self.location = _without_password(url)
+        self.location = redacted_url(url)
         self.on_lost = on_lost
         self.lost: BaseException | None = None
         self._lock = threading.RLock()  # one statement (or transaction) at a time on the session
