@@ -224,6 +224,9 @@ class ServiceLedger:
         verdicts: list[Claim] = []
         with self._transaction() as db:
             through = self._raise_to_base(db, origin, max((base for _, base in items), default=0))
+            known = self._known_claims(db, origin, [seq for seq, _ in items if seq > through])
+            new: list[int] = []
+            alive: set[str] = set()  # holders found running in this transaction
             blocked = False
             for seq, _ in items:
                 if seq <= through:
@@ -231,12 +234,50 @@ class ServiceLedger:
                 elif blocked:
                     verdicts.append(Claim.ELSEWHERE)
                 else:
-                    verdict = self._claim_one(db, origin, seq)
+                    verdict = self._verdict(db, origin, seq, known, new, alive)
                     blocked = in_order and verdict is Claim.ELSEWHERE
                     verdicts.append(verdict)
+            if new:  # every new claim of the burst in one statement (one round trip on PostgreSQL)
+                now = _now_ms()
+                db.executemany(
+                    self._sql("INSERT INTO svc_claims ({cols}origin, seq, instance, done, at) VALUES ({vals}?, ?, ?, 0, ?)"),
+                    self._scope.rows([(origin, seq, self.instance, now) for seq in new]),
+                )
             if any(v is Claim.DONE for v in verdicts):
                 through = self._advance(db, origin)
         return verdicts, through
+
+    def _known_claims(self, db: Storage, origin: str, seqs: list[int]) -> dict[int, tuple[str, bool]]:
+        """The claims already made on `seqs` (one range query for a burst)."""
+        if not seqs:
+            return {}
+        rows = db.fetch(
+            self._sql("SELECT seq, instance, done FROM svc_claims WHERE {where}origin = ? AND seq BETWEEN ? AND ?"),
+            (*self._scope.args, origin, min(seqs), max(seqs)),
+        )
+        return {int(seq): (str(holder), bool(done)) for seq, holder, done in rows}
+
+    def _verdict(
+        self, db: Storage, origin: str, seq: int, known: dict[int, tuple[str, bool]], new: list[int], alive: set[str]
+    ) -> Claim:
+        claim = known.get(seq)
+        if claim is None:
+            known[seq] = (self.instance, False)
+            new.append(seq)
+            return Claim.WON
+        holder, done = claim
+        if done:
+            return Claim.DONE
+        if holder == self.instance:
+            return Claim.WON  # asked again (a resend) while this instance has not taken it up yet
+        if holder in alive:
+            return Claim.ELSEWHERE
+        verdict = self._from_other(db, origin, seq, holder)
+        if verdict is Claim.ELSEWHERE:
+            alive.add(holder)
+        else:
+            known[seq] = (self.instance, verdict is Claim.DONE)
+        return verdict
 
     def _raise_to_base(self, db: Storage, origin: str, base: int) -> int:
         through = self._stream_through(db, origin) or 0
@@ -245,20 +286,9 @@ class ServiceLedger:
             self._set_through(db, origin, through)
         return through
 
-    def _claim_one(self, db: Storage, origin: str, seq: int) -> Claim:
+    def _from_other(self, db: Storage, origin: str, seq: int, holder: str) -> Claim:
+        """A delivery another instance claimed: left to it while it lives, else settled from its journal."""
         args = self._scope.args
-        rows = db.fetch(self._sql("SELECT instance, done FROM svc_claims WHERE {where}origin = ? AND seq = ?"), (*args, origin, seq))
-        if not rows:
-            db.execute(
-                self._sql("INSERT INTO svc_claims ({cols}origin, seq, instance, done, at) VALUES ({vals}?, ?, ?, 0, ?)"),
-                (*args, origin, seq, self.instance, _now_ms()),
-            )
-            return Claim.WON
-        holder, done = str(rows[0][0]), bool(rows[0][1])
-        if done:
-            return Claim.DONE
-        if holder == self.instance:
-            return Claim.WON  # asked again (a resend) while this instance has not taken it up yet
         with self._liveness.if_dead(db, holder) as dead:
             if not dead:
                 return Claim.ELSEWHERE
@@ -275,16 +305,15 @@ class ServiceLedger:
     def done(self, items: Sequence[tuple[str, int]]) -> dict[str, int]:
         """This instance's journal committed these handlings: mark them; the new positions per sender."""
         with self._transaction() as db:
-            origins: set[str] = set()
-            for origin, seq in items:
-                db.execute(
-                    self._sql(
-                        "INSERT INTO svc_claims ({cols}origin, seq, instance, done, at) VALUES ({vals}?, ?, ?, 1, ?)"
-                        " ON CONFLICT ({cols}origin, seq) DO UPDATE SET done = 1"
-                    ),
-                    (*self._scope.args, origin, seq, self.instance, _now_ms()),
-                )
-                origins.add(origin)
+            now = _now_ms()
+            db.executemany(
+                self._sql(
+                    "INSERT INTO svc_claims ({cols}origin, seq, instance, done, at) VALUES ({vals}?, ?, ?, 1, ?)"
+                    " ON CONFLICT ({cols}origin, seq) DO UPDATE SET done = 1"
+                ),
+                self._scope.rows([(origin, seq, self.instance, now) for origin, seq in items]),
+            )
+            origins = {origin for origin, _ in items}
             return {origin: self._advance(db, origin) for origin in origins}
 
     def _advance(self, db: Storage, origin: str) -> int:
