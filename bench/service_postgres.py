@@ -125,8 +125,9 @@ def _run_service(instances: int, postgres: bool, messages: int, work: int, netwo
     with tempfile.TemporaryDirectory() as tmp:
         machines: dict[str, Namespace] = {}
         if network is not None and postgres:
-            machines = {label: network.add(f"{label}{instances}") for label in ["db", "host", "sender"]}
-            machines.update({f"i{n}": network.add(f"i{n}x{instances}") for n in range(instances)})
+            run = len(network.namespaces)  # namespace names are unique per network
+            machines = {label: network.add(f"{label}r{run}") for label in ["db", "host", "sender"]}
+            machines.update({f"i{n}": network.add(f"i{n}r{run}") for n in range(instances)})
 
         def prefix(label: str) -> list[str]:
             return machines[label].command([]) if label in machines else []

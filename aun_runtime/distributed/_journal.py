@@ -368,9 +368,9 @@ class JournalArchive(Archive):
             with db.transaction():
                 if self._service_handled:
                     self.check_alive(db)  # the fence: no handling committed once the lock may be another's
-                if pending:
-                    self.write_batch(db, messages, pending)
                 self._write_extra(db)
+                if pending:  # last: on PostgreSQL it takes the lock that orders the archive's records
+                    self.write_batch(db, messages, pending)
 
         try:
             self._writer.read(write)
