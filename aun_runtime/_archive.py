@@ -421,6 +421,11 @@ class Archive:
         self._closed = False
         self._thought_watchers: list[Callable[[str, str, str | None], None]] = []
 
+    @property
+    def shown(self) -> str:
+        """Where the archive is, for messages and pages: its path, or its URL with any password hidden."""
+        return self._writer.storage.location
+
     # -- writing -----------------------------------------------------------------------------------
 
     def record(self, owner: str, kind: RecordKind, message: AUNMessage, reason: str | None = None) -> None:
@@ -509,7 +514,7 @@ class Archive:
         if self._closed:
             raise RuntimeError("the archive is closed")
         if self.read_only:
-            raise RuntimeError(f"the archive {self.path} was opened read-only")
+            raise RuntimeError(f"the archive {self.shown} was opened read-only")
 
     def _add(self, item: PendingRecord) -> None:
         self._check_writable()

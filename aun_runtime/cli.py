@@ -154,7 +154,7 @@ def print_counters(runtime: AUNRuntime, archive: str) -> None:
     if earlier:
         print(f"({earlier} of the messages are from earlier runs on this archive)")
     if archive != ":memory:":
-        print(f"archive: {archive}")
+        print(f"archive: {runtime.archive.shown}")
 
 
 def _demo(name: str) -> EntryPoint:

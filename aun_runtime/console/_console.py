@@ -72,11 +72,11 @@ class Console:
             )
         if isinstance(source, AUNRuntime):
             runtime = source
-            self.source = f"runtime in process {os.getpid()} (archive {runtime.archive.path})"
+            self.source = f"runtime in process {os.getpid()} (archive {runtime.archive.shown})"
             self._feed = ArchiveFeed(lambda: runtime.archive, poll_interval=poll_interval)
         elif isinstance(source, Archive):
             archive = source
-            self.source = f"archive {archive.path}"
+            self.source = f"archive {archive.shown}"
             self._feed = ArchiveFeed(lambda: archive, poll_interval=poll_interval)
         else:
             # A postgresql:// URL stays a string (a Path would fold its '//').

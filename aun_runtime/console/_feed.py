@@ -158,10 +158,10 @@ class ArchiveFeed:
             self._set_state("closed", f"the archive was closed: {exc}")
             return
         except sqlite3.OperationalError as exc:  # a file whose writer has not created the tables yet
-            self._set_state("waiting", f"{archive.path}: {exc}")
+            self._set_state("waiting", f"{archive.shown}: {exc}")
             return
         except sqlite3.DatabaseError as exc:  # not an archive at all: say so, and keep looking
-            self._set_state("error", f"{archive.path} cannot be read as an archive: {exc}")
+            self._set_state("error", f"{archive.shown} cannot be read as an archive: {exc}")
             return
         except StorageSessionLostError as exc:  # the PostgreSQL server went away: open it again next time
             self.archive = None
@@ -170,7 +170,7 @@ class ArchiveFeed:
         except Exception as exc:
             if not is_missing_table(exc):
                 raise
-            self._set_state("waiting", f"{archive.path}: no runtime has written it yet ({exc})")
+            self._set_state("waiting", f"{archive.shown}: no runtime has written it yet ({exc})")
             return
         moved = self._set_state("live", "")
         if agents != self._agents:  # encoded (and cards parsed) only when the table changed

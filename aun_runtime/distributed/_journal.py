@@ -201,7 +201,7 @@ class JournalArchive(Archive):
                 db.close()
                 raise AgentRegistrationError(
                     f"worker {self._worker_arg} already runs in another process: its database session holds"
-                    f" the worker's lock in {self.path}"
+                    f" the worker's lock in {self.shown}"
                 )
             time.sleep(0.05)
         self.live_lock, self._secret = int(lock), str(secret)
@@ -222,7 +222,7 @@ class JournalArchive(Archive):
         if self.live_lock is None:
             return
         if not db.fetch(_HOLDS_LIVE_LOCK, (LIVE_LOCK_CLASS, self.live_lock)):
-            raise FencedError(f"worker {self._worker_arg} no longer holds its lock in {self.path}: nothing is committed")
+            raise FencedError(f"worker {self._worker_arg} no longer holds its lock in {self.shown}: nothing is committed")
 
     def close(self) -> None:
         super().close()
