@@ -83,7 +83,7 @@ def redacted_url(url: str) -> str:
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 class PostgresStorage:

@@ -15,7 +15,7 @@ the placeholders as its protocol wants. Where the two differ (table definitions,
 one-statement batch insert, locks) the module that owns the tables says so, keyed by
 [`Storage.kind`][aun_runtime.Storage.kind].
 
-[`open_storage`][aun_runtime.open_storage] picks the implementation from the location: a
+`open_storage` picks the implementation from the location: a
 `postgresql://` (or `postgres://`) URL is a PostgreSQL server, anything else an SQLite file.
 """
 

@@ -4,7 +4,7 @@ machine, in the same run; and the PostgreSQL archive's write cost against SQLite
 * **Service AID.** ``svc.local`` (round robin, a handler doing a fixed amount of CPU work per
   message) receives ``--messages`` messages from one sender. The baseline is one instance with the
   SQLite ledger and its journal in an SQLite file, host, instance and sender on this machine
-  (loopback). Then 1 and 2 instances whose journals and ledger are in one PostgreSQL database, with
+  (loopback), and two such instances as the control of what two cores allow. Then 1 and 2 instances whose journals and ledger are in one PostgreSQL database, with
   the database, the host, each instance and the sender each in a network namespace of its own (as
   root; elsewhere on loopback, and the JSON line says so). Per configuration: messages handled per
   second (from the sender's go to the last handling committed) and CPU per message, of the runtime's
@@ -188,6 +188,42 @@ def _run_service(instances: int, postgres: bool, messages: int, work: int, netwo
     }
 
 
+async def _awaited_calls(url: str, calls: int) -> tuple[float, float]:
+    """asyncpg awaited on the caller's own loop: seconds of wall time and of CPU for `calls` round trips."""
+    import asyncpg
+
+    connection = await asyncpg.connect(url)
+    try:
+        cpu, start = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            await connection.fetchval("SELECT 1")
+        return time.perf_counter() - start, time.process_time() - cpu
+    finally:
+        await connection.close()
+
+
+def _session_calls(url: str, calls: int) -> dict[str, Any]:
+    """What a statement costs through `PostgresStorage` (asyncpg on a thread of its own, the caller
+    waiting) against asyncpg awaited on the caller's loop: the price of one synchronous interface."""
+    storage = open_storage(url)
+    try:
+        cpu, start = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            storage.fetch("SELECT 1")
+        threaded = (time.perf_counter() - start, time.process_time() - cpu)
+    finally:
+        storage.close()
+    awaited = asyncio.run(_awaited_calls(url, calls))
+    return {
+        "threaded_us_per_call": round(threaded[0] * 1e6 / calls, 1),
+        "awaited_us_per_call": round(awaited[0] * 1e6 / calls, 1),
+        "threaded_cpu_us_per_call": round(threaded[1] * 1e6 / calls, 1),
+        "awaited_cpu_us_per_call": round(awaited[1] * 1e6 / calls, 1),
+        "wall_ratio": round(threaded[0] / awaited[0], 3),
+        "cpu_ratio": round(threaded[1] / awaited[1], 3),
+    }
+
+
 def _archive_writes(records: int) -> dict[str, Any]:
     messages = [AUNMessage(from_aid="a.local", to="b.local", payload=TextPayload(text=f"message {n} " + "x" * 80)) for n in range(records // 2)]
     results: dict[str, dict[str, float]] = {}
@@ -209,8 +245,10 @@ def _archive_writes(records: int) -> dict[str, Any]:
                 "client_cpu_us_per_record": round(cpu * 1e6 / records, 2),
                 "server_cpu_us_per_record": round(server_cpu * 1e6 / records, 2),
             }
+        calls = _session_calls(server.url("postgres"), 5000)
     pg, lite = results["postgresql"], results["sqlite"]
     return {
+        "session_calls": calls,
         **results,
         "throughput_ratio": round(pg["records_per_s"] / lite["records_per_s"], 3),
         "client_cpu_ratio": round(pg["client_cpu_us_per_record"] / lite["client_cpu_us_per_record"], 3),
@@ -239,7 +277,7 @@ def main() -> None:
     reason = namespaces_unavailable()
     network = PrivateNetwork() if reason is None else None
     try:
-        configs = [(1, False), (1, True), (2, True)]
+        configs = [(1, False), (2, False), (1, True), (2, True)]
         best: list[dict[str, Any]] = []
         for instances, postgres in configs:
             runs = [_run_service(instances, postgres, args.messages, args.work, network) for _ in range(args.repeat)]
