@@ -96,6 +96,10 @@ SERVICE_APPS = "tests.distributed.service_apps"
 #: Messages in the stream, and how they are paced: 5 every 0.25 s, about 25 s in all, so that a
 #: kill, a host restart and a partition each land in its middle.
 STREAM = 500
+#: Seconds the service's agent takes per message: a little more than the sender leaves between two
+#: (0.05 s), so that the instance holding the stream always has claimed messages in hand, and a kill
+#: or a cut leaves claims that the other instance must take over.
+HANDLING = "0.06"
 #: Seconds the partitioned instance's link stays down: longer than the server's session timeout
 #: (5 s), so that the server ends its session and its claims pass to the other instance.
 PARTITION = 9.0
@@ -155,7 +159,7 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
         def instance(label: str) -> Process:
             process = start_worker(
                 address, f"{SERVICE_APPS}:instance", url,
-                env={"TALLY_DELAY": "0.002", "HOME": str(data[label])},
+                env={"TALLY_DELAY": HANDLING, "HOME": str(data[label])},
                 extra=["--name", label, "--service", f"{AID}=sender_affinity"],
                 prefix=machines[label].command([]),
             )  # fmt: skip
@@ -176,6 +180,9 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
         killed_at = len(store.handled())
         assert killed_at < STREAM, "the kill must land in the middle of the stream"
         wait_until(lambda: len(store.handled()) >= killed_at + 30, timeout=60, what="the other instance taking over")
+        taker = "b" if victim == "a" else "a"
+        # It took the dead one's claims, proven dead by its session's end, from the shared store.
+        assert any(f"from the dead instance {victim}" in line for line in running[taker].lines), running[taker].output
         running[victim] = instance(victim)
 
         # 2. A host restart: the instances and the sender reconnect; the host remembers who is who.
@@ -189,6 +196,8 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
         # 3. A partition of the instance that holds the stream, longer than the session timeout.
         wait_until(lambda: len(store.handled()) >= 330, timeout=120, what="the stream past the host restart")
         cut = store.holder()
+        other = "b" if cut == "a" else "a"
+        taken_before = sum(f"from the dead instance {cut}" in line for line in running[other].lines)
         machines[cut].cut()
         time.sleep(PARTITION)
         cut_at = len(store.handled())
@@ -196,6 +205,10 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
         assert cut_at < STREAM, "the partition must land in the middle of the stream"
         # Its session ended while it was cut off: it can commit nothing more, and stops by itself.
         assert running[cut].proc.wait(timeout=60) != 0
+        wait_until(
+            lambda: sum(f"from the dead instance {cut}" in line for line in running[other].lines) > taken_before,
+            timeout=60, what="the other instance taking the cut-off one's claims",
+        )  # fmt: skip
         running[cut] = instance(cut)  # back: it settles from the shared store and handles nothing twice
 
         wait_until(lambda: len(store.handled()) >= STREAM, timeout=180, what="every message handled")
