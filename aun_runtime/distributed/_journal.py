@@ -56,7 +56,7 @@ from typing import Any
 
 from .._archive import Archive, MessageRow, PendingRecord, create_tables
 from .._errors import AgentRegistrationError, FencedError
-from .._storage import ScopedSQL, Storage
+from .._storage import ScopedSQL, Storage, is_postgres_url
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
 __all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "LIVE_LOCK_CLASS", "Commit", "Delivery", "JournalArchive"]
@@ -153,13 +153,12 @@ class JournalArchive(Archive):
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         worker: str | None = None,
     ):
-        super().__init__(path, flush_interval=commit_interval)
-        postgres = self.storage_kind == "postgresql"
-        if postgres and not worker:
-            self.close()
+        if is_postgres_url(path) and not worker:
             raise ValueError(
                 "a worker whose journal is in PostgreSQL needs a name (--name): the database holds many workers' journals"
             )
+        super().__init__(path, flush_interval=commit_interval)
+        postgres = self.storage_kind == "postgresql"
         self._worker_arg = worker if postgres else None
         self._scope = ScopedSQL("worker" if postgres else None, worker or "")
         self._writer.read(lambda db: create_tables(db, _TABLES, _PG_TABLES))
@@ -168,7 +167,12 @@ class JournalArchive(Archive):
         self.live_lock: int | None = None
         self._secret: str | None = None
         if worker and postgres:
-            self._writer.read(self._take_live_lock)
+            try:
+                self._writer.read(self._take_live_lock)
+            except BaseException:
+                self._closed = True
+                self._writer.close()  # the session goes, and nothing of this journal is left running
+                raise
         self._outbox_rows: list[tuple[str, int, bytes]] = []
         self._outbox_done: dict[str, int] = {}
         self._out_streams: dict[str, int] = {}
@@ -198,7 +202,6 @@ class JournalArchive(Archive):
         deadline = time.monotonic() + LIVE_LOCK_WAIT
         while not db.fetch("SELECT pg_try_advisory_lock(?, ?)", (LIVE_LOCK_CLASS, int(lock)))[0][0]:
             if time.monotonic() > deadline:
-                db.close()
                 raise AgentRegistrationError(
                     f"worker {self._worker_arg} already runs in another process: its database session holds"
                     f" the worker's lock in {self.shown}"
