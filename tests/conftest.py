@@ -36,6 +36,7 @@ SLOW_FILES = (
     "tests/testing/test_postgres_server.py",
     "tests/distributed/test_host_state.py",
     "tests/distributed/test_across_namespaces.py",
+    "tests/distributed/test_postgres_workers.py",
     "tests/testing/test_private_network.py",
     "tests/agents/test_model_shapes.py",
     "tests/gateway/test_delivery_mode.py",

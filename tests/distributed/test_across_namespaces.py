@@ -4,7 +4,9 @@ directory, talking over addresses that exist only inside those namespaces."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -192,6 +194,10 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
         restarted_at = len(store.handled())
         assert restarted_at < STREAM, "the host restart must land in the middle of the stream"
         wait_until(lambda: len(store.handled()) >= restarted_at + 30, timeout=90, what="the stream after the host restart")
+        status = machines["host"].run([sys.executable, "-m", "aun_runtime", "status", "--host", address])
+        assert status.returncode == 0, status.stderr
+        service = json.loads(status.stdout)["services"][AID]  # remembered across the restart, policy and all
+        assert service["policy"] == "sender_affinity" and service["instances"] == {"a": "live", "b": "live"}
 
         # 3. A partition of the instance that holds the stream, longer than the session timeout.
         wait_until(lambda: len(store.handled()) >= 330, timeout=120, what="the stream past the host restart")
