@@ -101,6 +101,17 @@ class RecordKind(StrEnum):
     BUDGET_STOP = "budget_stop"  #: a budget refused a send or a model call; ``reason`` says which
 
 
+# The archive view, the same in both databases.
+_ARCHIVE_VIEW = """
+SELECT r.id, r.owner, r.kind,
+       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
+       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
+       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
+       COALESCE(m.body, r.text, '') AS body,
+       COALESCE(m.created_at, r.recorded_at) AS created_at,
+       r.recorded_at
+FROM records r LEFT JOIN messages m ON m.id = r.message;
+"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -124,15 +135,7 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
 CREATE VIEW IF NOT EXISTS archive AS
-SELECT r.id, r.owner, r.kind,
-       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
-       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
-       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
-       COALESCE(m.body, r.text, '') AS body,
-       COALESCE(m.created_at, r.recorded_at) AS created_at,
-       r.recorded_at
-FROM records r LEFT JOIN messages m ON m.id = r.message;
-CREATE TABLE IF NOT EXISTS agents (
+{view}CREATE TABLE IF NOT EXISTS agents (
     aid TEXT PRIMARY KEY,
     role TEXT NOT NULL,
     mode TEXT NOT NULL,
@@ -140,7 +143,7 @@ CREATE TABLE IF NOT EXISTS agents (
     card TEXT,
     registered_at INTEGER NOT NULL
 );
-"""
+""".replace("{view}", _ARCHIVE_VIEW)
 
 # A batch is written by one statement: the JSON of its message rows and of its records inserted into
 # a view whose trigger fills both tables (see _encode for why).
@@ -185,15 +188,7 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
 CREATE OR REPLACE VIEW archive AS
-SELECT r.id, r.owner, r.kind,
-       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
-       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
-       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
-       COALESCE(m.body, r.text, '') AS body,
-       COALESCE(m.created_at, r.recorded_at) AS created_at,
-       r.recorded_at
-FROM records r LEFT JOIN messages m ON m.id = r.message;
-CREATE TABLE IF NOT EXISTS agents (
+{view}CREATE TABLE IF NOT EXISTS agents (
     aid TEXT PRIMARY KEY,
     role TEXT NOT NULL,
     mode TEXT NOT NULL,
@@ -201,7 +196,7 @@ CREATE TABLE IF NOT EXISTS agents (
     card TEXT,
     registered_at BIGINT NOT NULL
 );
-"""
+""".replace("{view}", _ARCHIVE_VIEW)
 #: Message row numbers an archive on PostgreSQL takes at a time (the sequence's increment): one
 #: round trip to the server per 4,096 messages; numbers of a block left unused when a worker stops
 #: are merely skipped.

@@ -39,16 +39,21 @@ def _shape(transcript: str) -> list[str]:
     ]
 
 
-async def test_the_archives_of_several_workers_merge_into_the_one_process_transcript(
-    host: str, procs: list[Process], tmp_path: Path
-) -> None:
+async def _in_one_process(tmp_path: Path) -> str:
+    """The team's transcript when it runs in one process."""
     single = tmp_path / "single.sqlite"
     runtime = AUNRuntime(archive=single)
     await runtime.start()
     await apps.team_in_one_process(runtime)
     await runtime.settle()
     await runtime.close()
-    expected = _transcript(single)
+    return _transcript(single)
+
+
+async def test_the_archives_of_several_workers_merge_into_the_one_process_transcript(
+    host: str, procs: list[Process], tmp_path: Path
+) -> None:
+    expected = await _in_one_process(tmp_path)
 
     side_a, side_b, kick = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "kick.sqlite"
     procs.append(start_worker(host, f"{APPS}:team_writer_side", side_a))
@@ -77,13 +82,7 @@ async def test_workers_sharing_a_postgresql_archive_are_one_transcript_and_one_l
 ) -> None:
     import aiohttp
 
-    single = tmp_path / "single.sqlite"
-    runtime = AUNRuntime(archive=single)
-    await runtime.start()
-    await apps.team_in_one_process(runtime)
-    await runtime.settle()
-    await runtime.close()
-    expected = _transcript(single)
+    expected = await _in_one_process(tmp_path)
 
     console = Process(["console", "--archive", postgres_url, "--port", "0"])
     procs.append(console)
