@@ -37,6 +37,7 @@ SLOW_FILES = (
     "tests/distributed/test_host_state.py",
     "tests/distributed/test_across_namespaces.py",
     "tests/distributed/test_postgres_workers.py",
+    "tests/distributed/test_docs_several_machines.py",
     "tests/testing/test_private_network.py",
     "tests/agents/test_model_shapes.py",
     "tests/gateway/test_delivery_mode.py",
