@@ -99,8 +99,8 @@ SERVICE_APPS = "tests.distributed.service_apps"
 #: kill, a host restart and a partition each land in its middle.
 STREAM = 500
 #: Seconds the service's agent takes per message: a little more than the sender leaves between two
-#: (0.05 s), so that the instance holding the stream always has claimed messages in hand, and a kill
-#: or a cut leaves claims that the other instance must take over.
+#: (0.05 s), so that the instance holding the stream falls behind and has claimed messages in hand
+#: (the test waits for that before the kill and the cut), which the other instance must take over.
 HANDLING = "0.06"
 #: Seconds the partitioned instance's link stays down: longer than the server's session timeout
 #: (5 s), so that the server ends its session and its claims pass to the other instance.
@@ -130,10 +130,21 @@ class SharedStore:
         )
         return [str(text) for (text,) in rows]
 
-    def holder(self) -> str:
-        """The instance that claimed the newest delivery of the stream."""
-        rows = self.fetch("SELECT instance FROM svc_claims WHERE aid = 'svc.local' ORDER BY seq DESC LIMIT 1")
-        return str(rows[0][0])
+    def busy_holder(self) -> str | None:
+        """The instance holding the stream, if it has several claims not yet done (it is behind the
+        sender): killed or cut off now, it leaves claims that the other instance must take over."""
+        rows = self.fetch(
+            "SELECT instance FROM svc_claims WHERE aid = 'svc.local' AND done = 0 GROUP BY instance HAVING COUNT(*) >= 3"
+        )
+        return str(rows[0][0]) if len(rows) == 1 else None
+
+    def wait_for_busy_holder(self) -> str:
+        deadline = time.monotonic() + 60
+        while (holder := self.busy_holder()) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no instance with claims in hand")
+            time.sleep(0.02)
+        return holder
 
     def close(self) -> None:
         self._storage.close()
@@ -176,7 +187,7 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
 
         # 1. SIGKILL of the instance that holds the stream, and its restart.
         wait_until(lambda: len(store.handled()) >= 80, timeout=120, what="the stream well under way")
-        victim = store.holder()
+        victim = store.wait_for_busy_holder()
         running[victim].proc.kill()
         running[victim].proc.wait()
         killed_at = len(store.handled())
@@ -201,7 +212,7 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
 
         # 3. A partition of the instance that holds the stream, longer than the session timeout.
         wait_until(lambda: len(store.handled()) >= 330, timeout=120, what="the stream past the host restart")
-        cut = store.holder()
+        cut = store.wait_for_busy_holder()
         other = "b" if cut == "a" else "a"
         taken_before = sum(f"from the dead instance {cut}" in line for line in running[other].lines)
         machines[cut].cut()
