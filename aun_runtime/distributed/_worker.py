@@ -124,7 +124,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         host_address: the host's `host:port`.
         archive: the SQLite file of this worker's archive and journal, `":memory:"`, or the
             `postgresql://` URL of the database the workers of several machines share (then `name`
-            is needed, and the worker stops when its database session ends). Either
+            is needed; when its database session ends, nothing more is committed and
+            `session_lost` is set: stop the worker then, as `aun-runtime worker` does). Either
             makes the worker durable: its name, outbox and positions survive a restart, and a stop
             leaves its AIDs *away* (messages to them are kept) rather than released.
         name: the worker's name; default: the one in the archive file (made on first start). The
