@@ -46,15 +46,17 @@ from ._archive import Archive, ArchiveRecord, RecordKind
 from ._archive_writer import ArchiveWriteError
 from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
-from ._core import AUNSingleThreadedRuntime
 from ._errors import (
+    AgentCreationError,
     AgentRegistrationError,
     BudgetExceeded,
     FencedError,
     HandlerDefinitionError,
     HandlerTimeoutError,
     HopLimitExceeded,
+    InterventionHandlerError,
     MailboxFullError,
+    MessageDroppedError,
     ModelBudgetExceeded,
     NoRouteError,
     NotAGroupMemberError,
@@ -73,6 +75,7 @@ from ._inbox import Inbox
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._payload import PayloadLike
 from ._runtime import AUNRuntime, GroupInfo
+from ._single_threaded import AUNSingleThreadedRuntime
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
 from ._storage import Storage
@@ -92,6 +95,7 @@ __all__ = [
     "AUNRuntime",
     "AUNSingleThreadedRuntime",
     "AgentCard",
+    "AgentCreationError",
     "AgentHost",
     "AgentMDError",
     "AgentRegistrationError",
@@ -109,6 +113,7 @@ __all__ = [
     "HandlerTimeoutError",
     "HopLimitExceeded",
     "Inbox",
+    "InterventionHandlerError",
     "InvalidAIDError",
     "InvalidGroupIdError",
     "InvalidMessageError",
@@ -118,6 +123,7 @@ __all__ = [
     "MailboxOptions",
     "MemoryStateStore",
     "MessageContext",
+    "MessageDroppedError",
     "ModelBudgetExceeded",
     "NoRouteError",
     "NotAGroupMemberError",

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autogen_core import Agent, AgentId, CancellationToken, MessageContext
 
 from ._mailbox import Mailbox
+
+if TYPE_CHECKING:
+    from ._actor_tracing import PublishTrace
 
 __all__ = ["Cell", "Delivery", "LazyCancellationToken"]
 
@@ -50,15 +53,21 @@ class Delivery:
         message: the message, as published (never copied: in-process subscribers share it, as on
             autogen-core's own runtime).
         ctx: its `MessageContext` (one for all recipients: they differ in nothing).
-        trace: the OpenTelemetry envelope metadata of the publish, when tracing is on.
+        trace: the spans of the publish, when tracing is on.
     """
 
     __slots__ = ("ctx", "message", "trace")
 
-    def __init__(self, message: Any, ctx: MessageContext, trace: Any = None) -> None:
+    def __init__(self, message: Any, ctx: MessageContext, trace: PublishTrace | None = None) -> None:
         self.message = message
         self.ctx = ctx
         self.trace = trace
+
+    def finished(self) -> None:
+        """This recipient's copy is done with (handled, or reported undeliverable): the publish
+        span, when traced, waits for it no longer."""
+        if self.trace is not None:
+            self.trace.release()
 
 
 class Cell:

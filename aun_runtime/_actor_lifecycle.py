@@ -228,6 +228,7 @@ class ActorLifecycle:
             while cell.queue:
                 delivery = cell.queue.popleft()
                 cell.mailbox.release()
+                delivery.finished()
                 self._undeliverable(cell.agent_id, delivery.message, RuntimeStoppedError(why))
             cell.queue = None
         self.unfinished = 0

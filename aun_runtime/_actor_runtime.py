@@ -16,12 +16,16 @@ messages travel:
   fast it publishes; under `dead_letter` the message is refused and reported.
 * **Nothing per delivery that is not needed.** The message is not copied or serialised, one
   `MessageContext` serves every recipient, and there are no spans unless tracing is on
-  (`aun_runtime._actor_tracing`; then they carry autogen-core's names).
+  (`aun_runtime._actor_tracing`; then they are autogen-core's, in its tree) and no
+  intervention work unless handlers are installed (`aun_runtime._intervention`; `on_publish`
+  runs before the message is queued, so a drop leaves nothing for `stop_when_idle` to wait for).
 * **Idle eviction.** An instance idle for `idle_timeout` seconds is saved (`save_state`), closed
   and dropped; its next message creates a new one and loads that state (`aun_runtime._eviction`).
-* **Failures are reported.** A message that is refused, cannot reach its agent (unknown type, a factory
-  that raises), whose handler raises, or that is still queued when the runtime stops is passed to the
-  `on_undeliverable` hook (the AUN facade archives it as a dead letter) or logged. The drain task
+* **Failures are reported.** A message that is refused, dropped by an intervention handler, cannot
+  reach its agent (unknown type, a factory that raises), whose handler raises, or that is still
+  queued when the runtime stops is passed to the `on_undeliverable` hook (the AUN facade archives
+  it as a dead letter) or logged. With `ignore_unhandled_exceptions=False` a handler's failure and
+  an agent's failed creation are also kept, and `stop()` raises the first, as autogen-core does. The drain task
   survives a handler that raises (`CancelledError` included, as when the publisher cancels the
   message's token) and goes on with the next message; a hook that raises is logged.
 * **No RPC.** `send_message` raises [`RPCForbiddenError`][aun_runtime.RPCForbiddenError] before anything is queued.
@@ -48,6 +52,7 @@ from autogen_core import (
     AgentType,
     BaseAgent,
     CancellationToken,
+    InterventionHandler,
     MessageContext,
     MessageHandlerContext,
     MessageSerializer,
@@ -55,17 +60,18 @@ from autogen_core import (
     TopicId,
 )
 from autogen_core._serialization import SerializationRegistry
-from autogen_core._telemetry import get_telemetry_envelope_metadata
+from opentelemetry import context as otel_context
 from opentelemetry.trace import TracerProvider
 
 from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
-from ._actor_tracing import RuntimeTracer, tracing_provider
+from ._actor_tracing import PublishTrace, RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
 from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
 from ._core import InProcessCore
-from ._errors import MailboxFullError, UndeliverableError
+from ._errors import AgentCreationError, MailboxFullError, MessageDroppedError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
+from ._intervention import PublishInterventions, begin_publish, detached
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
 from ._subscription_index import SubscriptionIndex
@@ -124,10 +130,16 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         idle_timeout: seconds an agent instance may stay idle before it is saved and dropped; None
             never evicts.
         state_store: where evicted agents' state waits (default: in memory).
+        intervention_handlers: autogen-core intervention handlers; their `on_publish` sees (and may
+            change or drop) every message published, before it is queued for anyone; a message one
+            drops is a dead letter for each agent it would have reached. A handler without
+            `on_publish` is refused with
+            [`InterventionHandlerError`][aun_runtime.InterventionHandlerError].
         tracer_provider: an OpenTelemetry tracer provider (default: the SDK provider installed
-            globally, if any); its spans are named as autogen-core names them.
+            globally, if any); its spans are autogen-core's: names, attributes and tree.
         ignore_unhandled_exceptions: as on autogen-core's runtime: if False, the first exception a
-            handler raises is raised again by `stop`/`stop_when_idle`.
+            handler raises, or an agent's creation for a message raises, is raised again by
+            `stop`/`stop_when_idle`. Either way the message is reported undeliverable.
 
     Example:
         Plain autogen-core code, unchanged:
@@ -157,6 +169,25 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         ...     return greeter.heard
         >>> asyncio.run(main())
         ['hi']
+
+        autogen-core's intervention handlers see every publish first, and may drop it (nobody then
+        receives it, and nothing waits for it):
+
+        >>> from autogen_core import DefaultInterventionHandler, DropMessage
+        >>> class NoShouting(DefaultInterventionHandler):
+        ...     async def on_publish(self, message, *, message_context):
+        ...         return DropMessage if message.text.isupper() else message
+        >>> async def filtered() -> list[str]:
+        ...     runtime = AUNActorRuntime(intervention_handlers=[NoShouting()])
+        ...     await Greeter.register(runtime, "greeter", Greeter)
+        ...     runtime.start()
+        ...     for text in ("hi", "HEY", "bye"):
+        ...         await runtime.publish_message(Hello(text), DefaultTopicId())
+        ...     await runtime.stop_when_idle()
+        ...     greeter = await runtime.try_get_underlying_agent_instance(AgentId("greeter", "default"), Greeter)
+        ...     return greeter.heard
+        >>> asyncio.run(filtered())
+        ['hi', 'bye']
     """
 
     #: It runs each agent's messages one at a time itself: the AUN facade hands it the mailboxes.
@@ -170,6 +201,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         block_timeout: float | None = None,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         state_store: AgentStateStore | None = None,
+        intervention_handlers: Sequence[InterventionHandler] | None = None,
         tracer_provider: TracerProvider | None = None,
         ignore_unhandled_exceptions: bool = True,
     ) -> None:
@@ -187,6 +219,10 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         self._on_undeliverable: UndeliverableHook | None = None
         provider = tracing_provider(tracer_provider)
         self._tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
+        self._interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
+        # The one test a publish makes: neither tracing nor interventions means the plain path, which
+        # does no work for either.
+        self._plain = self._tracer is None and self._interventions is None
         self._ignore_unhandled = ignore_unhandled_exceptions
         self._lifecycle = ActorLifecycle(
             self._cells,
@@ -353,22 +389,57 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         ctx = MessageContext(
             sender, topic_id, False, cancellation_token or LazyCancellationToken(), message_id or str(uuid.uuid4())
         )
-        tracer = self._tracer
-        if tracer is None:
+        if self._plain:
             delivery = Delivery(message, ctx)
             waiting = self._route(delivery, topic_id, sender)
             if waiting:
                 await self._route_waiting(delivery, waiting)
             return
-        helper = tracer.helper
-        with helper.trace_block(
-            "create", topic_id, parent=None, extraAttributes={"message_type": type(message).__name__}
-        ):
-            delivery = Delivery(message, ctx, get_telemetry_envelope_metadata())
-            with helper.trace_block("publish", topic_id, parent=delivery.trace):
-                waiting = self._route(delivery, topic_id, sender)
-                if waiting:
-                    await self._route_waiting(delivery, waiting)
+        await self._publish_observed(message, topic_id, ctx)
+
+    async def _publish_observed(self, message: Any, topic_id: TopicId, ctx: MessageContext) -> None:
+        """A publish with intervention handlers, or traced (autogen-core's spans, in its tree: see
+        `aun_runtime._actor_tracing`), or both."""
+        helper = self._tracer.helper if self._tracer is not None else None
+        result, created = await begin_publish(message, topic_id, ctx, self._interventions, helper)
+        if isinstance(result, MessageDroppedError):
+            self._dropped(message, result, topic_id, ctx.sender)
+            return
+        message = result
+        if helper is None or created is None:
+            delivery = Delivery(message, ctx)
+            waiting = self._route(delivery, topic_id, ctx.sender)
+            if waiting:
+                await self._route_waiting(delivery, waiting)
+            return
+        with detached(), helper.trace_block("publish", topic_id, parent=created, end_on_exit=False) as span:
+            trace = PublishTrace(created, span)
+        delivery = Delivery(message, ctx, trace)
+        try:
+            lifecycle = self._lifecycle
+            queued = lifecycle.unfinished
+            waiting = self._route(delivery, topic_id, ctx.sender)
+            # _route awaits nothing, so no delivery can have finished meanwhile: what it added to
+            # the count is exactly what it queued (counting here keeps _enqueue free of tracing).
+            trace.hold(lifecycle.unfinished - queued)
+            if waiting:
+                await self._route_waiting(delivery, waiting)
+        finally:
+            trace.release()  # the publisher's hold: the span ends with the last delivery
+
+    def _dropped(
+        self, message: Any, error: MessageDroppedError, topic_id: TopicId, sender: AgentId | None
+    ) -> None:
+        """An intervention handler dropped `message`: it is reported for each agent it would have reached."""
+        routes = self._routes
+        if sender is None:
+            recipients = routes.recipients(topic_id)
+        else:
+            recipients = routes.recipients_without(topic_id, sender)
+        if not recipients:
+            logger.info("a message published on %s was dropped (%s); nobody was subscribed", topic_id, error)
+        for agent_id in recipients:
+            self._undeliverable(agent_id, message, error)
 
     def _route(self, delivery: Delivery, topic_id: TopicId, sender: AgentId | None) -> list[AgentId] | None:
         """Queue `delivery` for every recipient that has room now (no coroutine: the usual case);
@@ -417,22 +488,26 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                 continue
             cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
             if cell is not None:
+                if delivery.trace is not None:
+                    delivery.trace.hold()  # the publish span waits for this copy too
                 self._enqueue(cell, delivery)
 
     def _new_cell(self, agent_id: AgentId, message: Any = None) -> Cell | None:
-        """A cell for an agent the runtime can create; else `message` is reported, and None."""
-        reason = self._cannot_create(agent_id)
-        if reason is not None:
-            self._undeliverable(agent_id, message, UndeliverableError(reason))
+        """A cell for an agent the runtime can create; else `message` is reported (and the
+        failure kept, as a factory's would be), and None."""
+        error = self._cannot_create(agent_id)
+        if error is not None:
+            self._creation_failed(error)
+            self._undeliverable(agent_id, message, error)
             return None
         return self._make_cell(agent_id)
 
-    def _cannot_create(self, agent_id: AgentId) -> str | None:
+    def _cannot_create(self, agent_id: AgentId) -> AgentCreationError | None:
         factory = self._factories.get(agent_id.type)
         if factory is None:
-            return f"no agent type {agent_id.type!r} is registered"
+            return AgentCreationError.unregistered(agent_id, agent_id.type)
         if factory is _no_factory:
-            return f"no instance is registered as {agent_id} (agents of type {agent_id.type!r} are registered instances)"
+            return AgentCreationError.instances_only(agent_id, agent_id.type)
         return None
 
     def _make_cell(self, agent_id: AgentId) -> Cell:
@@ -534,6 +609,19 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                     lifecycle.went_idle(cell)
 
     async def _handle_traced(self, agent: Agent, delivery: Delivery) -> None:
+        """Handle one delivery inside its `process` span: a child of the publish span, linked to
+        the publish's create span; the publish span waits for it no longer once it has ended."""
+        assert self._tracer is not None
+        trace = delivery.trace
+        token = otel_context.attach(trace.context) if trace is not None else None
+        try:
+            await self._process_traced(agent, delivery)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+            delivery.finished()
+
+    async def _process_traced(self, agent: Agent, delivery: Delivery) -> None:
         assert self._tracer is not None
         ctx = delivery.ctx
         sender = self._cells.get(ctx.sender) if ctx.sender is not None else None
@@ -546,7 +634,8 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             ctx,
             delivery.message,
         )
-        with self._tracer.helper.trace_block("process", agent.id, parent=delivery.trace, attributes=attributes):
+        created = delivery.trace.created if delivery.trace is not None else None
+        with self._tracer.helper.trace_block("process", agent.id, parent=created, attributes=attributes):
             await agent.on_message(delivery.message, ctx=ctx)
 
     # -- failures ----------------------------------------------------------------------------------
@@ -579,13 +668,23 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                 "on_undeliverable raised while reporting a %s for %s (%s)", type(message).__name__, agent_id, error
             )
 
-    def _fail_queued(self, cell: Cell, error: BaseException) -> None:
+    def _fail_queued(self, cell: Cell, error: Exception) -> None:
+        """The cell's agent could not be created (its factory or `load_state` raised): every
+        message queued for it is undeliverable, and the failure is kept as a handler's would be."""
+        self._creation_failed(error)
         while cell.queue:
             delivery = cell.queue.popleft()
             cell.mailbox.release()
+            delivery.finished()
             self._lifecycle.message_finished()
             self._undeliverable(cell.agent_id, delivery.message, error)
         cell.queue = None
+
+    def _creation_failed(self, error: Exception) -> None:
+        # As autogen-core's runtime: an agent that cannot be made for a message is as unhandled as a
+        # handler that raises, so with ignore_unhandled_exceptions=False stop() raises it too.
+        if not self._ignore_unhandled:
+            self._lifecycle.keep_failure(error)
 
     # -- agents ------------------------------------------------------------------------------------
 
@@ -648,9 +747,9 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
     async def _get_agent(self, agent_id: AgentId) -> Agent:
         cell = self._cells.get(agent_id)
         if cell is None:
-            reason = self._cannot_create(agent_id)
-            if reason is not None:
-                raise LookupError(f"Agent with name {agent_id.type} not found: {reason}.")
+            error = self._cannot_create(agent_id)
+            if error is not None:
+                raise LookupError(f"Agent with name {agent_id.type} not found: {error}.")
             cell = self._make_cell(agent_id)
         agent = await self._get_agent_of(cell)
         if cell.task is None and not cell.queue and not cell.idle_listed:
@@ -698,7 +797,8 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                     made = factory.make(self, agent_id) if factory.takes_runtime else factory.make()
                 agent = cast(Agent, await made if inspect.isawaitable(made) else made)
             except Exception:  # not CancelledError: stop() interrupting a slow factory is no error
-                logger.error("error constructing agent %s", agent_id, exc_info=True)
+                # autogen-core's wording, which log filters (and its tests) match.
+                logger.error("Error constructing agent %s", agent_id, exc_info=True)
                 raise
         try:
             if factory is not None and factory.expected is not None and not issubclass(_type_of(agent), factory.expected):

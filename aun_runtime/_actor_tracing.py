@@ -1,12 +1,20 @@
-"""OpenTelemetry spans for the actor runtime, named exactly as autogen-core names them.
+"""OpenTelemetry spans for the actor runtime, named and arranged exactly as autogen-core's.
 
 Tracing costs a span per step and a JSON serialisation per delivery, which is most of what
 autogen-core's runtime spends on a message. So the actor runtime traces only when tracing is on:
 a tracer provider is passed, or an OpenTelemetry SDK provider is installed globally (as autogen-core,
 it follows the global provider). `AUTOGEN_DISABLE_RUNTIME_TRACING=true` turns it off as it does
 for autogen-core. When on, the spans are made by autogen-core's own `TraceHelper` with its
-messaging configuration: `autogen create <topic>`, `autogen publish <topic>` and
-`autogen process <agent>`, with the same attributes, so existing dashboards keep working.
+messaging configuration, with the same names, kinds and attributes, in the same tree:
+
+* `autogen create <topic>`: the publish call, a child of whatever span the publisher is in;
+* `autogen intercept <handler class>`, one per intervention handler: a root, linked to `create`;
+* `autogen publish <topic>`: a root, linked to `create`, that lasts until every recipient has
+  handled the message (or it was reported undeliverable), as autogen-core's lasts until its
+  handlers return;
+* `autogen process <agent>`, one per recipient: a child of `publish`, linked to `create`.
+
+So a trace viewer shows a publish and its processing here as it shows them on autogen-core.
 """
 
 from __future__ import annotations
@@ -18,10 +26,17 @@ from typing import Any
 
 from autogen_core import JSON_DATA_CONTENT_TYPE, AgentId, MessageContext
 from autogen_core._serialization import SerializationRegistry
-from autogen_core._telemetry import MessageRuntimeTracingConfig, TraceHelper
-from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, TracerProvider, get_tracer_provider
+from autogen_core._telemetry import EnvelopeMetadata, MessageRuntimeTracingConfig, TraceHelper
+from opentelemetry.trace import (
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    TracerProvider,
+    get_tracer_provider,
+    set_span_in_context,
+)
 
-__all__ = ["RuntimeTracer", "tracing_provider"]
+__all__ = ["PublishTrace", "RuntimeTracer", "tracing_provider"]
 
 
 def tracing_provider(tracer_provider: TracerProvider | None) -> TracerProvider | None:
@@ -71,6 +86,32 @@ class RuntimeTracer:
         )
         attributes["message"] = serialize_for_trace(serializers, message)
         return attributes
+
+
+class PublishTrace:
+    """The spans of one traced publish: its `create` span, as envelope metadata (what `process`
+    spans link to), and its `publish` span, ended when the last delivery it is waiting for ends.
+
+    The publisher holds it while it routes; each delivery queued holds it once more, and lets go
+    once handled or reported undeliverable.
+    """
+
+    __slots__ = ("context", "created", "holds", "span")
+
+    def __init__(self, created: EnvelopeMetadata, span: Span) -> None:
+        self.created = created
+        self.span = span
+        #: The context whose current span is ``publish``: the parent of every ``process`` span.
+        self.context = set_span_in_context(span)
+        self.holds = 1  # the publisher's, while it routes
+
+    def hold(self, count: int = 1) -> None:
+        self.holds += count
+
+    def release(self) -> None:
+        self.holds -= 1
+        if not self.holds:
+            self.span.end()
 
 
 def serialize_for_trace(serializers: SerializationRegistry, message: Any) -> str:

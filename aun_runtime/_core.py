@@ -1,4 +1,4 @@
-"""autogen-core runtimes as AUN transports: topic names, wire serializers, and the single-threaded core.
+"""autogen-core runtimes as AUN transports: topic names and wire serializers.
 
 An [`AUNRuntime`][aun_runtime.AUNRuntime] carries messages over any autogen-core `AgentRuntime` (the
 *core*). This module holds what every core needs:
@@ -7,52 +7,24 @@ An [`AUNRuntime`][aun_runtime.AUNRuntime] carries messages over any autogen-core
   topic source is always `default`, so one AID is one agent instance and one mailbox);
 * `WireSerializer`, which names every contract class on the wire by its namespaced wire name,
   not the bare `__name__` autogen-core would use (two `Task` classes must never collide);
-* [`AUNSingleThreadedRuntime`][aun_runtime.AUNSingleThreadedRuntime]: autogen-core's single-threaded runtime with `send_message`
-  refused before anything is queued (an intervention handler would make `stop_when_idle` hang in
-  0.7.5), and a publish path without the spans, eager log formatting and event-log serialisation
-  that cost most of a delivery when nobody is tracing. The embedded default is the faster
-  [`AUNActorRuntime`][aun_runtime.AUNActorRuntime]; this one stays for code that needs autogen-core's own
-  runtime (interventions, `process_next`) under the AUN rules.
+* `InProcessCore`, what a core of one process says of itself.
+
+The cores themselves: `aun_runtime._actor_runtime`, `aun_runtime._single_threaded` and
+`aun_runtime.distributed._worker`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import logging
-import uuid
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
-from autogen_core import (
-    EVENT_LOGGER_NAME,
-    JSON_DATA_CONTENT_TYPE,
-    Agent,
-    AgentId,
-    AgentRuntime,
-    CancellationToken,
-    MessageContext,
-    MessageHandlerContext,
-    SingleThreadedAgentRuntime,
-    TopicId,
-)
-
-# A private class of the pinned autogen-core (0.7.5): the lean publish path puts the same envelopes
-# on the same queue. tests/test_core.py fails loudly if a new version moves any of it.
-from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
-from opentelemetry.trace import TracerProvider
+from autogen_core import JSON_DATA_CONTENT_TYPE, AgentId, AgentRuntime, TopicId
 from pydantic import BaseModel
 
 from protocols.aun import AUNMessage
 from protocols.contract import contract_classes
 
-from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
-from ._errors import RuntimeStoppedError
-from ._mailbox import MailboxOptions
-from ._no_rpc import RefusesRPC
-
 __all__ = [
-    "AUNSingleThreadedRuntime",
     "InProcessCore",
     "WireSerializer",
     "group_topic",
@@ -143,159 +115,3 @@ class InProcessCore:
     def directory(self) -> None:
         """None: every AID and group is in this process."""
         return None
-
-
-class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRuntime):
-    """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted per-delivery work.
-
-    Args:
-        tracer_provider: an OpenTelemetry tracer provider. With one, every publish goes through
-            autogen-core's own traced path, so spans keep autogen-core's names and existing
-            dashboards work. Without one (the default), publishes take a lean path: same queue,
-            same subscriptions, same handler calls, no spans and no eager log formatting.
-    """
-
-    #: It runs a task per message: the AUN facade applies each agent's mailbox at delivery time.
-    drains_mailboxes: ClassVar[bool] = False
-
-    def __init__(self, *, tracer_provider: TracerProvider | None = None) -> None:
-        super().__init__(tracer_provider=tracer_provider)
-        self._lean = tracer_provider is None
-        self._on_undeliverable: UndeliverableHook | None = None
-
-    @property
-    def mailbox_options(self) -> MailboxOptions | None:
-        """None: this runtime makes no mailboxes (the facade applies its own at delivery)."""
-        return None
-
-    def attach(
-        self,
-        *,
-        mailbox_provider: MailboxProvider | None = None,
-        on_undeliverable: UndeliverableHook | None = None,
-    ) -> None:
-        """Hear about messages still queued at `stop()` (mailboxes are applied by the facade)."""
-        self._on_undeliverable = on_undeliverable
-
-    async def stop(self) -> None:
-        """Stop now. autogen-core drops what is still queued without a word; here each queued
-        publish is reported to `on_undeliverable` (once per recipient) before it is dropped.
-        Handlers already running finish, as in autogen-core."""
-        hook = self._on_undeliverable
-        while hook is not None:
-            try:
-                envelope = self._message_queue.get_nowait()
-            except asyncio.QueueEmpty:
-                break
-            if isinstance(envelope, PublishMessageEnvelope):
-                stopped = RuntimeStoppedError("the runtime stopped before this message was handled")
-                for recipient in await self._subscription_manager.get_subscribed_recipients(envelope.topic_id):
-                    if recipient != envelope.sender:
-                        hook(recipient, envelope.message, stopped)
-        await super().stop()
-
-    async def publish_message(
-        self,
-        message: Any,
-        topic_id: TopicId,
-        *,
-        sender: AgentId | None = None,
-        cancellation_token: CancellationToken | None = None,
-        message_id: str | None = None,
-    ) -> None:
-        if not self._lean:
-            await super().publish_message(
-                message, topic_id, sender=sender, cancellation_token=cancellation_token, message_id=message_id
-            )
-            return
-        await self._message_queue.put(
-            PublishMessageEnvelope(
-                message=message,
-                cancellation_token=cancellation_token or CancellationToken(),
-                sender=sender,
-                topic_id=topic_id,
-                message_id=message_id or uuid.uuid4().hex,
-            )
-        )
-
-    async def _process_publish(self, message_envelope: PublishMessageEnvelope) -> None:
-        if not self._lean:
-            await super()._process_publish(message_envelope)
-            return
-        # The queue this envelope came from: stop() replaces the runtime's queue, and a handler
-        # still running then must not mark a task done on the new one (autogen-core 0.7.5 does,
-        # and raises "task_done() called too many times", upstream #7007).
-        queue = self._message_queue
-        try:
-            deliveries: list[Awaitable[Any]] = []
-            sender = message_envelope.sender
-            for recipient in await self._subscription_manager.get_subscribed_recipients(
-                message_envelope.topic_id
-            ):
-                if sender is not None and recipient == sender:
-                    continue  # a publish is never delivered back to its sender
-                context = MessageContext(
-                    sender=sender,
-                    topic_id=message_envelope.topic_id,
-                    is_rpc=False,
-                    cancellation_token=message_envelope.cancellation_token,
-                    message_id=message_envelope.message_id,
-                )
-                try:
-                    agent = await self._get_agent(recipient)
-                except Exception as exc:  # one recipient that cannot be created costs no one else a copy
-                    logger.error("cannot deliver to %s: %s", recipient, exc, exc_info=exc)
-                    continue
-                deliveries.append(_deliver(agent, message_envelope.message, context))
-            if len(deliveries) == 1:
-                await deliveries[0]  # one recipient (every direct message): no task to spare
-            else:
-                await asyncio.gather(*deliveries)
-        except BaseException as exc:
-            logger.error("error delivering a publish on %s", message_envelope.topic_id, exc_info=exc)
-            if not self._ignore_unhandled_handler_exceptions:
-                self._background_exception = exc
-        finally:
-            queue.task_done()
-
-    def _try_serialize(self, message: Any) -> str:
-        # autogen-core serialises every message up to three times per delivery for its event log,
-        # even when nobody listens. Only pay for it when the event logger is on.
-        if _EVENT_LOGGER.isEnabledFor(logging.INFO):
-            return super()._try_serialize(message)
-        return ""
-
-    async def idle(self) -> None:
-        """Wait until every queued message, and everything it caused, has been handled."""
-        await self._message_queue.join()
-
-    async def close(self) -> None:
-        """Stop if running (reporting what is still queued, as `stop()` does), then close every
-        agent instance and let it go. A second `close()` finds nothing left and does nothing.
-
-        The instances are closed even if `stop()` raises (a handler's exception); an agent whose
-        `close` raises is logged and the others are still closed."""
-        try:
-            if self._run_context is not None:
-                await self.stop()
-        finally:
-            instances = self._instantiated_agents
-            for agent_id in list(instances):
-                agent = instances.pop(agent_id)
-                try:
-                    await agent.close()
-                except Exception:
-                    logger.warning("closing %s failed", agent_id, exc_info=True)
-
-
-async def _deliver(agent: Agent, message: Any, context: MessageContext) -> Any:
-    with MessageHandlerContext.populate_context(agent.id):
-        return await agent.on_message(message, ctx=context)
-
-
-logger = logging.getLogger("aun_runtime")
-_EVENT_LOGGER = logging.getLogger(EVENT_LOGGER_NAME)
-
-if TYPE_CHECKING:
-    # mypy holds the runtime to what the facade needs of its core, member by member.
-    _as_core: AUNCore = AUNSingleThreadedRuntime()

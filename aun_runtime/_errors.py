@@ -25,6 +25,30 @@ class UnknownAIDError(UndeliverableError):
     """No agent with this AID is registered in the runtime's local domain."""
 
 
+class AgentCreationError(UndeliverableError, RuntimeError):
+    """A message's recipient could not be created: its type has no factory (it was subscribed but
+    never registered), or only instances were registered for its type and none under this key.
+
+    A `RuntimeError`, as autogen-core's runtime raises in the same case. A factory that raises is
+    not wrapped: its own exception is what is kept and reported."""
+
+    @classmethod
+    def unregistered(cls, agent_id: object, agent_type: str) -> AgentCreationError:
+        return cls(f"cannot create {agent_id}: no agent type {agent_type!r} is registered")
+
+    @classmethod
+    def instances_only(cls, agent_id: object, agent_type: str) -> AgentCreationError:
+        return cls(
+            f"cannot create {agent_id}: no instance is registered under this id, and agents of type "
+            f"{agent_type!r} are registered instances (register the instance before publishing to it)"
+        )
+
+
+class MessageDroppedError(UndeliverableError):
+    """An intervention handler's `on_publish` dropped the message (returned `DropMessage`) or
+    raised; nobody received it, and each recipient it had has a dead letter with this reason."""
+
+
 class NoRouteError(UndeliverableError):
     """The AID is outside the local domain and no gateway carries messages there."""
 
@@ -84,6 +108,14 @@ class HopLimitExceeded(AUNError):
 
 class AgentRegistrationError(AUNError):
     """An agent or group could not be registered (duplicate AID, wrong class, runtime state)."""
+
+
+class InterventionHandlerError(AUNError, TypeError):
+    """An intervention handler given to a runtime has no `on_publish` of its own.
+
+    `on_publish` is the only hook that runs on an AUN runtime: `on_send` and `on_response`
+    belong to `send_message`, which is refused (a receiver has no obligation to respond), so a
+    handler with only those would never run, and would look as if it did."""
 
 
 class HandlerDefinitionError(AUNError, TypeError):

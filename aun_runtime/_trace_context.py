@@ -7,15 +7,17 @@ When the sending runtime traces (its core was given a tracer provider, or one is
 `autogen process` span) is written into the message's envelope as a W3C `traceparent`
 (`payload.client_context.aun_envelope.traceparent`), kept in the outbox with the message so that
 a message sent after a restart still names it. A receiving runtime that traces publishes such a
-message inside that context: its `autogen create` and `publish` spans are children of the
-sender's span, in the sender's trace, and its `autogen process` span links to them, as
-autogen-core's process spans link to their create span within one runtime. A runtime that does
-not trace writes nothing, and reads no more than whether the field is there; any other AUN client
-sees one more field in a place it does not look.
+message inside that context: its `autogen create` span is a child of the sender's span, in the
+sender's trace; from there on the spans are autogen-core's, in its tree (see
+`aun_runtime._actor_tracing`): `publish` a root linked to that create span, `process` its
+child, linked to create. A runtime that does not trace writes nothing, and reads no more than
+whether the field is there; any other AUN client sees one more field in a place it does not look.
 
-Between workers of one gRPC host, the same `traceparent` rides as the CloudEvent's
-`traceparent` attribute (the CloudEvents distributed-tracing extension): a traced worker's
-`aun deliver` span is then a child of the span the sending worker sent it from.
+Between workers of one gRPC host, the `traceparent` of the sending worker's `autogen publish`
+span rides as the CloudEvent's `traceparent` attribute (the CloudEvents distributed-tracing
+extension), and that of its create span as `auncreated`: the receiving worker's `autogen
+process` span is a child of that publish span and links to create, as in one process, and its
+`aun deliver` span (the delivery, journaled) is a child of process.
 
 Only the W3C `traceparent` travels (no `tracestate`, no baggage): what ties the spans together,
 nothing an application put there.

@@ -1,4 +1,4 @@
-"""The single-threaded core: its lean publish path relies on internals of the pinned autogen-core."""
+"""The single-threaded core: its publish path relies on internals of the pinned autogen-core."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aun_runtime.testing import Recorder
 
 
 def test_the_pinned_autogen_core_internals_the_lean_path_uses_are_there() -> None:
-    # If this fails after an upgrade, the lean path in aun_runtime/_core.py must be revisited.
+    # If this fails after an upgrade, the publish path in aun_runtime/_single_threaded.py must be revisited.
     assert autogen_core.__version__ == "0.7.5"
     runtime = SingleThreadedAgentRuntime()
     for name in (
@@ -19,9 +19,13 @@ def test_the_pinned_autogen_core_internals_the_lean_path_uses_are_there() -> Non
         "_subscription_manager",
         "_background_exception",
         "_ignore_unhandled_handler_exceptions",
+        "_instantiated_agents",
+        "_agent_factories",
+        "_agent_instance_types",
+        "_tracer_helper",
     ):
         assert hasattr(runtime, name), name
-    for name in ("_get_agent", "_process_publish", "_try_serialize"):
+    for name in ("_get_agent", "_process_publish", "_try_serialize", "_create_otel_attributes"):
         assert callable(getattr(runtime, name)), name
 
 

@@ -46,9 +46,12 @@ Example:
     ```
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from autogen_core import InterventionHandler
+from opentelemetry.trace import TracerProvider
 
 from .._aun_core import AUNCore
 from .._errors import OutboxFullError
@@ -84,11 +87,14 @@ def worker_runtime(
     connect_timeout: float | None = 30.0,
     services: Mapping[str, str] | None = None,
     service_dir: str | Path | None = None,
+    intervention_handlers: Sequence[InterventionHandler] | None = None,
+    tracer_provider: TracerProvider | None = None,
     **options: Any,
 ) -> AUNRuntime:
     """An [`AUNRuntime`][aun_runtime.AUNRuntime] whose core is a [`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime] of the host.
 
-    `services` and `service_dir` make some of its AIDs instances of service AIDs (see
+    `services` and `service_dir` make some of its AIDs instances of service AIDs;
+    `intervention_handlers` and `tracer_provider` are the worker's too (see
     [`WorkerRuntime`][aun_runtime.distributed.WorkerRuntime]). `options` go to [`AUNRuntime`][aun_runtime.AUNRuntime] (`max_hops`,
     `mailbox_capacity`, ...). Nothing connects until `await runtime.start()`.
     """
@@ -97,6 +103,8 @@ def worker_runtime(
         archive=archive,
         name=name,
         tls=tls,
+        intervention_handlers=intervention_handlers,
+        tracer_provider=tracer_provider,
         connect_timeout=connect_timeout,
         services=services,
         service_dir=service_dir,

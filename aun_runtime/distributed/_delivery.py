@@ -9,21 +9,26 @@ half-way (the worker stopping) leaves nothing behind and is not acknowledged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from autogen_core import Agent, AgentId, CancellationToken, MessageContext, MessageHandlerContext, TopicId
+from autogen_core._serialization import SerializationRegistry
 from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
+from opentelemetry import context as otel_context
 from opentelemetry.trace import Tracer
 
 from protocols.aun import AUNMessage
 
+from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
 from .._trace_context import TRACEPARENT_KEY, context_of, well_formed
 from ._inbound import Inbound
 from ._journal import DELIVERY, Delivery, JournalArchive
 from ._outbox import Outbox
+from ._wire import CREATED_ATTR
 
 __all__ = ["DeliveryPath", "Deserializer"]
 
@@ -47,7 +52,9 @@ class DeliveryPath:
         deserialize: decodes a payload that is not an AUN message.
         subscribers: the agents subscribed to a topic (for a plain autogen-ext publish).
         get_agent: the agent of an id, made by its factory on first use.
-        tracer: makes one span per delivery when given.
+        tracer: makes the `aun deliver` span of each delivery when given.
+        runtime_tracer: makes autogen-core's `process` span around it when given.
+        serializers: the worker's serializers (a traced `process` span shows the message as JSON).
         changed: called whenever a delivery finishes (for the worker's `idle`).
         abandoned: called with a delivery cancelled half-way (a service AID's claim waits for it).
     """
@@ -65,6 +72,8 @@ class DeliveryPath:
         tracer: Tracer | None,
         changed: Callable[[], None],
         abandoned: Callable[[Delivery], None] = lambda scope: None,
+        runtime_tracer: RuntimeTracer | None = None,
+        serializers: SerializationRegistry | None = None,
     ) -> None:
         self._worker_name = worker_name
         self._archive = archive
@@ -74,16 +83,19 @@ class DeliveryPath:
         self._subscribers = subscribers
         self._get_agent = get_agent
         self._tracer = tracer
+        self._runtime_tracer = runtime_tracer
+        self._serializers = serializers or SerializationRegistry()
         self._changed = changed
         self._abandoned = abandoned
         self.busy = 0
         self.handled = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def spawn(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> None:
+    def spawn(self, scope: Delivery | None, event: cloudevent_pb2.CloudEvent) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(self._deliver(scope, event))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def cancel(self) -> None:
         """Abandon every delivery in progress (the worker is stopping)."""
@@ -135,22 +147,46 @@ class DeliveryPath:
             subscribed = await self._subscribers(topic_id)
             recipients = [r for r in subscribed if r != sender]
         for recipient in recipients:
-            agent = await self._get_agent(recipient)
+            try:
+                agent = await self._get_agent(recipient)
+            except Exception as exc:  # the others still get it; this one is a dead letter
+                logger.error("Error constructing agent %s", recipient, exc_info=True)  # autogen-core's words
+                envelope = message if isinstance(message, AUNMessage) else None
+                self._archive.record_event(recipient.type, RecordKind.DEAD_LETTER, f"{type(exc).__name__}: {exc}", envelope)
+                continue
             ctx = MessageContext(
                 sender=sender, topic_id=topic_id, is_rpc=False, cancellation_token=CancellationToken(), message_id=event.id
             )
             with MessageHandlerContext.populate_context(agent.id):
-                await self._traced(recipient.type, agent.on_message(message, ctx), attributes)
+                if self._tracer is None:
+                    await agent.on_message(message, ctx)
+                else:
+                    await self._traced(agent, message, ctx, attributes)
 
-    async def _traced(self, aid: str, handling: Awaitable[Any], attributes: Any) -> None:
-        if self._tracer is None:
-            await handling
-            return
-        # A child of the span the sending worker sent it from, when it says which.
+    async def _traced(self, agent: Agent, message: Any, ctx: MessageContext, attributes: Any) -> None:
+        """The handling inside autogen-core's `process` span (a child of the span the sending worker
+        sent it from, linked to its create span, when the event names them) with `aun deliver` in it."""
+        assert self._tracer is not None
         sent_from = well_formed(attributes[TRACEPARENT_KEY].ce_string) if TRACEPARENT_KEY in attributes else None
+        created = well_formed(attributes[CREATED_ATTR].ce_string) if CREATED_ATTR in attributes else None
         parent = context_of(sent_from) if sent_from is not None else None
-        with self._tracer.start_as_current_span(f"aun deliver {aid}", context=parent):
-            await handling
+        with contextlib.ExitStack() as spans:
+            if self._runtime_tracer is not None:
+                token = otel_context.attach(parent if parent is not None else otel_context.Context())
+                spans.callback(otel_context.detach, token)
+                spans.enter_context(
+                    self._runtime_tracer.helper.trace_block(
+                        "process",
+                        agent.id,
+                        parent={TRACEPARENT_KEY: created} if created is not None else None,
+                        attributes=self._runtime_tracer.process_attributes(
+                            self._serializers, ctx.sender, None, agent.id, type(agent).__name__, ctx, message
+                        ),
+                    )
+                )
+                parent = None  # aun deliver: a child of process, the current span now
+            spans.enter_context(self._tracer.start_as_current_span(f"aun deliver {agent.id.type}", context=parent))
+            await agent.on_message(message, ctx)
 
     def _seal(self, scope: Delivery) -> None:
         for aid, event in scope.sends:

@@ -15,7 +15,7 @@ from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 from protocols.aun import AUNMessage
 
 from .._trace_context import TRACEPARENT_KEY, current_traceparent
-from ._wire import ORIGIN_ATTR
+from ._wire import CREATED_ATTR, ORIGIN_ATTR
 
 __all__ = ["EventBuilder", "Serializers"]
 
@@ -50,7 +50,12 @@ class EventBuilder:
         self._traced = traced  # a worker that traces: each event names the span it was sent from
         self._templates: dict[tuple[str, ...], cloudevent_pb2.CloudEvent] = {}
 
-    def build(self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str) -> cloudevent_pb2.CloudEvent:
+    def build(
+        self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str, *, created: str | None = None
+    ) -> cloudevent_pb2.CloudEvent:
+        """The event carrying `message`. Traced, it names the span it is sent from as its
+        `traceparent` and the publish's `create` span (`created`, a `traceparent`) as
+        `auncreated`, for the receiver's `process` span to be its child and to link to create."""
         if isinstance(message, AUNMessage):  # the common case: the envelope knows its JSON
             type_name, data = AUNMessage.wire_name, message.to_json().encode()
         else:
@@ -83,4 +88,6 @@ class EventBuilder:
         event.binary_data = data
         if self._traced and (traceparent := current_traceparent()) is not None:
             event.attributes[TRACEPARENT_KEY].ce_string = traceparent
+            if created is not None:
+                event.attributes[CREATED_ATTR].ce_string = created
         return event

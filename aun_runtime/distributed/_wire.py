@@ -4,7 +4,8 @@ Everything rides on autogen-ext's data stream as CloudEvents, so the host stays 
 
 * an AUN delivery is a publish on `aun.inbox.<aid>` whose attributes also carry the sending
   worker (`aunorigin`), the delivery's number in that worker's stream to the AID (`aunseq`) and
-  the stream's lowest unacknowledged number (`aunbase`);
+  the stream's lowest unacknowledged number (`aunbase`); from a worker that traces, any publish
+  also carries `traceparent` (the span it was sent from) and `auncreated` (its create span);
 * an acknowledgement is a publish on `aun.ack.<worker>` (JSON `{"worker": ..., "acks": {aid: n}}`);
 * `aun.hello` (worker to host) and `aun.directory` (host to worker) carry the directory;
 * `aun.batch` packs several of these events into one write, between a worker and the host (see
@@ -29,6 +30,7 @@ __all__ = [
     "ACK_PREFIX",
     "AUN_PREFIX",
     "BASE_ATTR",
+    "CREATED_ATTR",
     "DIRECTORY_SERVICE",
     "DIRECTORY_TYPE",
     "HELLO_TYPE",
@@ -48,6 +50,8 @@ AUN_PREFIX = "aun."
 ORIGIN_ATTR = "aunorigin"
 SEQ_ATTR = "aunseq"
 BASE_ATTR = "aunbase"
+#: A traced publish's create span (a W3C traceparent), which the receiver's process span links to.
+CREATED_ATTR = "auncreated"
 ACK_PREFIX = "aun.ack."
 HELLO_TYPE = "aun.hello"
 DIRECTORY_TYPE = "aun.directory"

@@ -23,7 +23,8 @@ the worker adds under them:
   policy says, and a ledger the instances share (one SQLite file per AID in `service_dir`) keeps
   each delivery handled once, also when an instance dies (see `._service_store`).
 * **A real idle.** [`idle`][aun_runtime.AUNCore.idle] returns once every message this worker sent to a held AID has been
-  handled by its receiver and nothing is being handled here.
+  handled by its receiver, every plain autogen-ext publish its own agents subscribe to has come
+  back and been handled (see `._returning`), and nothing is being handled here.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import asyncio
 import gc
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +44,8 @@ from autogen_core import (
     AgentId,
     AgentType,
     CancellationToken,
+    InterventionHandler,
+    MessageContext,
     Subscription,
     TopicId,
     TypeSubscription,
@@ -53,10 +56,12 @@ from opentelemetry.trace import TracerProvider
 
 from protocols.aun import AUNMessage
 
+from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
 from .._aun_core import MailboxProvider, UndeliverableHook
 from .._core import INBOX_PREFIX
-from .._errors import AgentRegistrationError, OutboxFullError, RPCForbiddenError
+from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
+from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
 from .._postgres_storage import PostgresStorage
@@ -70,12 +75,14 @@ from ._inbound import Inbound
 from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
 from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
+from ._returning import ReturningPublishes
 from ._service_inbound import ServiceInbound
 from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA
 from ._service_store import POLICIES, open_ledger
 from ._tls import TLSConfig
 from ._wire import (
     ACK_PREFIX,
+    AUN_PREFIX,
     BASE_ATTR,
     DIRECTORY_TYPE,
     ORIGIN_ATTR,
@@ -132,7 +139,13 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             host binds a name to the secret of the first worker that uses it (a durable worker's
             secret is the file `<archive>.secret`; an in-memory worker has a new one each run).
         tls: TLS settings, if the host serves TLS.
-        tracer_provider: an OpenTelemetry tracer provider; spans are made only when one is given.
+        intervention_handlers: autogen-core intervention handlers; their `on_publish` sees (and may
+            change or drop) every message this worker publishes, before it leaves; a message one
+            drops is a dead letter. A handler without `on_publish` is refused with
+            [`InterventionHandlerError`][aun_runtime.InterventionHandlerError].
+        tracer_provider: an OpenTelemetry tracer provider; spans are made only when one is given
+            (autogen-core's `create`, `publish` and `process`, in its tree across workers, with
+            `aun deliver` inside `process`).
         connect_timeout: seconds [`start`][aun_runtime.AUNCore.start] waits for the first connection (None: forever).
         commit_interval: seconds a change waits for its journal commit.
         window: unacknowledged messages on the wire per recipient.
@@ -147,6 +160,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
 
     Raises:
         ValueError: a bad worker name, an unknown policy, or `services` with an in-memory archive.
+        InterventionHandlerError: an intervention handler without `on_publish`.
     """
 
     def __init__(
@@ -156,6 +170,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         archive: str | Path = ":memory:",
         name: str | None = None,
         tls: TLSConfig | None = None,
+        intervention_handlers: Sequence[InterventionHandler] | None = None,
         tracer_provider: TracerProvider | None = None,
         connect_timeout: float | None = 30.0,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
@@ -164,6 +179,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         services: Mapping[str, str] | None = None,
         service_dir: str | Path | None = None,
     ) -> None:
+        # Checked first: a handler refused leaves nothing opened behind it.
+        interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
         super().__init__(host_address, tracer_provider=tracer_provider)
         policies = dict(services or {})
         for aid, policy in policies.items():
@@ -205,6 +222,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._events = EventBuilder(self.name, self._serialization_registry, traced=tracer_provider is not None)
         self._acks = Acknowledger(self.name, self._link.send, lambda: self._outbox.connected)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
+        self._tracer = RuntimeTracer(tracer_provider, type(self).__name__) if tracer_provider else None
+        self._interventions = interventions
+        self._on_undeliverable: UndeliverableHook | None = None
+        self._returning = ReturningPublishes()
         # The delivery path is given what it uses (autogen-ext's registry, subscriptions and agent
         # factory among them) as objects and bound methods: it reads nothing of the worker.
         self._deliveries = DeliveryPath(
@@ -216,6 +237,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             subscribers=self._subscription_manager.get_subscribed_recipients,
             get_agent=self._get_agent,
             tracer=tracer,
+            runtime_tracer=self._tracer,
+            serializers=self._serialization_registry,
             changed=self._changed,
             abandoned=self._abandoned,
         )
@@ -282,8 +305,9 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
     ) -> None:
-        """Nothing to plug in: the facade applies the mailboxes, and the worker records what it could
-        not deliver as dead letters in its archive itself."""
+        """Hear about messages an intervention handler dropped (the facade applies the mailboxes, and
+        the worker records what it could not deliver as dead letters in its archive itself)."""
+        self._on_undeliverable = on_undeliverable
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -308,6 +332,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         # never scanned again (a paced message's p99 was mostly these pauses).
         gc.collect()
         gc.freeze()
+        self._closing = False  # started again after a stop: deliveries are handled again
         self._link.start()
         self._timer = asyncio.get_running_loop().create_task(self._tick())
         refused = asyncio.ensure_future(self._refused.wait())
@@ -383,6 +408,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             and not self.archive.pending_commit
             and not self._acks.pending
             and self._outbox.settled()
+            and not self._returning
         )
 
     def _changed(self) -> None:
@@ -412,6 +438,8 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         while True:
             await asyncio.sleep(1.0)
             self._outbox.check_timeouts()
+            if self._returning.expire(asyncio.get_running_loop().time()):
+                self._changed()
             for service in self._services.values():
                 service.mark()  # what a busy ledger refused last time
 
@@ -465,6 +493,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             logger.error("worker %s: %s; it keeps trying", self.name, refusal)
 
     def _on_lost(self) -> None:
+        self._returning.lost()  # best effort: what was on the link will not come back
         self._outbox.connected = False
         self.directory.online = False
         self.directory.mark_all_away()
@@ -564,10 +593,45 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         message_id: str | None = None,
     ) -> None:
         """Publish. On `aun.inbox.<aid>` it goes through the outbox (kept until acknowledged);
-        anything else is an autogen-ext publish (best effort, as autogen-ext does it)."""
-        event = self._events.build(message, topic_id, sender, message_id or str(uuid.uuid4()))
+        anything else is an autogen-ext publish (best effort, as autogen-ext does it). The
+        intervention handlers see it first, here: a message they drop never leaves."""
+        message_id = message_id or str(uuid.uuid4())
+        if self._tracer is None and self._interventions is None:
+            await self._publish(message, topic_id, sender, message_id)
+            return
+        helper = self._tracer.helper if self._tracer is not None else None
+        ctx = MessageContext(sender, topic_id, False, cancellation_token or CancellationToken(), message_id)
+        result, created = await begin_publish(message, topic_id, ctx, self._interventions, helper)
+        if isinstance(result, MessageDroppedError):
+            self._dropped(message, result, topic_id)
+            return
+        message = result
+        if helper is None or created is None:
+            await self._publish(message, topic_id, sender, message_id)
+            return
+        # As autogen-core: publish is a root linked to create; the event names it as the parent of
+        # the receiver's process span, and names create for that span to link to.
+        with detached(), helper.trace_block("publish", topic_id, parent=created):
+            await self._publish(message, topic_id, sender, message_id, created=created.traceparent)
+
+    def _dropped(self, message: Any, error: MessageDroppedError, topic_id: TopicId) -> None:
+        """An intervention handler dropped `message`: a dead letter for the AID it was for (any
+        other publish names its topic, since who subscribes is known only to the host)."""
+        owner = topic_id.type[len(INBOX_PREFIX) :] if topic_id.type.startswith(INBOX_PREFIX) else topic_id.type
+        if self._on_undeliverable is not None:
+            self._on_undeliverable(AgentId(owner, "default"), message, error)
+            return
+        envelope = message if isinstance(message, AUNMessage) else None
+        self.archive.record_event(owner, RecordKind.DEAD_LETTER, f"{type(error).__name__}: {error}", envelope)
+
+    async def _publish(
+        self, message: Any, topic_id: TopicId, sender: AgentId | None, message_id: str, created: str | None = None
+    ) -> None:
+        event = self._events.build(message, topic_id, sender, message_id, created=created)
         if not topic_id.type.startswith(INBOX_PREFIX):
-            self._link.send(agent_worker_pb2.Message(cloudEvent=event))
+            comes_back = await self._subscribed_here(topic_id)  # asked first: nothing can come back before
+            if self._link.send(agent_worker_pb2.Message(cloudEvent=event)) and comes_back:
+                self._returning.sent(message_id, asyncio.get_running_loop().time())
             return
         aid = topic_id.type[len(INBOX_PREFIX) :]
         if self._outbox.full:
@@ -581,6 +645,14 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             return
         self._outbox.append(aid, event)
         self.archive.request_commit()
+
+    async def _subscribed_here(self, topic_id: TopicId) -> bool:
+        """An agent this worker holds subscribes to `topic_id` (the runtime's own topics aside:
+        the host keeps those to their owners)."""
+        if topic_id.type.startswith(AUN_PREFIX):
+            return False
+        recipients = await self._subscription_manager.get_subscribed_recipients(topic_id)
+        return any(recipient.type in self._agent_factories for recipient in recipients)
 
     # -- receiving ---------------------------------------------------------------------------------
 
@@ -620,8 +692,14 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
                 self._deliveries.spawn(Delivery(origin, aid, seq), item)
             if reack:
                 self._acks.due({origin: {aid: self._inbound.position(origin, aid)}})
-        else:
-            self._deliveries.spawn(None, event)  # a plain autogen-ext publish: best effort
+        else:  # a plain autogen-ext publish: best effort
+            task = self._deliveries.spawn(None, event)
+            task.add_done_callback(lambda _, message_id=event.id: self._came_back(message_id))  # type: ignore[misc]
+
+    def _came_back(self, message_id: str) -> None:
+        """A plain publish's copy was handled here: if this worker sent it, idle waits no longer."""
+        self._returning.returned(message_id)
+        self._changed()
 
     def _on_commit(self, commit: Commit) -> None:
         if commit.outbox:

@@ -99,3 +99,26 @@ async def test_a_group_member_with_no_agent_costs_the_others_nothing(make_runtim
         ("late.local", "anyone?"),
     ]
     assert all(("UnknownAIDError" in (r.reason or "")) != (r.owner == "far.agentid.pub") for r in dead)
+
+
+async def test_an_agent_that_cannot_be_created_leaves_a_dead_letter_and_the_others_get_theirs(
+    make_runtime: RuntimeFactory,
+) -> None:
+    def broken() -> Recorder:
+        raise ValueError("this agent cannot be made")
+
+    runtime = await make_runtime()
+    await runtime.register_agent("here.local", Recorder)
+    await runtime.register_agent("there.local", Recorder)
+    await runtime.register_agent("broken.local", broken)
+    await runtime.create_group("trio", ["here.local", "there.local", "broken.local"])
+    await runtime.start()
+
+    posted = await runtime.group_send("trio", "all here?", sender="here.local")
+    await runtime.settle()
+
+    there = await runtime.agent_instance("there.local", Recorder)
+    assert [m.text for m in there.received] == ["all here?"]
+    [dead] = runtime.archive.dead_letters()
+    assert (dead.owner, dead.message) == ("broken.local", posted)
+    assert "ValueError: this agent cannot be made" in (dead.reason or "")

@@ -47,7 +47,9 @@ async def test_sender_takes_zero_one_or_many_replies(
     assert [r.text for r in replies] == [f"answer {n} of {times} to: how many?" for n in range(1, times + 1)]
     assert all(r.thread == question.message_id for r in replies)
     assert runtime.stats.dead_letters == 0
-    assert caplog.records == []  # zero replies is not worth a warning
+    # Zero replies is not worth a warning. Only the runtime's own records count: grpc's poller thread
+    # may log about the closed event loop of an earlier test in the same process.
+    assert [r for r in caplog.records if r.name.startswith("aun_runtime")] == []
 
 
 async def test_silence_is_never_read_as_failure(

@@ -1,4 +1,4 @@
-"""The journal and the streams, without processes: atomic handling, ordered streams, optional spans."""
+"""The journal and the streams, without processes: atomic handling, ordered streams."""
 
 from __future__ import annotations
 
@@ -6,17 +6,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, RecordKind, event
+from aun_runtime import RecordKind
 from aun_runtime._storage import open_storage
-from aun_runtime.distributed import AUNHost, WorkerRuntime
 from aun_runtime.distributed import _journal as journal_module
 from aun_runtime.distributed._inbound import Inbound
 from aun_runtime.distributed._journal import DELIVERY, Commit, Delivery, JournalArchive
-from aun_runtime.testing import Recorder, Silent
 from tests.conftest import Stores
 
 
@@ -57,68 +52,6 @@ def test_a_stream_is_handed_over_once_and_in_order(tmp_path: Path) -> None:
     assert inbound.accept("a", "x.local", 1, 1, "one") == ([], True)  # handled: skipped, acknowledged again
     # A new holder of an AID starts at the sender's base: what is below was handled elsewhere.
     assert inbound.accept("b", "x.local", 40, 40, "forty") == ([(40, "forty")], False)
-
-
-async def test_spans_are_made_only_when_a_tracer_provider_is_given() -> None:
-    host = AUNHost("127.0.0.1:0")
-    await host.open()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    try:
-        for tracer_provider in (None, provider):
-            runtime = AUNRuntime(core=WorkerRuntime(host.address, tracer_provider=tracer_provider))
-            await runtime.register_agent("rec.local", Recorder)
-            await runtime.register_agent("quiet.local", Silent)
-            await runtime.start()
-            await runtime.send("rec.local", "traced?", sender="quiet.local")
-            await asyncio.wait_for(runtime.settle(), 10)
-            await runtime.close()
-            if tracer_provider is None:
-                assert exporter.get_finished_spans() == ()
-        assert [s.name for s in exporter.get_finished_spans()] == ["aun deliver rec.local"]
-    finally:
-        await host.stop()
-
-
-class Forwarder(AUNAgent):
-    """Passes every text on to rec.local, held by another worker."""
-
-    @event
-    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
-        await self.send("rec.local", f"passed on: {message.text}")
-
-
-async def test_a_deliverys_span_on_another_worker_is_a_child_of_the_span_it_was_sent_from(tmp_path: Path) -> None:
-    host = AUNHost("127.0.0.1:0")
-    await host.open()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    first = AUNRuntime(core=WorkerRuntime(host.address, tracer_provider=provider, archive=tmp_path / "first.sqlite"))
-    second = AUNRuntime(core=WorkerRuntime(host.address, tracer_provider=provider, archive=tmp_path / "second.sqlite"))
-    try:
-        await first.register_agent("fwd.local", Forwarder)
-        await first.register_agent("quiet.local", Silent)
-        await second.register_agent("rec.local", Recorder)
-        await first.start()
-        await second.start()
-        await first.send("fwd.local", "hello", sender="quiet.local")
-        recorder = await second.agent_instance("rec.local", Recorder)
-        for _ in range(500):
-            if recorder.received:
-                break
-            await asyncio.sleep(0.02)
-        assert [m.text for m in recorder.received] == ["passed on: hello"]
-    finally:
-        await first.close()
-        await second.close()
-        await host.stop()
-    spans = {s.name: s for s in exporter.get_finished_spans()}
-    sent_from, delivered = spans["aun deliver fwd.local"], spans["aun deliver rec.local"]
-    assert sent_from.context is not None and delivered.context is not None and delivered.parent is not None
-    assert delivered.context.trace_id == sent_from.context.trace_id
-    assert (delivered.parent.span_id, delivered.parent.is_remote) == (sent_from.context.span_id, True)
 
 
 def test_a_stream_position_never_jumps_a_delivery_that_was_abandoned(tmp_path: Path) -> None:
