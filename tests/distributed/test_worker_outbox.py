@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 
-from aun_runtime.distributed import _outbox
+from aun_runtime.distributed import _outbox as outbox_module
 from aun_runtime.distributed._journal import JournalArchive
 from aun_runtime.distributed._outbox import Outbox
 from tests.conftest import Stores
@@ -13,7 +13,7 @@ from tests.conftest import Stores
 
 def _outbox(journal: JournalArchive) -> Outbox:
     # Every AID held (the status type is the one the outbox compares with).
-    return Outbox(journal, lambda message: True, lambda aid: _outbox.AIDStatus.HELD)
+    return Outbox(journal, lambda message: True, lambda aid: outbox_module.AIDStatus.HELD)
 
 
 def _event(text: str) -> cloudevent_pb2.CloudEvent:
