@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/exposed_aids.py
 	$(BIN)/python bench/model_cost.py
 	$(BIN)/python bench/postgres_driver.py
+	$(BIN)/python bench/service_postgres.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -50,6 +50,7 @@ from ._errors import (
     AgentCreationError,
     AgentRegistrationError,
     BudgetExceeded,
+    FencedError,
     HandlerDefinitionError,
     HandlerTimeoutError,
     HopLimitExceeded,
@@ -62,6 +63,8 @@ from ._errors import (
     OutboxFullError,
     RPCForbiddenError,
     RuntimeStoppedError,
+    StorageSessionLostError,
+    StorageUnavailableError,
     ThreadBudgetExceeded,
     UndeliverableError,
     UnknownAIDError,
@@ -75,6 +78,7 @@ from ._runtime import AUNRuntime, GroupInfo
 from ._single_threaded import AUNSingleThreadedRuntime
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
+from ._storage import Storage
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .agentmd import AgentCard, AgentMDError
 
@@ -103,6 +107,7 @@ __all__ = [
     "BudgetLedger",
     "Budgets",
     "DispatchMode",
+    "FencedError",
     "GroupInfo",
     "HandlerDefinitionError",
     "HandlerTimeoutError",
@@ -131,6 +136,9 @@ __all__ = [
     "RuntimeStats",
     "RuntimeStoppedError",
     "SQLiteStateStore",
+    "Storage",
+    "StorageSessionLostError",
+    "StorageUnavailableError",
     "TextPayload",
     "ThreadBudgetExceeded",
     "ToolCallPayload",

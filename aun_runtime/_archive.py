@@ -1,4 +1,8 @@
-"""The archive: every message an agent sends, receives or is shielded from, in one SQLite file.
+"""The archive: every message an agent sends, receives or is shielded from, in one database.
+
+The database is an SQLite file (the default, for one machine) or a PostgreSQL database that the
+workers of several machines share (`Archive("postgresql://...")`); both through the one storage
+interface of `aun_runtime._storage`.
 
 Nothing that reaches a runtime is lost: each message is recorded once per agent that it concerns,
 with what happened to it. The archive is what lets an agent in a `mention` group fold the talk it
@@ -69,7 +73,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -81,6 +84,7 @@ from typing import NamedTuple, TypeAlias
 from protocols.aun import AUNMessage
 
 from ._archive_writer import ArchiveWriter
+from ._storage import Storage, is_missing_table, open_storage
 
 __all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "MessageRow", "PendingRecord", "RecordKind"]
 
@@ -97,6 +101,17 @@ class RecordKind(StrEnum):
     BUDGET_STOP = "budget_stop"  #: a budget refused a send or a model call; ``reason`` says which
 
 
+# The archive view, the same in both databases.
+_ARCHIVE_VIEW = """
+SELECT r.id, r.owner, r.kind,
+       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
+       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
+       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
+       COALESCE(m.body, r.text, '') AS body,
+       COALESCE(m.created_at, r.recorded_at) AS created_at,
+       r.recorded_at
+FROM records r LEFT JOIN messages m ON m.id = r.message;
+"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -120,15 +135,7 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
 CREATE VIEW IF NOT EXISTS archive AS
-SELECT r.id, r.owner, r.kind,
-       CASE WHEN r.kind = 'thought' THEN NULL ELSE r.reason END AS reason,
-       m.message_id, m.from_aid, m.to_aid, m.group_id, m.thread,
-       CASE WHEN r.kind = 'thought' THEN r.reason ELSE m.in_reply_to END AS in_reply_to,
-       COALESCE(m.body, r.text, '') AS body,
-       COALESCE(m.created_at, r.recorded_at) AS created_at,
-       r.recorded_at
-FROM records r LEFT JOIN messages m ON m.id = r.message;
-CREATE TABLE IF NOT EXISTS agents (
+{view}CREATE TABLE IF NOT EXISTS agents (
     aid TEXT PRIMARY KEY,
     role TEXT NOT NULL,
     mode TEXT NOT NULL,
@@ -136,7 +143,7 @@ CREATE TABLE IF NOT EXISTS agents (
     card TEXT,
     registered_at INTEGER NOT NULL
 );
-"""
+""".replace("{view}", _ARCHIVE_VIEW)
 
 # A batch is written by one statement: the JSON of its message rows and of its records inserted into
 # a view whose trigger fills both tables (see _encode for why).
@@ -153,6 +160,79 @@ CREATE TEMP TRIGGER IF NOT EXISTS archive_batch_insert INSTEAD OF INSERT ON arch
 END;
 """
 _INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?, ?)"
+
+# The same tables in PostgreSQL, shared by the workers of several machines. Message rows are numbered
+# by the archives themselves, as in SQLite, from blocks of `MESSAGE_ROW_BLOCK` numbers each archive
+# takes from a sequence, so that two workers never give two messages one number.
+_PG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    id BIGINT PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
+    to_aid TEXT,
+    group_id TEXT,
+    thread TEXT,
+    in_reply_to TEXT,
+    created_at BIGINT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS message_row_blocks INCREMENT BY 4096;
+CREATE TABLE IF NOT EXISTS records (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message BIGINT,
+    text TEXT,
+    recorded_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE OR REPLACE VIEW archive AS
+{view}CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at BIGINT NOT NULL
+);
+""".replace("{view}", _ARCHIVE_VIEW)
+#: Message row numbers an archive on PostgreSQL takes at a time (the sequence's increment): one
+#: round trip to the server per 4,096 messages; numbers of a block left unused when a worker stops
+#: are merely skipped.
+MESSAGE_ROW_BLOCK = 4096
+# One statement per batch, as in SQLite: the JSON of its message rows and of its records, unpacked
+# by the server. The records keep their order (WITH ORDINALITY), which is the archive's clock.
+_PG_INSERT_BATCH = """
+WITH new_messages AS (
+    INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)
+    SELECT (v->>0)::bigint, v->>1, v->>2, v->>3, v->>4, v->>5, v->>6, (v->>7)::bigint, v->>8
+    FROM json_array_elements(?::json) AS v
+)
+INSERT INTO records (owner, kind, reason, message, text, recorded_at)
+SELECT v->>0, v->>1, v->>2, (v->>3)::bigint, v->>4,
+       CASE WHEN (v->>5)::bigint > 0 THEN (v->>5)::bigint ELSE ?::bigint END
+FROM json_array_elements(?::json) WITH ORDINALITY AS t(v, n) ORDER BY n
+"""
+#: Advisory lock keys (arbitrary constants, one per purpose, the same in every worker). Records get
+#: their ids as they are inserted, so two workers committing at once could make a record with a
+#: lower id visible after one with a higher id, and a reader following the archive by id would skip
+#: it: every write transaction takes `ORDER_LOCK` first, which makes ids commit in order (the
+#: transactions are short: one statement, or a journal's commit). `SCHEMA_LOCK` keeps workers that
+#: start together from creating the tables at the same time (PostgreSQL's IF NOT EXISTS is not
+#: safe against that).
+ORDER_LOCK = 0x41554E0001
+SCHEMA_LOCK = 0x41554E0002
+
+
+def create_tables(storage: Storage, sqlite_schema: str, postgres_schema: str) -> None:
+    """Create tables (if missing) in either database; on PostgreSQL, one creator at a time."""
+    if storage.kind == "sqlite":
+        storage.script(sqlite_schema)
+        return
+    with storage.transaction():
+        storage.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+        storage.script(postgres_schema)
 _batch_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
 
 
@@ -279,10 +359,11 @@ def _join_json_arrays(arrays: Sequence[str]) -> str:
 
 
 class Archive:
-    """An append-only SQLite record of everything agents send, receive, think and fail to deliver.
+    """An append-only record of everything agents send, receive, think and fail to deliver.
 
     Args:
-        path: the SQLite file (created with its directory if missing), or `":memory:"`.
+        path: the SQLite file (created with its directory if missing), `":memory:"`, or a
+            `postgresql://` URL of the database several machines share.
         batch_size: records per write transaction.
         flush_interval: seconds a record may wait before it is written.
         read_only: open an existing file without ever writing to it (to follow an archive that
@@ -311,20 +392,20 @@ class Archive:
             raise ValueError("batch_size must be at least 1")
         self.path = str(path)
         self.read_only = read_only
+        db = open_storage(self.path, read_only=read_only)
+        self._row_block_end = 0  # PostgreSQL: the end of this archive's block of message row numbers
         if read_only:
-            db = _open_read_only(self.path)
             self._next_message_row = 0  # never written
         else:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            db.executescript(_BATCH_SCHEMA)
-            self._next_message_row = int(
-                db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
-            )
+            create_tables(db, _SCHEMA, _PG_SCHEMA)
+            if db.kind == "sqlite":
+                db.script(_BATCH_SCHEMA)
+                self._next_message_row = int(db.fetch("SELECT COALESCE(MAX(id), 0) + 1 FROM messages")[0][0])
+            else:
+                self._next_message_row = _row_block(db)
+                self._row_block_end = self._next_message_row + MESSAGE_ROW_BLOCK
+        #: Which database holds the archive: ``"sqlite"`` or ``"postgresql"``.
+        self.storage_kind = db.kind
         self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._writer = ArchiveWriter(db, self._write_batches)
         self._batch_size = batch_size
@@ -334,6 +415,11 @@ class Archive:
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._thought_watchers: list[Callable[[str, str, str | None], None]] = []
+
+    @property
+    def shown(self) -> str:
+        """Where the archive is, for messages and pages: its path, or its URL with any password hidden."""
+        return self._writer.storage.location
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -377,12 +463,19 @@ class Archive:
         key = (message.from_aid, message.message_id)
         row = known.get(key)
         if row is None:
-            row = known[key] = self._next_message_row
-            self._next_message_row = row + 1
+            row = known[key] = self._new_message_row()
             if len(known) > _MESSAGE_ROW_MEMORY:
                 known.popitem(last=False)
             self._add_message((row, *_columns(message)))
         return (owner, kind, reason, row, text, created)
+
+    def _new_message_row(self) -> int:
+        row = self._next_message_row
+        if row >= self._row_block_end > 0:  # PostgreSQL: this archive's block is used up
+            row = self._writer.read_committed(_row_block)
+            self._row_block_end = row + MESSAGE_ROW_BLOCK
+        self._next_message_row = row + 1
+        return row
 
     def _forget_rows(self, rows: Iterable[MessageRow]) -> None:
         """Message rows that will never be written: the next record of each message queues it again."""
@@ -398,8 +491,9 @@ class Archive:
         # Under the writer's lock, after what is queued: one statement at a time on the connection.
         self._writer.read(
             lambda db: db.execute(
-                "INSERT OR REPLACE INTO agents (aid, role, mode, description, card, registered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO agents (aid, role, mode, description, card, registered_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (aid) DO UPDATE SET role = excluded.role, mode = excluded.mode,"
+                " description = excluded.description, card = excluded.card, registered_at = excluded.registered_at",
                 row,
             )
         )
@@ -415,7 +509,7 @@ class Archive:
         if self._closed:
             raise RuntimeError("the archive is closed")
         if self.read_only:
-            raise RuntimeError(f"the archive {self.path} was opened read-only")
+            raise RuntimeError(f"the archive {self.shown} was opened read-only")
 
     def _add(self, item: PendingRecord) -> None:
         self._check_writable()
@@ -442,40 +536,35 @@ class Archive:
             records, self._pending = self._pending, []
             self._writer.submit(_encode(messages, records))
 
-    def _write_batches(self, db: sqlite3.Connection, batches: Sequence[_EncodedBatch]) -> None:
+    def _write_batches(self, db: Storage, batches: Sequence[_EncodedBatch]) -> None:
         # Runs in the writer thread: one transaction for all the batches, written whole or not at
         # all (a failed write is kept and written again, with the row numbers its records carry).
-        # Usually one statement is that transaction (the connection is in autocommit mode); batches
-        # of large messages that would make one statement too long go in several, inside BEGIN and
-        # COMMIT. A batch is never split.
+        # On SQLite, usually one statement is that transaction (the connection is in autocommit
+        # mode); batches of large messages that would make one statement too long go in several,
+        # inside one transaction. A batch is never split.
         now = _now_ms()
         statements = _statements(batches)
-        if len(statements) == 1:
+        if db.kind == "sqlite" and len(statements) == 1:
             db.execute(_INSERT_BATCH, (*statements[0], now))
             return
-        db.execute("BEGIN")
-        try:
+        with db.transaction():
             for messages, records in statements:
-                db.execute(_INSERT_BATCH, (messages, records, now))
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+                _insert_batch(db, messages, records, now)
 
-    def write_batch(self, db: sqlite3.Connection, messages: list[MessageRow], records: list[PendingRecord]) -> None:
+    def write_batch(self, db: Storage, messages: list[MessageRow], records: list[PendingRecord]) -> None:
         """Write message rows and the records that number them in one statement, inside the caller's transaction.
 
-        For a subclass that keeps tables of its own in the archive file and must commit its rows
-        together with the records (a distributed worker's journal): it opens a transaction on the
-        archive's connection (in a function it hands to the writer's `read`), calls this, writes
+        For a subclass that keeps tables of its own in the archive's database and must commit its
+        rows together with the records (a distributed worker's journal): it opens a transaction on
+        the archive's storage (in a function it hands to the writer's `read`), calls this, writes
         its own rows and commits. The batch is encoded and written as the archive writes its own.
 
         Args:
-            db: the archive's connection (the statement uses a view that only it has).
+            db: the archive's storage (on SQLite, the statement uses a view that only it has).
             messages: the message rows the records point to, in row order (not yet written).
             records: the records, in the order they were made.
         """
-        db.execute(_INSERT_BATCH, (*_encode(messages, records), _now_ms()))
+        _insert_batch(db, *_encode(messages, records), _now_ms())
 
     def flush(self) -> None:
         """Write every waiting record now and wait until it is committed."""
@@ -562,7 +651,7 @@ class Archive:
         """
         self._hand_over()
         sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
-        rows = self._writer.read(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        rows = self._writer.read(lambda db: db.fetch(sql, (after_id, limit)))
         return [_record(row) for row in rows]
 
     def rows_after(self, after_id: int = 0, *, limit: int = 1000) -> list[ArchiveRow]:
@@ -575,7 +664,7 @@ class Archive:
         they show up at its next look, at most `flush_interval` later.
         """
         sql = f"SELECT {_COLUMNS} FROM archive WHERE id > ? ORDER BY id LIMIT ?"
-        rows = self._writer.read_committed(lambda db: db.execute(sql, (after_id, limit)).fetchall())
+        rows = self._writer.read_committed(lambda db: db.fetch(sql, (after_id, limit)))
         return [
             ArchiveRow(int(i), str(o), str(k), r, str(b), int(t), bool(m), None if m else a)
             for i, o, k, r, b, t, m, a in rows
@@ -585,15 +674,17 @@ class Archive:
         """The id of the newest record written (0 for an empty archive); like [`rows_after`][aun_runtime.Archive.rows_after],
         it does not wait for records still waiting to be written."""
         sql = "SELECT MAX(id) FROM records"
-        return int(self._writer.read_committed(lambda db: db.execute(sql).fetchone()[0] or 0))
+        return int(self._writer.read_committed(lambda db: db.fetch(sql)[0][0] or 0))
 
     def agents(self) -> list[AgentEntry]:
         """Every AID registered by a runtime writing this archive, in registration order."""
         sql = "SELECT aid, role, mode, description, card, registered_at FROM agents ORDER BY registered_at"
         try:
-            rows = self._writer.read_committed(lambda db: db.execute(sql).fetchall())
-        except sqlite3.OperationalError:  # an archive written before the table existed
-            return []
+            rows = self._writer.read_committed(lambda db: db.fetch(sql))
+        except Exception as exc:
+            if not is_missing_table(exc):
+                raise
+            return []  # an archive written before the table existed
         return [
             AgentEntry(str(a), str(r), str(m), str(d), None if c is None else str(c), int(t))
             for a, r, m, d, c, t in rows
@@ -614,7 +705,7 @@ class Archive:
             where.append("kind = ?")
             args.append(str(kind))
         sql = f"SELECT COUNT(*) FROM archive WHERE {' AND '.join(where)}"
-        return int(self._writer.read(lambda db: db.execute(sql, args).fetchone()[0]))
+        return int(self._writer.read(lambda db: db.fetch(sql, args)[0][0]))
 
     def seen_keys(self, owner: str, limit: int) -> list[tuple[str, str]]:
         """The newest `limit` (sender, message_id) pairs delivered or filtered for `owner`.
@@ -627,26 +718,28 @@ class Archive:
             "SELECT from_aid, message_id FROM archive WHERE owner = ? AND kind IN ('received', 'filtered')"
             " ORDER BY id DESC LIMIT ?"
         )
-        rows = self._writer.read(lambda db: db.execute(sql, (owner, limit)).fetchall())
+        rows = self._writer.read(lambda db: db.fetch(sql, (owner, limit)))
         return [(str(a), str(m)) for a, m in reversed(rows)]
 
     def _select(self, where: str, args: Sequence[object], limit: int) -> list[ArchiveRecord]:
         self._hand_over()
         sql = f"SELECT {_COLUMNS} FROM archive WHERE {where} ORDER BY id DESC LIMIT ?"
-        rows = self._writer.read(lambda db: db.execute(sql, [*args, limit]).fetchall())
+        rows = self._writer.read(lambda db: db.fetch(sql, [*args, limit]))
         return [_record(row) for row in reversed(rows)]
 
 
-def _open_read_only(path: str) -> sqlite3.Connection:
-    file = Path(path)
-    if path == ":memory:" or not file.is_file():
-        raise FileNotFoundError(
-            f"no archive file at {path}: a runtime creates it with AUNRuntime(archive=path)"
-        )
-    # mode=ro: SQLite itself refuses every write, so a reader can never disturb the writer's file.
-    return sqlite3.connect(
-        f"{file.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-    )
+def _row_block(db: Storage) -> int:
+    """The first of a new block of `MESSAGE_ROW_BLOCK` message row numbers (PostgreSQL)."""
+    return int(db.fetch("SELECT nextval('message_row_blocks')")[0][0])
+
+
+def _insert_batch(db: Storage, messages: str, records: str, now: int) -> None:
+    if db.kind == "sqlite":
+        db.execute(_INSERT_BATCH, (messages, records, now))
+        return
+    # Inside the caller's transaction: the lock that makes record ids commit in order.
+    db.execute("SELECT pg_advisory_xact_lock(?)", (ORDER_LOCK,))
+    db.execute(_PG_INSERT_BATCH, (messages, now, records))
 
 
 def _kinds_clause(kinds: Iterable[RecordKind | str] | None, args: list[object]) -> str:

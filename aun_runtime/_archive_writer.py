@@ -1,7 +1,8 @@
-"""The archive's writer thread: SQLite inserts off the event loop.
+"""The archive's writer thread: inserts off the event loop.
 
 The sqlite3 module releases the GIL while SQLite works, so a dedicated thread lets B-tree inserts and
 I/O for one batch run on another core while the event loop goes on delivering the next messages.
+On PostgreSQL the thread waits for the server instead (see `aun_runtime._postgres_storage`).
 The loop thread only hands over a list; the batch writer turns it into rows here.
 
 What keeps the thread from falling behind a busy event loop is needing the GIL rarely: every time
@@ -22,10 +23,11 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from ._storage import Storage
 
 __all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter"]
 
@@ -41,7 +43,7 @@ T = TypeVar("T")
 Batch = Any
 #: Writes batches, atomically: all of them in one transaction, or nothing (then it raises). It runs
 #: in the writer thread on a connection in autocommit mode, where a single statement is a transaction.
-BatchWriter = Callable[[sqlite3.Connection, Sequence[Batch]], None]
+BatchWriter = Callable[[Storage, Sequence[Batch]], None]
 
 
 class ArchiveWriteError(RuntimeError):
@@ -59,9 +61,9 @@ class _Barrier:
 
 
 class ArchiveWriter:
-    """Owns the SQLite connection: inserts batches in a thread, runs reads under the same lock."""
+    """Owns the archive's storage: inserts batches in a thread, runs reads under the same lock."""
 
-    def __init__(self, db: sqlite3.Connection, write_batches: BatchWriter) -> None:
+    def __init__(self, db: Storage, write_batches: BatchWriter) -> None:
         self._db = db
         self._write_batches = write_batches
         self._lock = threading.Lock()  # one statement at a time on the shared connection
@@ -72,6 +74,11 @@ class ArchiveWriter:
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, name="aun-archive-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def storage(self) -> Storage:
+        """The database session the writer owns (for a caller that shares it, under its own lock)."""
+        return self._db
 
     def submit(self, batch: Batch) -> None:
         """Queue a batch for writing (blocks only if `MAX_QUEUED_BATCHES` are waiting)."""
@@ -106,13 +113,13 @@ class ArchiveWriter:
         self._queue.put(marker)
         return marker.future
 
-    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+    def read(self, query: Callable[[Storage], T]) -> T:
         """Run `query` on the connection once everything submitted is written."""
         self.wait()
         with self._lock:
             return query(self._db)
 
-    def read_committed(self, query: Callable[[sqlite3.Connection], T]) -> T:
+    def read_committed(self, query: Callable[[Storage], T]) -> T:
         """Run `query` on what is committed now, without waiting for queued batches.
 
         For a reader that polls anyway (a console): it never makes the event loop wait for the disk.

@@ -149,3 +149,19 @@ class ModelBudgetExceeded(BudgetExceeded):
     """A model call was refused before it was made: the agent reached one of its model budgets."""
 
     refused = "model call refused"
+
+
+class StorageUnavailableError(AUNError):
+    """The database of an archive, journal or ledger cannot be opened: a PostgreSQL server that
+    cannot be reached or refuses the connection, or asyncpg not installed."""
+
+
+class StorageSessionLostError(AUNError):
+    """The session with the PostgreSQL server ended (the server went away, or found this process
+    cut off): nothing more is committed through it. A worker whose journal lost its session stops;
+    its claims pass to the other instances, and it settles the rest when it is started again."""
+
+
+class FencedError(StorageSessionLostError):
+    """A commit was refused because this worker no longer holds its proof of life in the database:
+    another instance may have taken its work, so committing a handling now could handle it twice."""

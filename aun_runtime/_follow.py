@@ -20,6 +20,7 @@ from typing import TextIO
 from protocols.aun import AUNMessage
 
 from ._archive import Archive, ArchiveRecord, RecordKind
+from ._storage import is_missing_table
 from ._transcript import message_line, snip
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
@@ -90,10 +91,20 @@ async def follow_archive(
     stream = out or sys.stdout
     try:
         while True:
-            print_new(archive, follower, stream)
+            _print_new_if_written(archive, follower, stream)
             await asyncio.sleep(interval)
     finally:
-        print_new(archive, follower, stream)
+        _print_new_if_written(archive, follower, stream)
+
+
+def _print_new_if_written(archive: Archive, follower: TranscriptFollower, out: TextIO) -> None:
+    # A follower may start before any runtime has made the archive's tables (a PostgreSQL archive
+    # exists as soon as its database does): it waits for them rather than ending.
+    try:
+        print_new(archive, follower, out)
+    except Exception as exc:
+        if not is_missing_table(exc):
+            raise
 
 
 def print_new(archive: Archive, follower: TranscriptFollower, out: TextIO | None = None) -> None:

@@ -11,7 +11,8 @@ the transcript as it grows, until Ctrl-C (or `--for SECONDS`, or `--until-idle`)
 loaded by import string, so the runtime never imports them. With `--console` either one serves the
 web console beside the runtime until Ctrl-C; `aun-runtime console --archive FILE` watches the
 archive of a runtime running elsewhere (see `aun_runtime.console`), and `aun-runtime transcript
---archive A --archive B` prints the archives of several runtimes as one transcript.
+--archive A --archive B` prints the archives of several runtimes as one transcript (`--archive
+postgresql://...`: the archive the workers of several machines share; `--follow`: as it grows).
 
 Every command stops the same way on SIGINT or SIGTERM, within a grace, and says how it ended in its
 exit code (the docs' page Running and stopping says how).
@@ -21,12 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
 
 from ._app import App, AppRun, load_app
+from ._archive import Archive
+from ._errors import StorageUnavailableError
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
 from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
@@ -150,7 +154,7 @@ def print_counters(runtime: AUNRuntime, archive: str) -> None:
     if earlier:
         print(f"({earlier} of the messages are from earlier runs on this archive)")
     if archive != ":memory:":
-        print(f"archive: {archive}")
+        print(f"archive: {runtime.archive.shown}")
 
 
 def _demo(name: str) -> EntryPoint:
@@ -167,11 +171,34 @@ def _demo(name: str) -> EntryPoint:
 def _run_transcript(args: argparse.Namespace) -> int:
     from ._merge import merged_transcript
 
+    if args.follow:
+        if len(args.archive) != 1:
+            raise SystemExit("error: --follow follows one archive (a PostgreSQL archive holds every worker's)")
+        return run_command(lambda stop: _follow_transcript(stop, args.archive[0]), serving=True)
     try:
         print(merged_transcript(args.archive))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, StorageUnavailableError) as exc:
         raise SystemExit(f"error: {exc}") from None
     return 0
+
+
+async def _follow_transcript(stop: StopRequest, location: str) -> int:
+    """Print the archive's transcript as it grows, until stopped."""
+    try:
+        archive = Archive(location, read_only=True)
+    except (OSError, StorageUnavailableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.FAILED
+    follower = TranscriptFollower(is_agent=ArchiveRoles(archive))
+    follow = asyncio.create_task(follow_archive(archive, follower))
+    try:
+        await stop.wait()
+    finally:
+        follow.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follow
+        archive.close()
+    return stop.exit_code(failed=False)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -228,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")
     demo.add_argument(
-        "--archive", default=":memory:", help="SQLite file for the archive (default: in memory)"
+        "--archive", default=":memory:",
+        help="SQLite file, or postgresql://... database, for the archive (default: in memory)",
     )
     demo.add_argument(
         "--gateway", action="store_true",
@@ -259,7 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--until-idle", action="store_true",
         help="stop once everything sent has been handled; scheduled actions are cancelled",
     )
-    run.add_argument("--archive", default=":memory:", help="SQLite file for the archive (default: in memory)")
+    run.add_argument(
+        "--archive", default=":memory:",
+        help="SQLite file, or postgresql://... database several machines share, for the archive (default: in memory)",
+    )
     add_network_options(run)
     add_console_options(demo)
     add_console_options(run)
@@ -272,8 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "in another is shown once, with its delivery.",
     )
     transcript.add_argument(
-        "--archive", action="append", required=True, metavar="FILE",
-        help="an archive file; give it once per archive to merge",
+        "--archive", action="append", required=True, metavar="FILE_OR_URL",
+        help="an archive file, or the postgresql://... archive workers share; give it once per archive to merge",
+    )
+    transcript.add_argument(
+        "--follow", action="store_true",
+        help="keep printing new records as they are written (one archive), until Ctrl-C",
     )
     transcript.set_defaults(run=_run_transcript)
     add_console_command(commands)

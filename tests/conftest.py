@@ -12,6 +12,7 @@ the cache plugin records each file's time, and the next run orders by that inste
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,8 @@ SLOW_FILES = (
     "tests/testing/test_postgres_server.py",
     "tests/distributed/test_host_state.py",
     "tests/distributed/test_across_namespaces.py",
+    "tests/distributed/test_postgres_workers.py",
+    "tests/distributed/test_docs_several_machines.py",
     "tests/testing/test_private_network.py",
     "tests/agents/test_model_shapes.py",
     "tests/gateway/test_delivery_mode.py",
@@ -89,3 +92,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (-last[path], 0) if path in last else (0.0, -slow.get(path, 0))
 
     items.sort(key=order)  # stable: within a file (and among quick files) the collected order stays
+
+
+class Stores:
+    """Where a test keeps its archives and journals: SQLite files, or PostgreSQL databases.
+
+    `store("a")` is the location of the store named `a`: the same location each time it is asked
+    for (a reopened archive), a different one for another name (a second worker's).
+    """
+
+    def __init__(self, kind: str, directory: Path, request: pytest.FixtureRequest) -> None:
+        self.kind = kind
+        self._directory = directory
+        self._request = request
+        self._made: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        if name not in self._made:
+            if self.kind == "sqlite":
+                self._made[name] = str(self._directory / f"{name}.sqlite")
+            else:
+                server = self._request.getfixturevalue("postgres_server")
+                self._made[name] = server.create_database()
+        return self._made[name]
+
+    def drop(self) -> None:
+        if self.kind == "postgresql":
+            from urllib.parse import urlsplit
+
+            server = self._request.getfixturevalue("postgres_server")
+            for url in self._made.values():
+                server.drop_database(urlsplit(url).path.lstrip("/"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
+    """The archive, journal and outbox tests run on both stores: `store(name)` is a location."""
+    stores = Stores(request.param, tmp_path, request)
+    yield stores
+    stores.drop()

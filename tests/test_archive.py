@@ -6,20 +6,26 @@ import sqlite3
 from pathlib import Path
 
 from aun_runtime import Archive, AUNMessage, AUNRuntime, RecordKind, TextPayload
+from aun_runtime._storage import open_storage
 from aun_runtime.testing import Recorder
+from tests.conftest import Stores
 
 
 def _message(n: int) -> AUNMessage:
     return AUNMessage(message_id=f"m{n}", from_aid="a.local", to="b.local", payload=TextPayload(text=f"#{n}"))
 
 
-def _rows_on_disk(path: Path) -> int:
-    with sqlite3.connect(path) as db:
-        return int(db.execute("SELECT COUNT(*) FROM archive").fetchone()[0])
+def _rows_on_disk(location: str) -> int:
+    """Records committed, as another connection (another process) sees them."""
+    other = open_storage(location, read_only=True)
+    try:
+        return int(other.fetch("SELECT COUNT(*) FROM archive")[0][0])
+    finally:
+        other.close()
 
 
-def test_writes_are_batched_and_every_read_sees_them(tmp_path: Path) -> None:
-    path = tmp_path / "archive.sqlite"
+def test_writes_are_batched_and_every_read_sees_them(store: Stores) -> None:
+    path = store("archive")
     archive = Archive(path, batch_size=10, flush_interval=60)
     for n in range(9):
         archive.record("b.local", RecordKind.RECEIVED, _message(n))
@@ -33,13 +39,16 @@ def test_writes_are_batched_and_every_read_sees_them(tmp_path: Path) -> None:
     archive.close()
 
 
-async def test_a_timer_writes_a_partial_batch(tmp_path: Path) -> None:
+async def test_a_timer_writes_a_partial_batch(store: Stores) -> None:
     import asyncio
 
-    path = tmp_path / "archive.sqlite"
+    path = store("archive")
     archive = Archive(path, batch_size=1000, flush_interval=0.01)
     archive.record("b.local", RecordKind.RECEIVED, _message(1))
-    await asyncio.sleep(0.05)
+    for _ in range(100):  # the timer fires within 0.01 s; the write takes a moment more
+        await asyncio.sleep(0.02)
+        if _rows_on_disk(path):
+            break
     assert _rows_on_disk(path) == 1
     archive.close()
 
@@ -54,7 +63,7 @@ def test_a_failed_write_is_reported_and_its_records_are_kept(tmp_path: Path) -> 
     with sqlite3.connect(path) as other:  # another process holds the write lock
         other.execute("PRAGMA busy_timeout = 0")
         other.execute("BEGIN IMMEDIATE")
-        archive._writer._db.execute("PRAGMA busy_timeout = 0")
+        archive._writer._db.db.execute("PRAGMA busy_timeout = 0")
         archive.record("b.local", RecordKind.RECEIVED, _message(1))
         with pytest.raises(ArchiveWriteError, match="locked"):
             archive.flush()
@@ -64,8 +73,8 @@ def test_a_failed_write_is_reported_and_its_records_are_kept(tmp_path: Path) -> 
     archive.close()
 
 
-def test_history_survives_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "a.sqlite"
+def test_history_survives_a_restart(store: Stores) -> None:
+    path = store("a")
     archive = Archive(path)
     message = _message(1)
     archive.record("b.local", RecordKind.RECEIVED, message)
@@ -79,8 +88,8 @@ def test_history_survives_a_restart(tmp_path: Path) -> None:
     reopened.close()
 
 
-async def test_a_restarted_runtime_recognises_a_redelivery(tmp_path: Path) -> None:
-    path = tmp_path / "runtime.sqlite"
+async def test_a_restarted_runtime_recognises_a_redelivery(store: Stores) -> None:
+    path = store("runtime")
     first = AUNRuntime(archive=path)
     await first.register_agent("rec.local", Recorder)
     await first.start()

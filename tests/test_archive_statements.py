@@ -46,7 +46,7 @@ def test_a_failed_write_is_written_again_with_its_message_rows(tmp_path: Path) -
     # Another connection holds the write lock: the writer's transaction fails.
     blocker = sqlite3.connect(tmp_path / "a.sqlite", timeout=0, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
-    archive._writer._db.execute("PRAGMA busy_timeout = 0")
+    archive._writer._db.db.execute("PRAGMA busy_timeout = 0")
     with pytest.raises(ArchiveWriteError):
         archive.flush()
     archive.record("b.local", RecordKind.RECEIVED, message)  # refers to the row not yet written
@@ -70,7 +70,7 @@ def test_batches_too_long_for_one_statement_go_in_one_transaction_of_several(
     messages = [_message(n) for n in range(40)]
     writer = archive._writer
     statements: list[str] = []
-    writer._db.set_trace_callback(statements.append)
+    writer._db.db.set_trace_callback(statements.append)
     with writer._lock:  # hold the writer, so that the batches wait and are taken together
         for message in messages:
             archive.record("a.local", RecordKind.SENT, message)
@@ -79,7 +79,7 @@ def test_batches_too_long_for_one_statement_go_in_one_transaction_of_several(
     archive.flush()
     inserts = [s for s in statements if s.startswith("INSERT INTO archive_batch")]
     assert writer.transactions < len(inserts)  # batches taken together, several statements each
-    assert statements.count("BEGIN") == statements.count("COMMIT") >= 1
+    assert len([s for s in statements if s.startswith("BEGIN")]) == statements.count("COMMIT") >= 1
     received = archive.history("b.local", limit=100)
     assert [r.message.message_id for r in received if r.message] == [m.message_id for m in messages]
     assert archive.count() == 80

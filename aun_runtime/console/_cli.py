@@ -1,7 +1,8 @@
 """The console's command line: `aun-runtime console` and the `--console` option of `demo`/`run`.
 
 * `aun-runtime console --archive path.sqlite` watches an archive that another process writes
-  (read-only), until Ctrl-C.
+  (read-only), until Ctrl-C; `--archive postgresql://...` watches the archive that the workers of
+  several machines share.
 * `aun-runtime demo --console` (or `run APP --console`) runs the application with a console
   next to it, prints the transcript and the console's URL, and keeps serving until Ctrl-C. Add
   `--allow-send` to send as an agent from the page.
@@ -63,7 +64,11 @@ def add_console_command(commands: Any) -> None:
     console = commands.add_parser(
         "console", help="serve the console for an archive file that a running runtime writes (read-only)"
     )
-    console.add_argument("--archive", required=True, help="the runtime's SQLite archive file")
+    console.add_argument(
+        "--archive",
+        required=True,
+        help="the runtime's SQLite archive file, or the postgresql://... database that workers share",
+    )
     console.add_argument(
         "--poll-interval",
         type=float,

@@ -12,7 +12,9 @@ from aiohttp import web
 
 from .._archive import Archive
 from .._bad_requests import BadRequestLog
+from .._postgres_storage import redacted_url
 from .._runtime import AUNRuntime
+from .._storage import is_postgres_url
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
 from ._routes import ConsoleState, build_app
 
@@ -70,15 +72,17 @@ class Console:
             )
         if isinstance(source, AUNRuntime):
             runtime = source
-            self.source = f"runtime in process {os.getpid()} (archive {runtime.archive.path})"
+            self.source = f"runtime in process {os.getpid()} (archive {runtime.archive.shown})"
             self._feed = ArchiveFeed(lambda: runtime.archive, poll_interval=poll_interval)
         elif isinstance(source, Archive):
             archive = source
-            self.source = f"archive {archive.path}"
+            self.source = f"archive {archive.shown}"
             self._feed = ArchiveFeed(lambda: archive, poll_interval=poll_interval)
         else:
-            path = Path(source)
-            self.source = f"archive {path} (read-only)"
+            # A postgresql:// URL stays a string (a Path would fold its '//').
+            path: str | Path = source if isinstance(source, str) and is_postgres_url(source) else Path(source)
+            shown = redacted_url(path) if isinstance(path, str) else path
+            self.source = f"archive {shown} (read-only)"
             self._feed = ArchiveFeed(lambda: Archive(path, read_only=True), poll_interval=poll_interval)
         self._owns_archive = not isinstance(source, AUNRuntime | Archive)
         self.host = host

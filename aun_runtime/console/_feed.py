@@ -12,7 +12,9 @@ record it was sent), a page at a time. So
 * the whole archive is never re-read or re-sent per tick.
 
 The archive is opened lazily: a console pointed at a file that no runtime has created yet waits for
-it, and says so, instead of failing.
+it, and says so, instead of failing; pointed at a PostgreSQL archive (the database the workers of
+several machines share, every worker's messages in one place), it waits the same way for a server
+that is not up yet, and opens a new session when one ends.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from .._archive import AgentEntry, Archive, ArchiveRow
+from .._errors import StorageSessionLostError, StorageUnavailableError
+from .._storage import is_missing_table
 from ..agentmd import AgentMDError, parse_agent_md
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
@@ -154,10 +158,19 @@ class ArchiveFeed:
             self._set_state("closed", f"the archive was closed: {exc}")
             return
         except sqlite3.OperationalError as exc:  # a file whose writer has not created the tables yet
-            self._set_state("waiting", f"{archive.path}: {exc}")
+            self._set_state("waiting", f"{archive.shown}: {exc}")
             return
         except sqlite3.DatabaseError as exc:  # not an archive at all: say so, and keep looking
-            self._set_state("error", f"{archive.path} cannot be read as an archive: {exc}")
+            self._set_state("error", f"{archive.shown} cannot be read as an archive: {exc}")
+            return
+        except StorageSessionLostError as exc:  # the PostgreSQL server went away: open it again next time
+            self.archive = None
+            self._set_state("waiting", str(exc))
+            return
+        except Exception as exc:
+            if not is_missing_table(exc):
+                raise
+            self._set_state("waiting", f"{archive.shown}: no runtime has written it yet ({exc})")
             return
         moved = self._set_state("live", "")
         if agents != self._agents:  # encoded (and cards parsed) only when the table changed
@@ -175,7 +188,7 @@ class ArchiveFeed:
         if self.archive is None:
             try:
                 self.archive = self._opener()
-            except FileNotFoundError as exc:
+            except (FileNotFoundError, StorageUnavailableError) as exc:  # no file, or no server, yet
                 self._set_state("waiting", str(exc))
                 return None
         return self.archive
@@ -210,5 +223,9 @@ class ArchiveFeed:
             return []
         try:
             return archive.rows_after(after_id, limit=limit)
-        except sqlite3.DatabaseError:
-            return []  # no tables yet, or not an archive: the feed's state says which
+        except (sqlite3.DatabaseError, StorageSessionLostError):
+            return []  # no tables yet, not an archive, or no server: the feed's state says which
+        except Exception as exc:
+            if not is_missing_table(exc):
+                raise
+            return []

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
 from typing import Any
 
+from .._errors import StorageSessionLostError
 from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
 from ._errors import HostStateError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
@@ -55,9 +57,14 @@ def add_commands(commands: Any) -> None:
         "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
     )
     worker.add_argument(
-        "--archive", default=":memory:", help="SQLite file for archive and journal (durable worker)"
+        "--archive",
+        default=":memory:",
+        help="SQLite file, or postgresql://... URL of the database several machines share, for archive and"
+        " journal (durable worker)",
     )
-    worker.add_argument("--name", help="worker name (default: kept in the archive file)")
+    worker.add_argument(
+        "--name", help="worker name (default: kept in the archive file; needed with a postgresql:// archive)"
+    )
     worker.add_argument("--tls-ca", help="PEM CA (or self-signed certificate) to trust: connect with TLS")
     worker.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
     worker.add_argument("--tls-key", help="PEM key of --tls-cert")
@@ -72,7 +79,14 @@ def add_commands(commands: Any) -> None:
         metavar="AID[=POLICY]",
         help="hold AID as one instance of a service AID (POLICY: round_robin, the default, or sender_affinity)",
     )
-    worker.add_argument("--service-dir", help="directory of the ledgers service instances share (default: the archive's)")
+    worker.add_argument(
+        "--service-ledger",
+        metavar="DIR_OR_URL",
+        help="where the ledgers of --service AIDs are: a directory of SQLite ledgers the instances on one machine"
+        " share (default: the archive's), or the archive's postgresql://... database for instances on several"
+        " machines (the default with a postgresql:// archive)",
+    )
+    worker.add_argument("--service-dir", help=argparse.SUPPRESS)  # the earlier name of --service-ledger DIR
     worker.set_defaults(run=_run_worker)
 
     status = commands.add_parser("status", help="print a host's counters and directory as JSON")
@@ -144,6 +158,16 @@ def _run_status(args: argparse.Namespace) -> int:
     return asyncio.run(ask())
 
 
+async def _first(*waits: Any) -> None:
+    """Wait until the first of `waits` is done; cancel the others."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
 def _service(spec: str) -> tuple[str, str]:
     aid, _, policy = spec.partition("=")
     return aid, policy or "round_robin"
@@ -169,7 +193,7 @@ def _run_worker(args: argparse.Namespace) -> int:
                 tls=tls,
                 connect_timeout=args.connect_timeout,
                 services=services,
-                service_dir=args.service_dir,
+                service_dir=args.service_ledger or args.service_dir,
             )
             await runtime.start()
         except Exception as exc:
@@ -181,13 +205,23 @@ def _run_worker(args: argparse.Namespace) -> int:
             if await run.setup(stop):
                 core.log_registered()  # type: ignore[attr-defined]
                 print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)  # type: ignore[attr-defined]
-                await stop.wait()
+                lost = core.session_lost  # type: ignore[attr-defined]
+                await _first(stop.wait(), lost.wait())
+                if lost.is_set():
+                    # Fenced: nothing more can be committed; the other instances take this one's
+                    # claims, and a restart settles the rest from the database.
+                    print(f"error: worker {core.name}: its database session ended; stopping", file=sys.stderr)  # type: ignore[attr-defined]
+                    run.failed = True
         finally:
             # A delivery still running after the grace is cancelled and left unacknowledged: the
             # host sends it again when this worker is back.
-            await runtime.stop(grace=STOP_GRACE)
+            try:
+                await runtime.stop(grace=STOP_GRACE)
+            except StorageSessionLostError as exc:  # what was not committed is sent again by its senders
+                logger.error("worker %s: stopped without its last commit: %s", core.name, exc)  # type: ignore[attr-defined]
         logger.info("worker %s: %s", core.name, core.stats_line())  # type: ignore[attr-defined]
-        runtime.archive.close()
+        with contextlib.suppress(StorageSessionLostError):
+            runtime.archive.close()
         return stop.exit_code(failed=run.failed)
 
     return run_command(serve, serving=True)

@@ -1,4 +1,4 @@
-"""The worker's journal: its archive file, plus the delivery state, written in the same transactions.
+"""The worker's journal: its archive, plus the delivery state, written in the same transactions.
 
 Exactly-once handling over an at-least-once transport needs one rule: what a handler did and the
 fact that its message was handled become durable *together*. So, while a delivered message is being
@@ -21,6 +21,20 @@ aun_in_streams(origin TEXT, aid TEXT, through INTEGER)    -- handled through, pe
 aun_in_handled(origin TEXT, aid TEXT, seq INTEGER)        -- service AIDs: each delivery handled
 ```
 
+In a PostgreSQL archive (the database of several machines) each table has a `worker` column
+first, since the database holds every worker's journal, and one more table says who the workers are:
+
+```text
+aun_workers(worker TEXT PRIMARY KEY, lock BIGINT, secret TEXT)  -- proof-of-life lock id, secret
+```
+
+There, a journal holds a session-level advisory lock `(LIVE_LOCK_CLASS, lock)` on its own session
+for as long as the worker runs: it is the worker's proof of life (the server lets go of it when the
+session ends: the process died, or the server found it cut off), and it fences the worker: every
+commit runs on that session, so once the lock may be someone else's, nothing more of this
+worker's is committed, and a commit that carries service handlings checks in its own transaction
+that the lock is still this session's.
+
 A delivery to a service AID (one that several workers hold, see `._service_store`) is
 journaled as the single row `(origin, aid, seq)` instead of a stream position, since this worker
 may see only part of the stream: another instance that finds the delivery claimed by this worker
@@ -32,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import sqlite3
+import secrets
 import time
 import uuid
 from collections.abc import Callable
@@ -40,10 +54,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._archive import Archive, MessageRow, PendingRecord
+from .._archive import Archive, MessageRow, PendingRecord, create_tables
+from .._errors import AgentRegistrationError, FencedError
+from .._storage import ScopedSQL, Storage, is_postgres_url
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
-__all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "Commit", "Delivery", "JournalArchive"]
+__all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "LIVE_LOCK_CLASS", "Commit", "Delivery", "JournalArchive"]
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS aun_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,6 +71,30 @@ CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NU
 CREATE TABLE IF NOT EXISTS aun_in_handled (origin TEXT NOT NULL, aid TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (origin, aid, seq));
 """
+_PG_TABLES = """
+CREATE TABLE IF NOT EXISTS aun_workers (worker TEXT PRIMARY KEY, lock BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    secret TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_outbox (worker TEXT NOT NULL, aid TEXT NOT NULL, seq BIGINT NOT NULL,
+    event BYTEA NOT NULL, PRIMARY KEY (worker, aid, seq));
+CREATE TABLE IF NOT EXISTS aun_out_streams (worker TEXT NOT NULL, aid TEXT NOT NULL, last_seq BIGINT NOT NULL,
+    PRIMARY KEY (worker, aid));
+CREATE TABLE IF NOT EXISTS aun_in_streams (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
+    through BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid));
+CREATE TABLE IF NOT EXISTS aun_in_handled (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
+    seq BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid, seq));
+"""
+#: The first key of every worker's proof-of-life advisory lock (the second is its `aun_workers.lock`):
+#: an arbitrary constant that keeps these locks apart from any other use of advisory locks.
+LIVE_LOCK_CLASS = 0x41554E
+#: Seconds a starting worker waits for its own lock: another instance holds it for a moment while
+#: it settles this worker's claims (a takeover is one transaction); past it, the worker runs elsewhere.
+LIVE_LOCK_WAIT = 10.0
+_HOLDS_LIVE_LOCK = (
+    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
+    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
+)
+
+
 
 #: While deliveries are being handled, seconds between a change and its commit: a busy worker
 #: commits a batch of handlings per transaction (and sends one acknowledgement per sender for it).
@@ -106,10 +146,33 @@ class JournalArchive(Archive):
         commit_interval: seconds a change may wait for its commit while the worker is busy.
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, commit_interval: float = DEFAULT_COMMIT_INTERVAL):
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+        worker: str | None = None,
+    ):
+        if is_postgres_url(path) and not worker:
+            raise ValueError(
+                "a worker whose journal is in PostgreSQL needs a name (--name): the database holds many workers' journals"
+            )
         super().__init__(path, flush_interval=commit_interval)
-        self._writer.read(lambda db: db.executescript(_TABLES))
+        postgres = self.storage_kind == "postgresql"
+        self._worker_arg = worker if postgres else None
+        self._scope = ScopedSQL("worker" if postgres else None, worker or "")
+        self._writer.read(lambda db: create_tables(db, _TABLES, _PG_TABLES))
         self.durable = self.path != ":memory:"
+        #: PostgreSQL: this worker's proof-of-life lock id and secret, kept in `aun_workers`.
+        self.live_lock: int | None = None
+        self._secret: str | None = None
+        if worker and postgres:
+            try:
+                self._writer.read(self._take_live_lock)
+            except BaseException:
+                self._closed = True
+                self._writer.close()  # the session goes, and nothing of this journal is left running
+                raise
         self._outbox_rows: list[tuple[str, int, bytes]] = []
         self._outbox_done: dict[str, int] = {}
         self._out_streams: dict[str, int] = {}
@@ -121,9 +184,48 @@ class JournalArchive(Archive):
         self.busy: Callable[[], bool] = lambda: False
         self._last_commit = 0.0  # time.monotonic() of the last commit
         # Checkpoints run beside the loop, not inside one of its commits (see :mod:`._checkpoint`).
-        self._checkpointer = Checkpointer(self.path) if self.durable else None
+        self._checkpointer = Checkpointer(self.path) if self.durable and not postgres else None
         if self._checkpointer is not None:
             self._writer.read(lambda db: db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}"))
+
+    @property
+    def storage(self) -> Storage:
+        """The journal's database session (a service ledger in the same database shares it)."""
+        return self._writer.storage
+
+    def _take_live_lock(self, db: Storage) -> None:
+        db.execute(
+            "INSERT INTO aun_workers (worker, secret) VALUES (?, ?) ON CONFLICT (worker) DO NOTHING",
+            (self._worker_arg, secrets.token_hex(32)),
+        )
+        lock, secret = db.fetch("SELECT lock, secret FROM aun_workers WHERE worker = ?", (self._worker_arg,))[0]
+        deadline = time.monotonic() + LIVE_LOCK_WAIT
+        while not db.fetch("SELECT pg_try_advisory_lock(?, ?)", (LIVE_LOCK_CLASS, int(lock)))[0][0]:
+            if time.monotonic() > deadline:
+                raise AgentRegistrationError(
+                    f"worker {self._worker_arg} already runs in another process: its database session holds"
+                    f" the worker's lock in {self.shown}"
+                )
+            time.sleep(0.05)
+        self.live_lock, self._secret = int(lock), str(secret)
+        watch = getattr(db, "watch", None)
+        if watch is not None:
+            watch()  # a worker cut off from the server learns it even while it commits nothing
+
+    def secret(self) -> str | None:
+        """PostgreSQL: the worker's secret, kept in the database (None: it is a file beside an SQLite archive)."""
+        return self._secret
+
+    def check_alive(self, db: Storage) -> None:
+        """Inside a transaction on this journal's session: raise unless it still holds the worker's lock.
+
+        Raises:
+            FencedError: the lock is not this session's (a commit now could handle a delivery twice).
+        """
+        if self.live_lock is None:
+            return
+        if not db.fetch(_HOLDS_LIVE_LOCK, (LIVE_LOCK_CLASS, self.live_lock)):
+            raise FencedError(f"worker {self._worker_arg} no longer holds its lock in {self.shown}: nothing is committed")
 
     def close(self) -> None:
         super().close()
@@ -135,10 +237,13 @@ class JournalArchive(Archive):
     def worker_name(self) -> str:
         """The worker's name, made once and kept in the file: a restarted worker is the same worker."""
 
-        def read_or_make(db: sqlite3.Connection) -> str:
-            row = db.execute("SELECT value FROM aun_meta WHERE key = 'worker'").fetchone()
-            if row is not None:
-                return str(row[0])
+        if self._worker_arg is not None:
+            return self._worker_arg  # PostgreSQL: the name was given
+
+        def read_or_make(db: Storage) -> str:
+            rows = db.fetch("SELECT value FROM aun_meta WHERE key = 'worker'")
+            if rows:
+                return str(rows[0][0])
             name = f"w-{uuid.uuid4().hex[:12]}"
             db.execute("INSERT INTO aun_meta (key, value) VALUES ('worker', ?)", (name,))
             return name
@@ -219,12 +324,8 @@ class JournalArchive(Archive):
 
     def service_handled(self, origin: str, aid: str, seq: int) -> bool:
         """Whether this worker's journal committed the handling of service delivery `seq`."""
-        row = self._writer.read(
-            lambda db: db.execute(
-                "SELECT 1 FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq = ?", (origin, aid, seq)
-            ).fetchone()
-        )
-        return row is not None
+        sql = self._scope.sql("SELECT 1 FROM aun_in_handled WHERE {where}origin = ? AND aid = ? AND seq = ?")
+        return bool(self._writer.read(lambda db: db.fetch(sql, (*self._scope.args, origin, aid, seq))))
 
     def request_commit(self) -> None:
         """Commit soon: at the end of this burst of work if idle, within `commit_interval` if busy."""
@@ -266,16 +367,13 @@ class JournalArchive(Archive):
         messages, self._pending_messages = self._pending_messages, []
         pending, self._pending = self._pending, []
 
-        def write(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN")
-            try:
-                if pending:
-                    self.write_batch(db, messages, pending)
+        def write(db: Storage) -> None:
+            with db.transaction():
+                if self._service_handled:
+                    self.check_alive(db)  # the fence: no handling committed once the lock may be another's
                 self._write_extra(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                if pending:  # last: on PostgreSQL it takes the lock that orders the archive's records
+                    self.write_batch(db, messages, pending)
 
         try:
             self._writer.read(write)
@@ -285,26 +383,47 @@ class JournalArchive(Archive):
             raise
         self._committed()
 
-    def _write_extra(self, db: sqlite3.Connection) -> None:
+    def _write_extra(self, db: Storage) -> None:
+        scope = self._scope
         if self._outbox_rows:
-            db.executemany("INSERT OR REPLACE INTO aun_outbox (aid, seq, event) VALUES (?, ?, ?)", self._outbox_rows)
             db.executemany(
-                "INSERT OR REPLACE INTO aun_out_streams (aid, last_seq) VALUES (?, ?)",
-                list(self._out_streams.items()),
+                scope.sql(
+                    "INSERT INTO aun_outbox ({cols}aid, seq, event) VALUES ({vals}?, ?, ?)"
+                    " ON CONFLICT ({cols}aid, seq) DO UPDATE SET event = excluded.event"
+                ),
+                scope.rows(self._outbox_rows),
+            )
+            db.executemany(
+                scope.sql(
+                    "INSERT INTO aun_out_streams ({cols}aid, last_seq) VALUES ({vals}?, ?)"
+                    " ON CONFLICT ({cols}aid) DO UPDATE SET last_seq = excluded.last_seq"
+                ),
+                scope.rows(list(self._out_streams.items())),
             )
         if self._outbox_done:
-            db.executemany("DELETE FROM aun_outbox WHERE aid = ? AND seq <= ?", list(self._outbox_done.items()))
+            db.executemany(
+                scope.sql("DELETE FROM aun_outbox WHERE {where}aid = ? AND seq <= ?"),
+                scope.rows(list(self._outbox_done.items())),
+            )
         if self._handled:
             db.executemany(
-                "INSERT OR REPLACE INTO aun_in_streams (origin, aid, through) VALUES (?, ?, ?)",
-                [(origin, aid, through) for (origin, aid), through in self._handled.items()],
+                scope.sql(
+                    "INSERT INTO aun_in_streams ({cols}origin, aid, through) VALUES ({vals}?, ?, ?)"
+                    " ON CONFLICT ({cols}origin, aid) DO UPDATE SET through = excluded.through"
+                ),
+                scope.rows([(origin, aid, through) for (origin, aid), through in self._handled.items()]),
             )
         if self._service_handled:
-            db.executemany("INSERT OR REPLACE INTO aun_in_handled (origin, aid, seq) VALUES (?, ?, ?)", self._service_handled)
+            db.executemany(
+                scope.sql(
+                    "INSERT INTO aun_in_handled ({cols}origin, aid, seq) VALUES ({vals}?, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                scope.rows(self._service_handled),
+            )
         if self._service_forget:
             db.executemany(
-                "DELETE FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq <= ?",
-                [(origin, aid, through) for (origin, aid), through in self._service_forget.items()],
+                scope.sql("DELETE FROM aun_in_handled WHERE {where}origin = ? AND aid = ? AND seq <= ?"),
+                scope.rows([(origin, aid, through) for (origin, aid), through in self._service_forget.items()]),
             )
 
     def _committed(self) -> None:
@@ -323,13 +442,16 @@ class JournalArchive(Archive):
     # -- loading after a restart ---------------------------------------------------------------------
 
     def load_outbox(self) -> list[tuple[str, int, bytes]]:
-        rows = self._writer.read(lambda db: db.execute("SELECT aid, seq, event FROM aun_outbox ORDER BY aid, seq").fetchall())
+        sql = self._scope.sql("SELECT aid, seq, event FROM aun_outbox WHERE {where}1 = 1 ORDER BY aid, seq")
+        rows = self._writer.read(lambda db: db.fetch(sql, self._scope.args))
         return [(str(a), int(n), bytes(e)) for a, n, e in rows]
 
     def load_out_streams(self) -> dict[str, int]:
-        rows = self._writer.read(lambda db: db.execute("SELECT aid, last_seq FROM aun_out_streams").fetchall())
+        sql = self._scope.sql("SELECT aid, last_seq FROM aun_out_streams WHERE {where}1 = 1")
+        rows = self._writer.read(lambda db: db.fetch(sql, self._scope.args))
         return {str(a): int(n) for a, n in rows}
 
     def load_in_streams(self) -> dict[tuple[str, str], int]:
-        rows = self._writer.read(lambda db: db.execute("SELECT origin, aid, through FROM aun_in_streams").fetchall())
+        sql = self._scope.sql("SELECT origin, aid, through FROM aun_in_streams WHERE {where}1 = 1")
+        rows = self._writer.read(lambda db: db.fetch(sql, self._scope.args))
         return {(str(o), str(a)): int(n) for o, a, n in rows}

@@ -30,25 +30,44 @@ svc_claims(origin TEXT, seq INTEGER, instance TEXT, done INTEGER, at INTEGER)  -
 svc_streams(origin TEXT PRIMARY KEY, through INTEGER)   -- handled through, per sending worker
 svc_instances(instance TEXT PRIMARY KEY, journal TEXT)  -- where each instance's journal is
 ```
+
+**Across machines** the ledger is in the PostgreSQL database that holds the instances' journals
+(`PostgresLiveness`): the same tables with an `aid` column first (one database, every service
+AID), and `svc_secrets(aid, secret)`. Proof of death is then a worker's session-level advisory
+lock (held by its journal's session, see `._journal`): an instance whose lock can be taken has no
+session any more, so none of its commits can still come, and its claims are settled from its
+journal rows in the same database, never from a file on its machine. The ledger uses the journal's
+own session, so that a claim, the handling's commit and the lock are one session's: once the
+server has ended it, the instance can commit nothing more, and `FencedError` says so where a
+transaction finds the lock gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import fcntl
 import logging
-import os
-import sqlite3
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
 
-from .._errors import AgentRegistrationError
+from .._archive import create_tables
+from .._storage import ScopedSQL, SQLiteStorage, Storage, is_postgres_url
 from ._identity import worker_secret
+from ._journal import JournalArchive
+from ._service_liveness import FileLiveness, Liveness, PostgresLiveness
 
-__all__ = ["LEDGER_KEEP", "POLICIES", "ROUND_ROBIN", "SENDER_AFFINITY", "Claim", "ServiceLedger", "ledger_path"]
+__all__ = [
+    "LEDGER_KEEP",
+    "POLICIES",
+    "ROUND_ROBIN",
+    "SENDER_AFFINITY",
+    "Claim",
+    "ServiceLedger",
+    "ledger_path",
+    "open_ledger",
+]
 
 logger = logging.getLogger("aun_runtime.distributed")
 
@@ -60,17 +79,18 @@ POLICIES = (ROUND_ROBIN, SENDER_AFFINITY)
 #: Done claims kept per sending worker below its handled-through position (older ones are pruned:
 #: the position alone says they were handled). Bounds the ledger.
 LEDGER_KEEP = 10_000
-#: Seconds a ledger transaction waits for another instance's.
-BUSY_TIMEOUT = 30.0
-#: Seconds an instance waits for its own lock at start (another instance may hold it for a moment
-#: while it checks whether this one is dead); past it, another process runs this instance.
-LOCK_WAIT = 10.0
-
 _TABLES = """
 CREATE TABLE IF NOT EXISTS svc_claims (origin TEXT NOT NULL, seq INTEGER NOT NULL, instance TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL, PRIMARY KEY (origin, seq));
 CREATE TABLE IF NOT EXISTS svc_streams (origin TEXT PRIMARY KEY, through INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS svc_instances (instance TEXT PRIMARY KEY, journal TEXT NOT NULL);
+"""
+_PG_TABLES = """
+CREATE TABLE IF NOT EXISTS svc_claims (aid TEXT NOT NULL, origin TEXT NOT NULL, seq BIGINT NOT NULL,
+    instance TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, at BIGINT NOT NULL, PRIMARY KEY (aid, origin, seq));
+CREATE TABLE IF NOT EXISTS svc_streams (aid TEXT NOT NULL, origin TEXT NOT NULL, through BIGINT NOT NULL,
+    PRIMARY KEY (aid, origin));
+CREATE TABLE IF NOT EXISTS svc_secrets (aid TEXT PRIMARY KEY, secret TEXT NOT NULL);
 """
 
 
@@ -94,89 +114,101 @@ def _now_ms() -> int:
 class ServiceLedger:
     """One instance's handle on the ledger of one service AID.
 
-    Opening it takes this instance's lock (waiting while another instance checks whether this one
-    is dead), records where this instance's journal is, and settles what a previous run of this
-    instance left: its claims that its journal shows handled are done, the others are released.
-
-    Raises:
-        AgentRegistrationError: another process runs this instance (its lock stays taken).
+    Opening it records where this instance's journal is (SQLite) and settles what a previous run
+    of this instance left: its claims that its journal shows handled are done, the others are
+    released. Made by [`open_ledger`][aun_runtime.distributed._service_store.open_ledger].
 
     Args:
-        path: the ledger file.
+        storage: the ledger's database (on PostgreSQL: the journal's own session).
+        liveness: how a dead instance is told from a live one.
+        postgres: the tables carry the `aid` column (one database for every service AID).
         instance: this worker's name.
-        journal: this worker's archive file.
-        handled: whether this worker's journal has handled `(origin, seq)` of this AID.
-        aid: the service AID (for the log).
+        journal: this worker's journal.
+        aid: the service AID.
+        secret: what every instance presents to the host to hold the AID.
     """
 
     def __init__(
-        self, path: str | Path, *, instance: str, journal: str, handled: Callable[[str, int], bool], aid: str
+        self,
+        storage: Storage,
+        liveness: Liveness,
+        *,
+        instance: str,
+        journal: JournalArchive,
+        aid: str,
+        secret: str,
     ) -> None:
-        self.path = Path(path)
         self.aid = aid
         self.instance = instance
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        #: What proves to the host that an instance shares this ledger (``<ledger>.secret``, 0600).
-        self.secret = worker_secret(self.path)
-        self._lock: IO[str] | None = self._take_lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_TABLES)
-        with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO svc_instances (instance, journal) VALUES (?, ?)", (instance, str(Path(journal).resolve())))
-        self.settle(handled)
+        #: What proves to the host that an instance shares this ledger.
+        self.secret = secret
+        self._db = storage
+        self._liveness = liveness
+        self._journal = journal
+        self._owns_storage = storage.kind == "sqlite"
+        self._scope = ScopedSQL("aid" if storage.kind == "postgresql" else None, aid)
+        self._open = True
+        if storage.kind == "sqlite":
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO svc_instances (instance, journal) VALUES (?, ?)"
+                    " ON CONFLICT (instance) DO UPDATE SET journal = excluded.journal",
+                    (instance, str(Path(journal.path).resolve())),
+                )
+        self.settle(self._handled_here)
 
-    def _take_lock(self) -> IO[str]:
-        """This instance's lock; another instance checking whether this one is dead holds it for a moment."""
-        lock = open(self._lock_path(self.instance), "a+")  # noqa: SIM115 - held until close
-        deadline = time.monotonic() + LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return lock
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    lock.close()
-                    raise AgentRegistrationError(
-                        f"service {self.aid}: instance {self.instance} already runs in another process"
-                        f" (it holds {self._lock_path(self.instance)})"
-                    ) from None
-                time.sleep(0.05)
-
-    def _lock_path(self, instance: str) -> str:
-        return f"{self.path}.{instance}.lock"
+    def _handled_here(self, origin: str, seq: int) -> bool:
+        return self._journal.service_handled(origin, self.aid, seq)
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")  # one writer at a time across the instances
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    def _transaction(self) -> Iterator[Storage]:
+        """One writer at a time across the instances; the fence checked inside."""
+        with self._db.transaction():
+            self._liveness.check_alive(self._db)
+            yield self._db
 
-    def settle(self, handled: Callable[[str, int], bool]) -> None:
+    def _sql(self, template: str) -> str:
+        return self._scope.sql(template)
+
+    def settle(self, handled: Callable[[str, int], bool] | None = None) -> None:
         """This instance has nothing in flight (starting, or stopped): settle its open claims."""
+        handled = handled or self._handled_here
+        scope = self._scope
         with self._transaction() as db:
-            rows = db.execute("SELECT origin, seq FROM svc_claims WHERE instance = ? AND done = 0", (self.instance,)).fetchall()
+            rows = db.fetch(
+                self._sql("SELECT origin, seq FROM svc_claims WHERE {where}instance = ? AND done = 0"),
+                (*scope.args, self.instance),
+            )
             origins = set()
             for origin, seq in rows:
                 if handled(origin, seq):
-                    db.execute("UPDATE svc_claims SET done = 1 WHERE origin = ? AND seq = ?", (origin, seq))
+                    self._mark_done(db, origin, seq)
                     origins.add(origin)
                 else:
-                    db.execute("DELETE FROM svc_claims WHERE origin = ? AND seq = ?", (origin, seq))
+                    db.execute(self._sql("DELETE FROM svc_claims WHERE {where}origin = ? AND seq = ?"), (*scope.args, origin, seq))
             for origin in origins:
                 self._advance(db, origin)
         if rows:
             logger.info("service %s: instance %s settled %d open claims of its last run", self.aid, self.instance, len(rows))
 
+    def _mark_done(self, db: Storage, origin: str, seq: int) -> None:
+        db.execute(self._sql("UPDATE svc_claims SET done = 1 WHERE {where}origin = ? AND seq = ?"), (*self._scope.args, origin, seq))
+
+    def _stream_through(self, db: Storage, origin: str) -> int | None:
+        rows = db.fetch(self._sql("SELECT through FROM svc_streams WHERE {where}origin = ?"), (*self._scope.args, origin))
+        return int(rows[0][0]) if rows else None
+
+    def _set_through(self, db: Storage, origin: str, through: int) -> None:
+        db.execute(
+            self._sql(
+                "INSERT INTO svc_streams ({cols}origin, through) VALUES ({vals}?, ?)"
+                " ON CONFLICT ({cols}origin) DO UPDATE SET through = excluded.through"
+            ),
+            (*self._scope.args, origin, through),
+        )
+
     def through(self, origin: str) -> int:
-        row = self._db.execute("SELECT through FROM svc_streams WHERE origin = ?", (origin,)).fetchone()
-        return int(row[0]) if row is not None else 0
+        return self._stream_through(self._db, origin) or 0
 
     def claim(self, origin: str, items: Sequence[tuple[int, int]], *, in_order: bool) -> tuple[list[Claim], int]:
         """Claim deliveries `(seq, base)` of one sender's stream; their verdicts and its position.
@@ -184,10 +216,17 @@ class ServiceLedger:
         `base` is the sender's lowest unacknowledged number: everything below it was handled. With
         `in_order`, nothing after a delivery left `ELSEWHERE` is claimed (it is `ELSEWHERE`
         too), so that a stream is handled in order.
+
+        Raises:
+            FencedError: this instance lost its proof of life; nothing is claimed.
+            StorageSessionLostError: the ledger's database session has ended.
         """
         verdicts: list[Claim] = []
         with self._transaction() as db:
             through = self._raise_to_base(db, origin, max((base for _, base in items), default=0))
+            known = self._known_claims(db, origin, [seq for seq, _ in items if seq > through])
+            new: list[int] = []
+            alive: set[str] = set()  # holders found running in this transaction
             blocked = False
             for seq, _ in items:
                 if seq <= through:
@@ -195,111 +234,168 @@ class ServiceLedger:
                 elif blocked:
                     verdicts.append(Claim.ELSEWHERE)
                 else:
-                    verdict = self._claim_one(db, origin, seq)
+                    verdict = self._verdict(db, origin, seq, known, new, alive)
                     blocked = in_order and verdict is Claim.ELSEWHERE
                     verdicts.append(verdict)
+            if new:  # every new claim of the burst in one statement (one round trip on PostgreSQL)
+                now = _now_ms()
+                db.executemany(
+                    self._sql("INSERT INTO svc_claims ({cols}origin, seq, instance, done, at) VALUES ({vals}?, ?, ?, 0, ?)"),
+                    self._scope.rows([(origin, seq, self.instance, now) for seq in new]),
+                )
             if any(v is Claim.DONE for v in verdicts):
                 through = self._advance(db, origin)
         return verdicts, through
 
-    def _raise_to_base(self, db: sqlite3.Connection, origin: str, base: int) -> int:
-        row = db.execute("SELECT through FROM svc_streams WHERE origin = ?", (origin,)).fetchone()
-        through = int(row[0]) if row is not None else 0
-        if base - 1 > through:
-            through = base - 1
-            db.execute("INSERT OR REPLACE INTO svc_streams (origin, through) VALUES (?, ?)", (origin, through))
-        return through
+    def _known_claims(self, db: Storage, origin: str, seqs: list[int]) -> dict[int, tuple[str, bool]]:
+        """The claims already made on `seqs` (one range query for a burst)."""
+        if not seqs:
+            return {}
+        rows = db.fetch(
+            self._sql("SELECT seq, instance, done FROM svc_claims WHERE {where}origin = ? AND seq BETWEEN ? AND ?"),
+            (*self._scope.args, origin, min(seqs), max(seqs)),
+        )
+        return {int(seq): (str(holder), bool(done)) for seq, holder, done in rows}
 
-    def _claim_one(self, db: sqlite3.Connection, origin: str, seq: int) -> Claim:
-        row = db.execute("SELECT instance, done FROM svc_claims WHERE origin = ? AND seq = ?", (origin, seq)).fetchone()
-        if row is None:
-            db.execute("INSERT INTO svc_claims (origin, seq, instance, done, at) VALUES (?, ?, ?, 0, ?)", (origin, seq, self.instance, _now_ms()))
+    def _verdict(
+        self, db: Storage, origin: str, seq: int, known: dict[int, tuple[str, bool]], new: list[int], alive: set[str]
+    ) -> Claim:
+        claim = known.get(seq)
+        if claim is None:
+            known[seq] = (self.instance, False)
+            new.append(seq)
             return Claim.WON
-        holder, done = str(row[0]), bool(row[1])
+        holder, done = claim
         if done:
             return Claim.DONE
         if holder == self.instance:
             return Claim.WON  # asked again (a resend) while this instance has not taken it up yet
-        with self._if_dead(holder) as dead:
+        if holder in alive:
+            return Claim.ELSEWHERE
+        verdict = self._from_other(db, origin, seq, holder)
+        if verdict is Claim.ELSEWHERE:
+            alive.add(holder)
+        else:
+            known[seq] = (self.instance, verdict is Claim.DONE)
+        return verdict
+
+    def _raise_to_base(self, db: Storage, origin: str, base: int) -> int:
+        through = self._stream_through(db, origin) or 0
+        if base - 1 > through:
+            through = base - 1
+            self._set_through(db, origin, through)
+        return through
+
+    def _from_other(self, db: Storage, origin: str, seq: int, holder: str) -> Claim:
+        """A delivery another instance claimed: left to it while it lives, else settled from its journal."""
+        args = self._scope.args
+        with self._liveness.if_dead(db, holder) as dead:
             if not dead:
                 return Claim.ELSEWHERE
-            if self._handled_by(db, holder, origin, seq):
-                db.execute("UPDATE svc_claims SET done = 1 WHERE origin = ? AND seq = ?", (origin, seq))
+            if self._liveness.handled_by(db, holder, self.aid, origin, seq):
+                self._mark_done(db, origin, seq)
                 return Claim.DONE
-            db.execute("UPDATE svc_claims SET instance = ?, at = ? WHERE origin = ? AND seq = ?", (self.instance, _now_ms(), origin, seq))
+            db.execute(
+                self._sql("UPDATE svc_claims SET instance = ?, at = ? WHERE {where}origin = ? AND seq = ?"),
+                (self.instance, _now_ms(), *args, origin, seq),
+            )
             logger.info("service %s: %s takes delivery %s:%d from the dead instance %s", self.aid, self.instance, origin, seq, holder)
             return Claim.WON
-
-    @contextlib.contextmanager
-    def _if_dead(self, instance: str) -> Iterator[bool]:
-        """True (and the instance kept from starting again meanwhile) if `instance` is not running."""
-        try:
-            lock = open(self._lock_path(instance), "a+")  # noqa: SIM115 - closed below
-        except OSError:
-            yield True
-            return
-        try:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            lock.close()  # closing lets go of the lock
-
-    def _handled_by(self, db: sqlite3.Connection, instance: str, origin: str, seq: int) -> bool:
-        """Whether a dead instance's journal committed the handling of `(origin, seq)`."""
-        row = db.execute("SELECT journal FROM svc_instances WHERE instance = ?", (instance,)).fetchone()
-        if row is None or not os.path.exists(row[0]):
-            return False
-        journal = sqlite3.connect(row[0], timeout=BUSY_TIMEOUT)
-        try:
-            found = journal.execute(
-                "SELECT 1 FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq = ?", (origin, self.aid, seq)
-            ).fetchone()
-        except sqlite3.OperationalError:
-            return False  # no such table: it never handled a service delivery
-        finally:
-            journal.close()
-        return found is not None
 
     def done(self, items: Sequence[tuple[str, int]]) -> dict[str, int]:
         """This instance's journal committed these handlings: mark them; the new positions per sender."""
         with self._transaction() as db:
-            origins: set[str] = set()
-            for origin, seq in items:
-                db.execute(
-                    "INSERT INTO svc_claims (origin, seq, instance, done, at) VALUES (?, ?, ?, 1, ?)"
-                    " ON CONFLICT (origin, seq) DO UPDATE SET done = 1",
-                    (origin, seq, self.instance, _now_ms()),
-                )
-                origins.add(origin)
+            now = _now_ms()
+            db.executemany(
+                self._sql(
+                    "INSERT INTO svc_claims ({cols}origin, seq, instance, done, at) VALUES ({vals}?, ?, ?, 1, ?)"
+                    " ON CONFLICT ({cols}origin, seq) DO UPDATE SET done = 1"
+                ),
+                self._scope.rows([(origin, seq, self.instance, now) for origin, seq in items]),
+            )
+            origins = {origin for origin, _ in items}
             return {origin: self._advance(db, origin) for origin in origins}
 
-    def _advance(self, db: sqlite3.Connection, origin: str) -> int:
-        row = db.execute("SELECT through FROM svc_streams WHERE origin = ?", (origin,)).fetchone()
-        through = int(row[0]) if row is not None else 0
-        start = through
-        for (seq,) in db.execute(
-            "SELECT seq FROM svc_claims WHERE origin = ? AND seq > ? AND done = 1 ORDER BY seq", (origin, through)
+    def _advance(self, db: Storage, origin: str) -> int:
+        args = self._scope.args
+        known = self._stream_through(db, origin)
+        through = start = known or 0
+        for (seq,) in db.fetch(
+            self._sql("SELECT seq FROM svc_claims WHERE {where}origin = ? AND seq > ? AND done = 1 ORDER BY seq"),
+            (*args, origin, through),
         ):
             if seq != through + 1:
                 break
-            through = seq
-        if through != start or row is None:
-            db.execute("INSERT OR REPLACE INTO svc_streams (origin, through) VALUES (?, ?)", (origin, through))
-            db.execute("DELETE FROM svc_claims WHERE origin = ? AND seq <= ? AND done = 1", (origin, through - LEDGER_KEEP))
+            through = int(seq)
+        if through != start or known is None:
+            self._set_through(db, origin, through)
+            db.execute(
+                self._sql("DELETE FROM svc_claims WHERE {where}origin = ? AND seq <= ? AND done = 1"),
+                (*args, origin, through - LEDGER_KEEP),
+            )
         return through
 
     def close(self, handled: Callable[[str, int], bool] | None = None) -> None:
         """Settle this instance's open claims (if told how) and let go of its lock."""
-        if self._lock is None:
+        if not self._open:
             return
+        self._open = False
         try:
             if handled is not None:
                 self.settle(handled)
         finally:
-            self._db.close()
-            self._lock.close()
-            self._lock = None
+            if self._owns_storage:
+                self._db.close()
+            self._liveness.close()
+
+
+def open_ledger(location: str | Path | None, *, aid: str, instance: str, journal: JournalArchive) -> ServiceLedger:
+    """The ledger of service `aid` for the worker whose journal is `journal`.
+
+    Args:
+        location: where the ledgers are. For a journal in SQLite: a directory of SQLite ledger files
+            shared by the instances on this machine (default: the journal's directory). For a
+            journal in PostgreSQL: None or the journal's own `postgresql://` URL (the ledger must be
+            in the database of the journals, so that a handling, its claim and the lock that fences
+            them are one session's).
+
+        aid: the service AID.
+        instance: this worker's name.
+        journal: this worker's journal.
+
+    Raises:
+        ValueError: a PostgreSQL ledger for a journal that is not in that database.
+        AgentRegistrationError: another process runs this instance.
+    """
+    if journal.storage_kind == "postgresql":
+        if location is not None and str(location) != journal.path:
+            raise ValueError(
+                f"service {aid}: the service ledger must be in the database of the worker's archive:"
+                " a handling and its claim are committed on one session"
+            )
+        storage = journal.storage
+        create_tables(storage, _TABLES, _PG_TABLES)
+        storage.execute(
+            "INSERT INTO svc_secrets (aid, secret) VALUES (?, ?) ON CONFLICT (aid) DO NOTHING",
+            (aid, secrets.token_hex(32)),
+        )
+        secret = str(storage.fetch("SELECT secret FROM svc_secrets WHERE aid = ?", (aid,))[0][0])
+        return ServiceLedger(storage, PostgresLiveness(journal), instance=instance, journal=journal, aid=aid, secret=secret)
+    if is_postgres_url(str(location or "")):
+        raise ValueError(
+            f"service {aid}: a PostgreSQL service ledger needs the worker's archive in the same database"
+            " (--archive postgresql://...): the ledger settles a dead instance's claims from its journal there"
+        )
+    directory = Path(location) if location is not None else Path(journal.path).parent
+    path = ledger_path(directory, aid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    liveness = FileLiveness(path, instance, aid)
+    try:
+        storage = SQLiteStorage(path)
+        storage.script(_TABLES)
+    except BaseException:
+        liveness.close()
+        raise
+    return ServiceLedger(
+        storage, liveness, instance=instance, journal=journal, aid=aid, secret=worker_secret(path)
+    )

@@ -64,6 +64,7 @@ from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullErr
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
+from .._postgres_storage import PostgresStorage
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
@@ -77,7 +78,7 @@ from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._returning import ReturningPublishes
 from ._service_inbound import ServiceInbound
 from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA
-from ._service_store import POLICIES, ServiceLedger, ledger_path
+from ._service_store import POLICIES, open_ledger
 from ._tls import TLSConfig
 from ._wire import (
     ACK_PREFIX,
@@ -128,7 +129,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
 
     Args:
         host_address: the host's `host:port`.
-        archive: the SQLite file of this worker's archive and journal, or `":memory:"`. A file
+        archive: the SQLite file of this worker's archive and journal, `":memory:"`, or the
+            `postgresql://` URL of the database the workers of several machines share (then `name`
+            is needed; when its database session ends, nothing more is committed and
+            `session_lost` is set: stop the worker then, as `aun-runtime worker` does). Either
             makes the worker durable: its name, outbox and positions survive a restart, and a stop
             leaves its AIDs *away* (messages to them are kept) rather than released.
         name: the worker's name; default: the one in the archive file (made on first start). The
@@ -149,8 +153,10 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             [`OutboxFullError`][aun_runtime.distributed.OutboxFullError] and a dead letter.
         services: AIDs this worker holds as instances of service AIDs, each with its routing policy
             (`"round_robin"` or `"sender_affinity"`). Needs a durable `archive`.
-        service_dir: where the ledgers of `services` are (`<aid>.service.sqlite`), shared by
-            the instances on this machine; default: the archive's directory.
+        service_dir: where the ledgers of `services` are: a directory of SQLite ledgers
+            (`<aid>.service.sqlite`) shared by the instances on one machine (default: the
+            archive's directory), or, for instances on several machines, the archive's
+            `postgresql://` URL (the default when the archive is in PostgreSQL).
 
     Raises:
         ValueError: a bad worker name, an unknown policy, or `services` with an in-memory archive.
@@ -182,8 +188,15 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
                 raise ValueError(f"service {aid}: unknown policy {policy!r}; one of {', '.join(POLICIES)}")
         if policies and str(archive) == ":memory:":
             raise ValueError("a service instance needs a durable archive: its journal proves what it handled")
-        self.archive = JournalArchive(archive, commit_interval=commit_interval)
+        self.archive = JournalArchive(archive, commit_interval=commit_interval, worker=name)
         self.name = name or self.archive.worker_name()
+        #: Set when the journal's database session ended (PostgreSQL): nothing more can be
+        #: committed, so the worker must stop (`aun-runtime worker` exits with an error).
+        self.session_lost = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        storage = self.archive.storage
+        if isinstance(storage, PostgresStorage):
+            storage.on_lost = self._database_lost
         if not valid_worker_name(self.name):
             raise ValueError(
                 f"worker name {self.name!r}: 1-{MAX_WORKER_NAME_LENGTH} letters, digits, '_', '-' or '.'"
@@ -194,7 +207,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             host_address,
             self.name,
             tls,
-            secret=worker_secret(self.archive.path if self.archive.durable else None),
+            secret=self.archive.secret() or worker_secret(self.archive.path if self.archive.durable else None),
             on_message=self._on_host_message,
             on_ready=self._on_ready,
             on_lost=self._on_lost,
@@ -229,8 +242,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
             changed=self._changed,
             abandoned=self._abandoned,
         )
-        directory = Path(service_dir) if service_dir is not None else Path(self.archive.path).parent
-        self._services = {aid: self._open_service(directory, aid, policy) for aid, policy in policies.items()}
+        self._services = {aid: self._open_service(service_dir, aid, policy) for aid, policy in policies.items()}
         self.archive.on_commit = self._on_commit
         self.archive.busy = lambda: self._deliveries.busy > 0
         self._types: list[str] = [WORKER_AGENT_PREFIX + self.name]
@@ -245,15 +257,14 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         self._identity_refused = False
         self._timer: asyncio.Task[None] | None = None
 
-    def _open_service(self, directory: Path, aid: str, policy: str) -> ServiceInbound:
-        ledger = ServiceLedger(
-            ledger_path(directory, aid),
-            instance=self.name,
-            journal=self.archive.path,
-            handled=lambda origin, seq: self.archive.service_handled(origin, aid, seq),
-            aid=aid,
-        )
+    def _open_service(self, location: str | Path | None, aid: str, policy: str) -> ServiceInbound:
+        ledger = open_ledger(location, aid=aid, instance=self.name, journal=self.archive)
         return ServiceInbound(aid, ledger, policy, spawn=self._spawn_service, ack=self._ack_service)
+
+    def _database_lost(self, error: BaseException) -> None:
+        # Called from the database session's thread.
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.session_lost.set)
 
     def _spawn_service(self, origin: str, aid: str, seq: int, event: Any) -> None:
         if self._closing:  # claimed as the worker began to stop: its claim is settled on the way out
@@ -315,6 +326,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         if self._running:
             raise RuntimeError("the worker is already running")
         self._running = True
+        self._loop = asyncio.get_running_loop()
         # What the process holds by now (modules, the app, its agents) lives as long as the worker.
         # A full collection scans all of it, 15-35 ms during which no message moves: frozen, it is
         # never scanned again (a paced message's p99 was mostly these pauses).

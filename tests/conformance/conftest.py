@@ -1,5 +1,10 @@
 """The conformance suite runs unchanged on every runtime kind listed here.
 
+The archive is SQLite for every kind, and PostgreSQL for `single-threaded-postgresql` (a database
+per test): the rules hold on both stores. (A durable worker's AIDs stay its own after it stops, so
+a worker kind on PostgreSQL would need a host per test; workers on PostgreSQL are tested in
+tests/distributed.)
+
 A kind is a function that builds an :class:`AUNRuntime` from keyword options, and its core from
 ``core_options`` (the core's own constructor arguments, e.g. ``intervention_handlers``). Tests only
 use the public API, so adding a kind (another core, a worker runtime) is the only change needed to
@@ -33,6 +38,14 @@ def _grpc_worker(host: str, core_options: dict[str, Any], **options: Any) -> AUN
 _grpc_worker.needs_host = True  # type: ignore[attr-defined]
 
 
+def _single_threaded_postgresql(core_options: dict[str, Any], postgres_url: str, **options: Any) -> AUNRuntime:
+    """One process, its archive in a PostgreSQL database."""
+    return AUNRuntime(core=AUNSingleThreadedRuntime(**core_options), archive=postgres_url, **options)
+
+
+_single_threaded_postgresql.needs_postgres = True  # type: ignore[attr-defined]
+
+
 def _actor(core_options: dict[str, Any], **options: Any) -> AUNRuntime:
     return AUNRuntime(core=AUNActorRuntime(**core_options), **options)
 
@@ -41,6 +54,7 @@ RUNTIME_KINDS: dict[str, Callable[..., AUNRuntime]] = {
     "single-threaded": _single_threaded,
     "grpc-worker": _grpc_worker,
     "actor": _actor,
+    "single-threaded-postgresql": _single_threaded_postgresql,
 }
 
 
@@ -61,7 +75,10 @@ async def make_runtime(request: pytest.FixtureRequest) -> AsyncIterator[RuntimeF
     ``core_options={...}`` go to its core (``intervention_handlers``, ``tracer_provider``).
     """
     build = RUNTIME_KINDS[request.param]
-    if getattr(build, "needs_host", False):
+    kind = RUNTIME_KINDS[request.param]
+    if getattr(kind, "needs_postgres", False):
+        build = functools.partial(build, postgres_url=request.getfixturevalue("postgres_url"))
+    if getattr(kind, "needs_host", False):
         build = functools.partial(build, request.getfixturevalue("grpc_host"))
     made: list[AUNRuntime] = []
 

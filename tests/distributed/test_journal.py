@@ -8,26 +8,39 @@ from pathlib import Path
 import pytest
 
 from aun_runtime import RecordKind
+from aun_runtime._storage import open_storage
 from aun_runtime.distributed import _journal as journal_module
 from aun_runtime.distributed._inbound import Inbound
 from aun_runtime.distributed._journal import DELIVERY, Commit, Delivery, JournalArchive
+from tests.conftest import Stores
 
 
-def test_what_a_handler_records_is_written_only_with_its_stream_position(tmp_path: Path) -> None:
-    path = tmp_path / "w.sqlite"
-    journal = JournalArchive(path)
+def _in_streams_on_disk(location: str) -> set[tuple[str, str, int]]:
+    """Stream positions committed, as another connection (another process) sees them."""
+    other = open_storage(location, read_only=True)
+    try:
+        return {(str(o), str(a), int(n)) for o, a, n in other.fetch("SELECT origin, aid, through FROM aun_in_streams")}
+    finally:
+        other.close()
+
+
+def test_what_a_handler_records_is_written_only_with_its_stream_position(store: Stores) -> None:
+    path = store("w")
+    journal = JournalArchive(path, worker="w")
     scope = Delivery("w-origin", "sink.local", 1)
     token = DELIVERY.set(scope)
     journal.record_thought("sink.local", "half-way through")
     DELIVERY.reset(token)
     journal.flush()  # a read or a full batch flushes: the open handling must not leak into it
     assert journal.count(kind=RecordKind.THOUGHT) == 0
-    assert JournalArchive(path).load_in_streams() == {}
+    assert _in_streams_on_disk(path) == set()
 
     journal.seal(scope, 1)
     journal.flush()
     assert journal.count(kind=RecordKind.THOUGHT) == 1
-    assert JournalArchive(path).load_in_streams() == {("w-origin", "sink.local"): 1}
+    assert _in_streams_on_disk(path) == {("w-origin", "sink.local", 1)}
+    journal.close()
+    assert JournalArchive(path, worker="w").load_in_streams() == {("w-origin", "sink.local"): 1}
 
 
 def test_a_stream_is_handed_over_once_and_in_order(tmp_path: Path) -> None:
@@ -53,10 +66,10 @@ def test_a_stream_position_never_jumps_a_delivery_that_was_abandoned(tmp_path: P
 
 
 async def test_commits_after_deliveries_are_spaced_but_a_lone_one_and_a_send_are_not_held_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(journal_module, "IDLE_COMMIT_GAP", 0.2)  # wide, so that a slow machine cannot blur it
-    journal = JournalArchive(tmp_path / "c.sqlite", commit_interval=1.0)  # the busy timer: later than the gap
+    journal = JournalArchive(store("c"), commit_interval=1.0, worker="c")  # the busy timer: later than the gap
     commits: list[Commit] = []
     journal.on_commit = commits.append
     busy = [False]
@@ -76,7 +89,7 @@ async def test_commits_after_deliveries_are_spaced_but_a_lone_one_and_a_send_are
     delivered(3)
     await asyncio.sleep(0.05)
     assert len(commits) == 1  # within the gap: held back, and nothing of it is durable yet
-    assert JournalArchive(tmp_path / "c.sqlite").load_in_streams() == {("w-origin", "sink.local"): 1}
+    assert _in_streams_on_disk(store("c")) == {("w-origin", "sink.local", 1)}
     await asyncio.sleep(0.2)
     assert [c.handled for c in commits][1:] == [{("w-origin", "sink.local"): 3}]  # both in one commit
 

@@ -34,7 +34,7 @@ def test_the_log_is_checkpointed_beside_the_loop_and_stays_small(tmp_path: Path)
     try:
         # A commit itself would checkpoint only past SAFETY_PAGES; the checkpointer's thread does it
         # every CHECKPOINT_EVERY commits instead.
-        assert journal._writer.read(lambda db: db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == SAFETY_PAGES
+        assert journal._writer.read(lambda db: db.fetch("PRAGMA wal_autocheckpoint")[0][0]) == SAFETY_PAGES
         checkpointer = journal._checkpointer
         assert checkpointer is not None
         for round in range(1, 21):

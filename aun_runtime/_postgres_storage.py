@@ -1,0 +1,241 @@
+"""[`Storage`][aun_runtime.Storage] on a PostgreSQL server, through asyncpg on a thread of its own.
+
+asyncpg was chosen by `bench/postgres_driver.py` (docs/performance.md). It is asynchronous, and the
+runtime's storage interface is synchronous, as SQLite's is: the archive writes from its writer
+thread, and a worker's journal commits on the event loop and must know, before it sends anything,
+that the commit happened. So each `PostgresStorage` runs one asyncpg connection on an event loop
+in a thread of its own, and every call waits for its statement there. The loop the agents run on
+never runs asyncpg's code, and the same interface serves a writer thread and the loop alike; what a
+call costs is measured by `bench/postgres_archive.py` against the SQLite path (docs/performance.md).
+
+**A session is proof of life.** The connection is never reconnected behind its user's back. A
+session-level advisory lock taken on it (a worker's journal takes one, see
+`aun_runtime.distributed._journal`) is held exactly as long as the session lives, and the server
+ends the session of a peer that went away: at once when its process dies (its kernel closes the
+socket), and within `SESSION_TIMEOUT` seconds when it is cut off, through the TCP keepalive and
+user-timeout settings each session sets on its own server-side socket (no server configuration
+needed). Once the session is gone, every later call raises
+[`StorageSessionLostError`][aun_runtime.StorageSessionLostError] and `on_lost` is called once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from ._errors import StorageSessionLostError, StorageUnavailableError
+
+__all__ = ["CONNECT_TIMEOUT", "SESSION_TIMEOUT", "STATEMENT_WAIT", "PostgresStorage", "redacted_url"]
+
+logger = logging.getLogger("aun_runtime")
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+#: Seconds to wait for the server when connecting. A server on the network answers in milliseconds;
+#: past this the address is wrong or the server is down, and opening fails with a clear error.
+CONNECT_TIMEOUT = 10.0
+#: Seconds after which the server gives up on a peer it cannot reach: TCP keepalive probes start
+#: after 2 idle seconds, one a second, and 3 unanswered ones end the session (2 + 3 = 5); a session
+#: with data unacknowledged for 5 s ends the same way (`tcp_user_timeout`). Short, so that a dead or
+#: cut-off instance's work passes to the others within seconds; long enough that a busy network's
+#: hiccup (well under a second) never ends a healthy session.
+SESSION_TIMEOUT = 5.0
+_SESSION_SETTINGS = {
+    "tcp_keepalives_idle": "2",
+    "tcp_keepalives_interval": "1",
+    "tcp_keepalives_count": "3",
+    "tcp_user_timeout": str(int(SESSION_TIMEOUT * 1000)),
+    "application_name": "aun-runtime",
+}
+#: Seconds a call waits for its statement's answer. Far over any statement the runtime makes (a
+#: writer's transaction of 16 batches of 512 records takes tens of milliseconds); a call that waits
+#: longer is talking to a server it is cut off from, and its session is treated as lost, since the
+#: server will have ended it (`SESSION_TIMEOUT`) by then.
+STATEMENT_WAIT = 15.0
+
+#: Seconds between two looks at a watched session (`watch`) while nobody uses it: an idle worker
+#: cut off from the server learns within this plus `SESSION_TIMEOUT` that its session is gone.
+WATCH_INTERVAL = 1.0
+
+_PLACEHOLDER = re.compile(r"\?")
+
+
+@functools.lru_cache(maxsize=512)
+def _numbered(sql: str) -> str:
+    """`?` placeholders as PostgreSQL's `$1, $2, ...` (the runtime's SQL has no `?` in literals)."""
+    counter = iter(range(1, 10_000))
+    return _PLACEHOLDER.sub(lambda _: f"${next(counter)}", sql)
+
+
+def redacted_url(url: str) -> str:
+    """`url` with its password (if any) shown as `***`: for logs and pages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class PostgresStorage:
+    """One session with a PostgreSQL server.
+
+    Args:
+        url: a `postgresql://user[:password]@host[:port]/database` URL (libpq's form; `?host=`
+            for a unix socket directory works too).
+        read_only: every transaction of the session is read-only (a console following an archive).
+        on_lost: called once, from the connection's thread, when the session ends unasked.
+
+    Raises:
+        StorageUnavailableError: asyncpg is not installed, or the server cannot be reached or
+            refuses the connection.
+    """
+
+    kind: Literal["sqlite", "postgresql"] = "postgresql"
+
+    def __init__(
+        self, url: str, *, read_only: bool = False, on_lost: Callable[[BaseException], None] | None = None
+    ) -> None:
+        self.location = redacted_url(url)
+        self.on_lost = on_lost
+        self.lost: BaseException | None = None
+        self._lock = threading.RLock()  # one statement (or transaction) at a time on the session
+        self._closed = False
+        try:
+            import asyncpg  # type: ignore[import-untyped]
+        except ImportError as exc:  # pragma: no cover - the extra is part of the dev install
+            raise StorageUnavailableError(
+                "a PostgreSQL archive needs asyncpg: pip install 'aun-runtime[postgres]'"
+            ) from exc
+        self._asyncpg = asyncpg
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="aun-postgres", daemon=True)
+        self._thread.start()
+        settings = dict(_SESSION_SETTINGS)
+        if read_only:
+            settings["default_transaction_read_only"] = "on"
+        try:
+            self._connection: Any = self._wait(
+                asyncpg.connect(url, timeout=CONNECT_TIMEOUT, server_settings=settings), CONNECT_TIMEOUT + 1
+            )
+        except BaseException as exc:
+            self._stop_loop()
+            raise StorageUnavailableError(f"cannot open the PostgreSQL database {self.location}: {exc}") from exc
+        self._connection.add_termination_listener(lambda _connection: self._ended(None))
+        #: The server's process id for this session (what `pg_locks.pid` shows for its locks).
+        self.backend_pid = int(self._connection.get_server_pid())
+
+    # -- the Storage interface ------------------------------------------------------------------------
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> None:
+        self._call(lambda c: c.execute(_numbered(sql), *args) if args else c.execute(_numbered(sql)))
+
+    def fetch(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        records = self._call(lambda c: c.fetch(_numbered(sql), *args))
+        return [tuple(record) for record in records]
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        rows = list(rows)
+        if rows:
+            self._call(lambda c: c.executemany(_numbered(sql), rows))
+
+    def script(self, sql: str) -> None:
+        self._call(lambda c: c.execute(sql))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            self.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                if self.lost is None:
+                    with contextlib.suppress(Exception):
+                        self.execute("ROLLBACK")
+                raise
+            self.execute("COMMIT")
+
+    def watch(self) -> None:
+        """Look at the session every `WATCH_INTERVAL` seconds when it is idle, so that `on_lost` is
+        called even while nothing is committed (a worker holding a lock that others wait on)."""
+        thread = threading.Thread(target=self._watch, name="aun-postgres-watch", daemon=True)
+        thread.start()
+
+    def _watch(self) -> None:
+        while not self._closed and self.lost is None:
+            time.sleep(WATCH_INTERVAL)
+            if not self._lock.acquire(blocking=False):
+                continue  # in use: that use finds out
+            try:
+                if self._closed or self.lost is not None:
+                    return
+                self._wait(self._connection.fetchval("SELECT 1"), SESSION_TIMEOUT)
+            except Exception as exc:
+                self._ended(exc)
+            finally:
+                self._lock.release()
+
+    def close(self) -> None:
+        """End the session (its advisory locks go with it) and stop the thread. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self.lost is None:
+                with contextlib.suppress(Exception):
+                    self._wait(self._connection.close(timeout=2), 3)
+            else:
+                self._connection.terminate()
+        self._stop_loop()
+
+    # -- the session ------------------------------------------------------------------------------------
+
+    def _call(self, statement: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"the database session with {self.location} is closed")
+            if self.lost is not None:
+                raise StorageSessionLostError(f"the session with {self.location} has ended: {self.lost}")
+            try:
+                return self._wait(statement(self._connection), STATEMENT_WAIT)
+            except (concurrent.futures.TimeoutError, TimeoutError) as exc:
+                self._ended(exc)
+                raise StorageSessionLostError(
+                    f"no answer from {self.location} in {STATEMENT_WAIT:.0f} s: the session is given up"
+                ) from exc
+            except (self._asyncpg.InterfaceError, self._asyncpg.ConnectionDoesNotExistError, OSError) as exc:
+                if self._connection.is_closed():
+                    self._ended(exc)
+                    raise StorageSessionLostError(f"the session with {self.location} has ended: {exc}") from exc
+                raise
+
+    def _wait(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def _ended(self, error: BaseException | None) -> None:
+        if self._closed or self.lost is not None:
+            return
+        self.lost = error or StorageSessionLostError("the server closed the connection")
+        logger.error("the database session with %s has ended: %s", self.location, self.lost)
+        if self.on_lost is not None:
+            self.on_lost(self.lost)
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()

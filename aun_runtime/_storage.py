@@ -1,0 +1,220 @@
+"""Where the archive, a worker's journal and a service ledger keep their rows: one interface, two databases.
+
+[`Storage`][aun_runtime.Storage] is the little the runtime asks of a database: run a statement, fetch
+rows, run a statement over many rows, run a script, group statements in a transaction, close. Two
+implementations hold it to the same contract:
+
+* `SQLiteStorage`: an SQLite file (or `":memory:"`) on this machine, in WAL mode, the default,
+  and what `make demo` and one machine use;
+* `PostgresStorage` (in `aun_runtime._postgres_storage`): a connection to a PostgreSQL server,
+  the store several machines share.
+
+Statements are written once, with `?` placeholders and SQL both databases speak
+(`INSERT ... ON CONFLICT ... DO UPDATE`, `COALESCE`, `CASE`); the PostgreSQL implementation numbers
+the placeholders as its protocol wants. Where the two differ (table definitions, the archive's
+one-statement batch insert, locks) the module that owns the tables says so, keyed by
+[`Storage.kind`][aun_runtime.Storage.kind].
+
+`open_storage` picks the implementation from the location: a
+`postgresql://` (or `postgres://`) URL is a PostgreSQL server, anything else an SQLite file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "POSTGRES_SCHEMES",
+    "SQLiteStorage",
+    "ScopedSQL",
+    "Storage",
+    "StorageKind",
+    "is_missing_table",
+    "is_postgres_url",
+    "open_storage",
+]
+
+StorageKind = Literal["sqlite", "postgresql"]
+#: URL schemes that name a PostgreSQL server (libpq accepts both).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: Seconds an SQLite statement waits for another connection's write lock (a console reading, a
+#: second instance's ledger transaction) before it fails: far over any transaction the runtime makes.
+SQLITE_BUSY_TIMEOUT = 30.0
+
+Row = tuple[Any, ...]
+
+
+def is_postgres_url(location: str | Path) -> bool:
+    """Whether `location` names a PostgreSQL server rather than an SQLite file."""
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """A connection to the database that holds an archive, a journal or a ledger.
+
+    One caller at a time: the archive's writer serialises its users, and a ledger is used from the
+    event loop only. Statements use `?` placeholders.
+    """
+
+    #: Which database: `"sqlite"` or `"postgresql"`.
+    kind: StorageKind
+    #: The file path or URL it was opened with (a URL without its password).
+    location: str
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> None:
+        """Run one statement that returns no rows."""
+        ...
+
+    def fetch(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Run one statement and return all its rows."""
+        ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        """Run one statement once per row of arguments."""
+        ...
+
+    def script(self, sql: str) -> None:
+        """Run several statements without arguments (table definitions)."""
+        ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """Statements inside are committed together, or (when the block raises) not at all."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        ...
+
+
+class SQLiteStorage:
+    """An SQLite file in WAL mode (or `":memory:"`), opened in autocommit mode.
+
+    Args:
+        path: the file (created with its directory if missing), or `":memory:"`.
+        read_only: open an existing file without ever writing to it.
+
+    Raises:
+        FileNotFoundError: `read_only` and there is no file at `path`.
+
+    Example:
+        >>> storage = SQLiteStorage(":memory:")
+        >>> storage.script("CREATE TABLE t (n INTEGER)")
+        >>> with storage.transaction():
+        ...     storage.executemany("INSERT INTO t (n) VALUES (?)", [(1,), (2,)])
+        >>> storage.fetch("SELECT SUM(n) FROM t")
+        [(3,)]
+        >>> storage.close()
+    """
+
+    kind: StorageKind = "sqlite"
+
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
+        self.location = str(path)
+        if read_only:
+            file = Path(self.location)
+            if self.location == ":memory:" or not file.is_file():
+                raise FileNotFoundError(
+                    f"no archive file at {self.location}: a runtime creates it with AUNRuntime(archive=path)"
+                )
+            # mode=ro: SQLite itself refuses every write, so a reader never disturbs the writer's file.
+            self.db = sqlite3.connect(
+                f"{file.resolve().as_uri()}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=SQLITE_BUSY_TIMEOUT,
+            )
+            return
+        if self.location != ":memory:":
+            Path(self.location).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(
+            self.location, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT
+        )
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> None:
+        self.db.execute(sql, args)
+
+    def fetch(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        return self.db.execute(sql, args).fetchall()
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        self.db.executemany(sql, rows)
+
+    def script(self, sql: str) -> None:
+        self.db.executescript(sql)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        # IMMEDIATE: the write lock is taken at the start, so two writers (the instances of a
+        # service sharing a ledger file) wait for each other instead of failing at their first write.
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class ScopedSQL:
+    """Statements of tables that, in one of the databases, carry one more key column first.
+
+    A shared PostgreSQL database holds what one SQLite file holds for one owner (a worker's journal,
+    one service's ledger), so there its tables start with the owner's column; in SQLite they do not.
+    A statement is written once with `{cols}`, `{vals}` and `{where}` where that column goes.
+
+    Args:
+        column: the owner's column (`worker`, `aid`), or None where the tables have none.
+        value: the owner.
+
+    Example:
+        >>> ScopedSQL("aid", "svc.local").sql("SELECT seq FROM t WHERE {where}seq > ?")
+        'SELECT seq FROM t WHERE aid = ? AND seq > ?'
+        >>> ScopedSQL(None, "svc.local").sql("INSERT INTO t ({cols}seq) VALUES ({vals}?)")
+        'INSERT INTO t (seq) VALUES (?)'
+    """
+
+    def __init__(self, column: str | None, value: str) -> None:
+        self.cols = f"{column}, " if column else ""
+        self.vals = "?, " if column else ""
+        self.where = f"{column} = ? AND " if column else ""
+        self.args: tuple[str, ...] = (value,) if column else ()
+
+    def sql(self, template: str) -> str:
+        return template.format(cols=self.cols, vals=self.vals, where=self.where)
+
+    def rows(self, rows: Iterable[Sequence[object]]) -> list[tuple[object, ...]]:
+        """Argument rows with the owner first (where the tables have its column)."""
+        return [(*self.args, *row) for row in rows]
+
+
+def is_missing_table(error: BaseException) -> bool:
+    """Whether `error` says a table does not exist (yet): a reader ahead of the writer that makes it."""
+    if isinstance(error, sqlite3.OperationalError):
+        return "no such table" in str(error)
+    return type(error).__name__ == "UndefinedTableError"  # asyncpg's, for PostgreSQL's 42P01
+
+
+def open_storage(location: str | Path, *, read_only: bool = False) -> Storage:
+    """The storage at `location`: a PostgreSQL server for a `postgresql://` URL, else an SQLite file.
+
+    Raises:
+        FileNotFoundError: `read_only` and there is no SQLite file at `location`.
+        StorageUnavailableError: the PostgreSQL server cannot be reached or refuses the connection.
+    """
+    if is_postgres_url(location):
+        from ._postgres_storage import PostgresStorage
+
+        return PostgresStorage(str(location), read_only=read_only)
+    return SQLiteStorage(location, read_only=read_only)
