@@ -48,6 +48,10 @@ KILL_TIMEOUT = 10.0
 IP_TIMEOUT = 30.0
 #: The device name of a namespace's end of its veth pair.
 DEVICE = "eth0"
+#: Seconds `Namespace.heal` waits for the namespace's link to carry again (it takes milliseconds;
+#: on a loaded machine a little longer). Past it, `heal` raises instead of leaving a test to fail
+#: on "No route to host" later.
+HEAL_TIMEOUT = 10.0
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -128,8 +132,19 @@ class Namespace:
         _ip("-n", self._bridge, "link", "set", self._port, "down")
 
     def heal(self) -> None:
-        """Join it to the network again."""
+        """Join it to the network again, and return once it can reach the others.
+
+        The port coming up is not enough: the namespace's own end regains its carrier a moment
+        later, and the addresses it failed to resolve while cut stay marked unreachable ("No
+        route to host") until probed again, so those are forgotten here.
+        """
         _ip("-n", self._bridge, "link", "set", self._port, "up")
+        deadline = time.monotonic() + HEAL_TIMEOUT
+        while "state UP" not in _ip("-n", self.name, "-o", "link", "show", DEVICE).stdout:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: its link did not come up within {HEAL_TIMEOUT} s of heal()")
+            time.sleep(0.05)
+        _ip("-n", self.name, "neigh", "flush", "all")
 
     def pids(self) -> list[int]:
         """The processes running inside it now."""
