@@ -32,7 +32,7 @@ from .._trace_context import current_traceparent
 from ._card import card_text
 from ._config import GatewayAgentConfig
 from ._identity import require_client
-from ._link import FIRST_CONNECTIONS, AIDLink, LinkState
+from ._link import FIRST_CONNECTIONS, STOP_TIMEOUT, AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
 from ._thoughts import ThoughtRelay
 
@@ -119,7 +119,12 @@ class GatewayAgent:
         self.runtime.set_outbound_route(self)
 
     async def stop(self) -> None:
-        """Stop carrying messages. What waits in the outbox stays there for the next start."""
+        """Stop carrying messages. What waits in the outbox stays there for the next start.
+
+        Raises:
+            GatewayAgentError: a link's tasks had not ended `STOP_TIMEOUT` seconds after being
+                cancelled; everything is stopped and closed all the same.
+        """
         if self._outbox is None:
             return
         if self.runtime.outbound_route is self:
@@ -127,11 +132,16 @@ class GatewayAgent:
         if self._thoughts is not None:
             await self._thoughts.uninstall()
             self._thoughts = None
-        await asyncio.gather(*(link.stop() for link in self._links.values()))
+        links = list(self._links.values())
+        stopped = await asyncio.gather(*(link.stop() for link in links))
         await self._outbox.close()
         self._outbox = None
         self._links.clear()
         self._held.clear()
+        stuck = [link.aid for link, ok in zip(links, stopped, strict=True) if not ok]
+        if stuck:
+            raise GatewayAgentError(f"{len(stuck)} link(s) did not stop within {STOP_TIMEOUT:.0f} s of being "
+                                    f"cancelled (stopped anyway): {', '.join(stuck[:5])}")
 
     async def __aenter__(self) -> GatewayAgent:
         await self.start()

@@ -45,7 +45,7 @@ from ._invitations import Invitations
 from ._outbox import Outbox, OutboxItem
 from ._verdict import NetworkRefusedError, Verdict, describe, judge
 
-__all__ = ["FIRST_CONNECTIONS", "AIDLink", "LinkState", "LinkStats"]
+__all__ = ["FIRST_CONNECTIONS", "STOP_TIMEOUT", "AIDLink", "LinkState", "LinkStats"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -69,6 +69,13 @@ _REQUEST_HEAD = 96
 #: How often the link looks whether the client has given up reconnecting, in seconds (besides
 #: ``state_change`` events, which queue behind message deliveries).
 SUPERVISE_POLL = 1.0
+#: How long stopping a link waits for its tasks (its connection's supervisor, its lanes) to end
+#: once cancelled, in seconds. They end at their next await, well under a second even on a loaded
+#: machine; a task that swallowed its cancellation (Python 3.11's ``asyncio.wait_for`` returns the
+#: result when it completes in the same turn as the cancel) is noticed by looking at ``_stopping``
+#: within ``SUPERVISE_POLL``. Reached, the link stops anyway (its client is closed, which fails what
+#: the task waits for) and `stop` returns False, so the gateway agent raises rather than hangs.
+STOP_TIMEOUT = 10.0
 #: Client states after which it does not reconnect by itself.
 _GAVE_UP = frozenset({"connection_failed", "closed", "standby", "no_identity"})
 
@@ -190,8 +197,11 @@ class AIDLink:
     def ready(self) -> bool:
         return self.client is not None and bool(self.client.is_ready)
 
-    async def stop(self) -> None:
-        """Stop sending and receiving; what waits in the outbox stays there for the next start."""
+    async def stop(self) -> bool:
+        """Stop sending and receiving; what waits in the outbox stays there for the next start.
+
+        Returns False if one of its tasks had not ended `STOP_TIMEOUT` seconds after being cancelled
+        (the link is stopped all the same)."""
         self._stopping = True
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
         if self._runner is not None:
@@ -200,7 +210,12 @@ class AIDLink:
             task.cancel()
         for page in self._pages:  # a page waiting for a stopped runtime is never acknowledged
             page.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        stuck: set[asyncio.Task[None]] = set()
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=STOP_TIMEOUT)
+        if stuck:
+            log.error("%s: %d task(s) still running %.0f s after stopping: %s", self.aid, len(stuck), STOP_TIMEOUT,
+                      ", ".join(task.get_name() for task in stuck))
         if self.invitations is not None:
             await self.invitations.close()
         if self.client is not None:
@@ -208,6 +223,7 @@ class AIDLink:
                 await self.client.close()
             flush_cursors(self.client)  # what the client saved while closing, too
         self.state = LinkState.STOPPED
+        return not stuck
 
     async def _run(self) -> None:
         async with self._first_connections:
@@ -274,8 +290,9 @@ class AIDLink:
         self._state_changed.set()
 
     async def _supervise(self) -> None:
-        """Connect again whenever the client has given up (its own reconnecting is left to it)."""
-        while True:
+        """Connect again whenever the client has given up (its own reconnecting is left to it).
+        Ends once stopping, even if the cancel that came with it was swallowed (see `STOP_TIMEOUT`)."""
+        while not self._stopping:
             self._state_changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._state_changed.wait(), SUPERVISE_POLL)
