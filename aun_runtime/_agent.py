@@ -261,10 +261,8 @@ class AUNAgent(RoutedAgent):
         endpoint = self._endpoint
         if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
             await super().on_message_impl(message, ctx)
-        elif endpoint.runtime.core_drains_mailboxes:  # the core took care of the mailbox: one frame less
-            await endpoint.handle(self._dispatch, message, ctx)
         else:
-            await endpoint.deliver(self._dispatch, message, ctx)
+            await endpoint.runtime.mailbox_rule.deliver(endpoint, self._dispatch, message, ctx)
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message, as one turn under the agent's

@@ -30,10 +30,7 @@ class GroupState:
     group_id: str
     dispatch_mode: DispatchMode
     members: set[str] = field(default_factory=set)
-    subscriptions: dict[str, str] = field(default_factory=dict)  # aid -> core subscription id
     spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
-    # aid -> the last seq posted before its agent existed here: those copies were dead letters
-    floors: dict[str, int] = field(default_factory=dict)
     last_seq: int = 0
 
     def next_seq(self) -> int:
@@ -41,8 +38,6 @@ class GroupState:
         return self.last_seq
 
     def was_member(self, aid: str, seq: int) -> bool:
-        if seq <= self.floors.get(aid, 0):
-            return False
         for after, through in self.spans.get(aid, ()):
             if after < seq <= through:
                 return True
