@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any
 
-from protocols.aun import DispatchMode, parse_dispatch_mode
+from protocols.aun import mention_mode_of, parse_dispatch_mode
 from protocols.errors import InvalidMessageError
 
 from ._auth_methods import check_aid
@@ -29,7 +29,6 @@ from ._group_store import Group, Member
 __all__ = ["GROUP_METHODS", "announce", "find_group", "group_wire", "normalize_group_id", "require_member"]
 
 _GROUP_BASE = re.compile(r"^[a-z0-9][a-z0-9_-]{3,63}$")
-_WIRE_MODE = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
 _DISPATCH = {"mode": "broadcast", "reason": "duty_disabled"}
 
 
@@ -170,7 +169,7 @@ async def set_settings(call: Call) -> dict[str, Any]:
     if len(modes) != 1:
         raise RPCError.bad_param("settings", "mention_mode and dispatch_mode disagree")
     mode = modes.pop()
-    call.core.groups.set_mention_mode(group, _WIRE_MODE[mode])
+    call.core.groups.set_mention_mode(group, mention_mode_of(mode))
     announce(call, group, {"action": "settings_updated", "actor_aid": call.aid,
                             "settings": {"mention_mode": group.mention_mode, "dispatch_mode": mode.value}})
     await call.core.db.commit()

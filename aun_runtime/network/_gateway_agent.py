@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from protocols.aun import AUNMessage, DispatchMode, aid_domain, parse_dispatch_mode, validate_aid
+from protocols.aun import (
+    AUNMessage,
+    DispatchMode,
+    aid_domain,
+    mention_mode_of,
+    parse_dispatch_mode,
+    validate_aid,
+)
 from protocols.errors import AUNError
 
 from .._errors import UndeliverableError
@@ -45,7 +52,6 @@ log = logging.getLogger("aun_runtime.gateway")
 
 #: How long :meth:`GatewayAgent.ping` waits for each answer from the network, in seconds.
 PING_TIMEOUT = 5.0
-_WIRE_MODE = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
 
 
 class GatewayAgentError(AUNError):
@@ -266,7 +272,7 @@ class GatewayAgent:
             if member != owner:
                 await self.call(owner, "group.add_member", {"group_id": group_id, "aid": validate_aid(member)})
         if mode is not DispatchMode.BROADCAST:
-            await self.call(owner, "group.set_settings", {"group_id": group_id, "settings": {"mention_mode": _WIRE_MODE[mode]}})
+            await self.call(owner, "group.set_settings", {"group_id": group_id, "settings": {"mention_mode": mention_mode_of(mode)}})
         return group_id
 
     async def call(self, aid: str, method: str, params: Mapping[str, Any] | None = None) -> Any:
