@@ -56,7 +56,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._agent_host import AgentHost
     from ._payload import PayloadLike
 
 __all__ = ["AUNAgent", "AgentFactory", "AgentMaker", "event"]

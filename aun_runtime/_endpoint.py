@@ -30,7 +30,7 @@ from ._mailbox import Mailbox
 from ._mailbox_rule import Dispatch
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._agent_host import AgentHost
     from .agentmd import AgentCard
 
 __all__ = ["PARKED_WINDOW_KEYS", "Endpoint"]

@@ -33,7 +33,6 @@ from autogen_core import AgentRuntime
 from protocols.aun import AUNMessage, aid_domain
 
 from ._archive import Archive, RecordKind
-from ._core import agent_id, inbox_topic
 from ._endpoint import Endpoint
 from ._errors import NotAGroupMemberError, UnknownGroupError
 from ._failures import FailureLog
@@ -42,6 +41,7 @@ from ._mailbox import Mailbox
 from ._mailbox_rule import MailboxRule
 from ._placement import IN_CLUSTER, Placement, Where
 from ._route import send_copy_out, send_out
+from ._topics import agent_id, inbox_topic
 
 __all__ = ["GroupFanOut", "recipients"]
 

@@ -53,10 +53,9 @@ from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
 from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
 from ._archive import Archive
-from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._channel import DEFAULT_DEDUP_WINDOW
-from ._core import TOPIC_SOURCE, agent_id, inbox_topic_type, register_wire_serializers
+from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,
@@ -77,6 +76,7 @@ from ._placement import IN_CLUSTER, Placement
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
+from ._topics import TOPIC_SOURCE, agent_id, inbox_topic_type, register_wire_serializers
 from ._transcript import ArchiveRoles, render_transcript
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT, RuntimeDefault, Turn, TurnWatch
 from .agentmd import AgentCard, parse_agent_md, render_agent_md

@@ -40,7 +40,6 @@ from protocols.aun import (
 from ._acting import INBOUND
 from ._archive import Archive, RecordKind
 from ._budgets import BudgetLedger
-from ._core import inbox_topic
 from ._endpoint import Endpoint
 from ._errors import HopLimitExceeded, MailboxFullError, ThreadBudgetExceeded, UnknownAIDError
 from ._failures import FailureLog
@@ -49,6 +48,7 @@ from ._mailbox_rule import MailboxRule
 from ._payload import PayloadLike, coerce_payload
 from ._placement import Placement, Where
 from ._route import send_out
+from ._topics import inbox_topic
 
 __all__ = ["SendPath"]
 
