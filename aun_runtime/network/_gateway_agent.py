@@ -32,12 +32,11 @@ from protocols.aun import (
     parse_dispatch_mode,
     validate_aid,
 )
-from protocols.errors import AUNError
 
-from .._errors import UndeliverableError
 from .._trace_context import current_traceparent
 from ._card import card_text
 from ._config import GatewayAgentConfig
+from ._errors import GatewayAgentError, NotExposedError
 from ._identity import require_client
 from ._link import FIRST_CONNECTIONS, AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
@@ -46,20 +45,12 @@ from ._thoughts import ThoughtRelay
 if TYPE_CHECKING:
     from aun_runtime import AUNRuntime
 
-__all__ = ["GatewayAgent", "GatewayAgentError", "GatewayAgentStats", "NotExposedError"]
+__all__ = ["GatewayAgent", "GatewayAgentStats"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
 #: How long :meth:`GatewayAgent.ping` waits for each answer from the network, in seconds.
 PING_TIMEOUT = 5.0
-
-
-class GatewayAgentError(AUNError):
-    """The gateway agent was misused (not started, an AID it cannot expose...)."""
-
-
-class NotExposedError(UndeliverableError):
-    """The sender has no AUN identity here, so nothing it sends can leave for the network."""
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from protocols.errors import AUNError
-
 from ._client_io import (
     batch_cursor_writes,
     run_on_loop,
@@ -34,12 +32,11 @@ from ._client_io import (
     short_calls_on_loop,
 )
 from ._config import GatewayAgentConfig
+from ._errors import IdentityError, NetworkClientMissingError
 from ._frame_guard import guard_client
 
 __all__ = [
     "CLIENT_PACKAGE",
-    "IdentityError",
-    "NetworkClientMissingError",
     "open_client",
     "quiet_client",
     "require_client",
@@ -53,30 +50,12 @@ _LOG_LEVELS = {"debug": 0, "info": 1, "warn": 2, "error": 3}
 _SHARED_KEYS = 16
 
 
-class NetworkClientMissingError(AUNError):
-    """The AUN client library is not installed."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            f"the gateway agent needs the AUN client: pip install 'aun-runtime[gateway]' (or {CLIENT_PACKAGE})"
-        )
-
-
-class IdentityError(AUNError):
-    """An exposed AID could not get its AUN identity (registration refused or failed)."""
-
-    def __init__(self, aid: str, reason: str, *, retryable: bool) -> None:
-        super().__init__(f"{aid}: no AUN identity: {reason}")
-        self.aid = aid
-        self.retryable = retryable
-
-
 def require_client() -> None:
     """Raise [`NetworkClientMissingError`][aun_runtime.network.NetworkClientMissingError] unless the AUN client can be imported."""
     try:
         import aun_core  # noqa: F401
     except ImportError:
-        raise NetworkClientMissingError() from None
+        raise NetworkClientMissingError(CLIENT_PACKAGE) from None
 
 
 async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
