@@ -6,7 +6,7 @@ holds the group (this runtime, or the cluster's directory):
 1. **The group.** One this runtime (or its cluster) does not hold goes to the outbound route as a
    whole when there is one (a group on the network), else it is `UnknownGroupError`. A sender
    outside the group is `NotAGroupMemberError`. Either refusal is the sender's dead letter.
-2. **Who gets a copy**: `recipients` (every member but the
+2. **Who gets a copy**: `copy_recipients` (every member but the
    sender). A dispatch mode that picks *which* members get a copy decides it there; the channel
    of each member then decides what it is shown (`aun_runtime._channel`).
 3. **Room.** Under `block`, the sender waits for room in the mailbox of each member held here
@@ -43,12 +43,12 @@ from ._placement import IN_CLUSTER, Placement, Where
 from ._route import send_copy_out, send_out
 from ._topics import agent_id, inbox_topic
 
-__all__ = ["GroupFanOut", "recipients"]
+__all__ = ["GroupFanOut", "copy_recipients"]
 
 logger = logging.getLogger("aun_runtime")
 
 
-def recipients(group: GroupInfo, sender: str) -> list[str]:
+def copy_recipients(group: GroupInfo, sender: str) -> list[str]:
     """The members of `group` that get a copy of `sender`'s post, in the order they get it.
 
     Every member but the sender, whatever the dispatch mode: `broadcast` and `mention` differ in
@@ -94,12 +94,12 @@ class GroupFanOut:
             self._refuse_outsider(sender, group_id, AUNMessage(**fields))
         message_id = fields["message_id"]
         reserved: dict[str, Mailbox] = {}
-        for aid in recipients(group, sender):
+        for aid in copy_recipients(group, sender):
             endpoint = self.endpoints.get(aid)
             if endpoint is not None and await self.mailbox_rule.hold_place_for_copy(endpoint.mailbox, message_id, sender):
                 reserved[aid] = endpoint.mailbox
         # Membership may have changed while waiting for room: the members seen now receive it.
-        copies = recipients(placement.group(group_id) or group, sender)
+        copies = copy_recipients(placement.group(group_id) or group, sender)
         for aid in set(reserved) - set(copies):
             reserved.pop(aid).cancel_reservation(message_id)
         try:

@@ -104,6 +104,6 @@ class DeliveryAppliesMailboxes:
         mailbox.cancel_reservation(message_id)  # it will never arrive
 
 
-def mailbox_rule(core_drains_mailboxes: bool) -> MailboxRule:
+def mailbox_rule(core_drains: bool) -> MailboxRule:
     """The rule for a core that drains mailboxes itself, or for one that does not."""
-    return CoreDrainsMailboxes() if core_drains_mailboxes else DeliveryAppliesMailboxes()
+    return CoreDrainsMailboxes() if core_drains else DeliveryAppliesMailboxes()

@@ -16,7 +16,7 @@ async def _answer(call: object) -> dict[str, object]:
 
 def test_a_method_in_two_tables_is_an_error_not_a_silent_override() -> None:
     first, second = Method(_answer), Method(_answer, pre_auth=True)
-    with pytest.raises(ValueError, match="group.create is defined twice"):
+    with pytest.raises(ValueError, match=r"group\.create is defined twice"):
         merge_method_tables({"group.create": first}, {"group.create": second})
     assert merge_method_tables({"a.x": first}, {"b.y": second}) == {"a.x": first, "b.y": second}
 
