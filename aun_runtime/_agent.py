@@ -41,7 +41,7 @@ from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 from autogen_core import event as _autogen_event
 from autogen_core._routed_agent import MessageHandler
 
-from protocols.aun import AUNMessage, DispatchMode, JsonPayload, Mention, TextPayload
+from protocols.aun import AUNMessage, JsonPayload, Mention, TextPayload, replies_name_the_sender
 from protocols.contract import decode_contract
 
 from ._acting import ACTING, INBOUND, repeating, run_proactive
@@ -389,7 +389,7 @@ class AUNAgent(RoutedAgent):
         if inbound.group_id is not None:
             if (
                 mentions is None
-                and inbound.dispatch_mode is DispatchMode.MENTION
+                and replies_name_the_sender(inbound.dispatch_mode)
                 and inbound.from_aid != self.aid
                 and (isinstance(payload, str) or (type(payload) is TextPayload and not payload.mentions))
             ):

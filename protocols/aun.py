@@ -72,6 +72,7 @@ __all__ = [
     "mention_mode_of",
     "new_message_id",
     "parse_dispatch_mode",
+    "replies_name_the_sender",
     "validate_aid",
     "validate_group_id",
     "validate_message_id",
@@ -196,6 +197,17 @@ _DISPATCH_SPELLINGS = {
     **{spelling: mode for mode, spelling in _MENTION_MODES.items()},
     "mention_only": DispatchMode.MENTION,
 }
+
+
+def replies_name_the_sender(mode: DispatchMode | None) -> bool:
+    """Whether a reply in a group of this mode names the member it answers, unless told otherwise,
+    so that the member is shown it (in `mention` mode an unnamed reply would reach nobody).
+
+    Example:
+        >>> replies_name_the_sender(DispatchMode.MENTION), replies_name_the_sender(DispatchMode.BROADCAST)
+        (True, False)
+    """
+    return mode is DispatchMode.MENTION
 
 
 def mention_mode_of(mode: DispatchMode) -> str:
