@@ -12,7 +12,10 @@
   never look at a directory or a route themselves), who applies mailboxes only of the mailbox rule,
   model calls are metered only by ``aun_runtime.models._metered``;
 * the gateway's method tables are each in a ``_*_methods`` module, one table per module, and are
-  merged only by ``merge_method_tables``.
+  merged only by ``merge_method_tables``;
+* in ``aun_runtime.network`` only ``_client_internals`` touches the pinned AUN client's private
+  members (those its ``PRIVATE_MEMBERS`` lists; ``tests/network/test_client_internals.py`` checks
+  them on the real client).
 """
 
 from __future__ import annotations
@@ -211,3 +214,32 @@ def test_gateway_method_tables_are_named_and_merged_as_one() -> None:
     assert {m for m in modules if m.endswith("_methods")} == {m.rpartition(".")[2] for m in tables}
     merging = {m for m, path in MODULES.items() if m.startswith("aun_runtime.gateway") and "merge_method_tables" in _names_used(path)}
     assert merging == {"aun_runtime.gateway._gateway_core", "aun_runtime.gateway._server"}
+
+
+def _client_privates() -> set[str]:
+    """The names in `PRIVATE_MEMBERS` of the network's client-internals module, read from its source."""
+    tree = ast.parse(MODULES["aun_runtime.network._client_internals"].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "PRIVATE_MEMBERS":
+            assert node.value is not None
+            return {entry[1] for entry in ast.literal_eval(node.value)}
+    raise AssertionError("no PRIVATE_MEMBERS table")
+
+
+def test_only_one_network_module_touches_the_aun_clients_private_members() -> None:
+    privates = _client_privates()
+    assert {"_transport", "_decode_message", "_aid_dbs"} <= privates
+    found = []
+    for module, path in MODULES.items():
+        if not module.startswith("aun_runtime.network.") or module == "aun_runtime.network._client_internals":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in privates and not (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            ):
+                found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Constant) and node.value in privates:
+                found.append(f"{module}:{node.lineno}: {node.value!r}")
+            elif isinstance(node, ast.ImportFrom) and any(alias.name in privates for alias in node.names):
+                found.append(f"{module}:{node.lineno}: imports {[a.name for a in node.names]}")
+    assert found == []

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ._client_internals import client_logger, key_derivation, login_flow, register_flow, set_log_floor
 from ._client_io import (
     batch_cursor_writes,
     run_on_loop,
@@ -83,7 +84,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
         verify_ssl=config.verify_ssl,
         logger=NullLogger(),
     )
-    short_calls_on_loop(getattr(store, "_register_flow", None))
+    short_calls_on_loop(register_flow(store))
     share_dns_cache(str(config.data_dir / "dns_cache.db"), store)
     loaded = store.load(aid)
     if not loaded.ok:
@@ -104,7 +105,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     guard_client(client, aid)  # one unreadable message must not keep it off the network
     # One process holds many of these: no thread per connection, no commit per message received.
     run_on_loop(client)
-    short_calls_on_loop(getattr(client, "_auth", None))
+    short_calls_on_loop(login_flow(client))
     batch_cursor_writes(client)
     share_dns_cache(str(config.data_dir / "dns_cache.db"), client)
     share_store_database(client, aid)
@@ -114,9 +115,8 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
 def share_master_key() -> None:
     """Have the client's key store derive its master key once per seed instead of at every key it
     stores or reads. Idempotent; without the client's `derive_master_key`, nothing changes."""
-    from aun_core.keystore import _utils
-
-    derive: Callable[[bytes], bytes] | None = getattr(_utils, "derive_master_key", None)
+    utils = key_derivation()
+    derive: Callable[[bytes], bytes] | None = getattr(utils, "derive_master_key", None)
     if derive is None or getattr(derive, "shared", False):
         return
     keys: dict[bytes, bytes] = {}
@@ -133,7 +133,7 @@ def share_master_key() -> None:
         return key
 
     derive_once.shared = True  # type: ignore[attr-defined]
-    _utils.derive_master_key = derive_once
+    utils.derive_master_key = derive_once  # type: ignore[attr-defined]
 
 
 def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
@@ -145,7 +145,5 @@ def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
     quiet = _LOG_LEVELS[level] > _LOG_LEVELS["info"]
     with contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext():
         client = client_class(aid)
-    logger = getattr(client, "_log", None)
-    if logger is not None and hasattr(logger, "_min_level"):
-        logger._min_level = _LOG_LEVELS[level]
+    set_log_floor(client_logger(client), _LOG_LEVELS[level])
     return client
