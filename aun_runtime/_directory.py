@@ -61,6 +61,14 @@ class Directory(Protocol):
 
     async def set_dispatch_mode(self, group_id: str, dispatch_mode: DispatchMode) -> GroupInfo: ...
 
+    def delivery_order(self, group_id: str) -> list[str]:
+        """The group's members, in the order the copies of a post go out to them."""
+        ...
+
+    def registered(self, aid: str) -> None:
+        """An agent for `aid` was registered in this process (a member may now be reached here)."""
+        ...
+
     def next_seq(self, group_id: str) -> int | None:
         """The `seq` of the group's next post, taken now; None where posts are not numbered here."""
         ...

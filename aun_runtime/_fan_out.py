@@ -25,7 +25,7 @@ sent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from autogen_core import AgentRuntime
@@ -48,14 +48,15 @@ __all__ = ["GroupFanOut", "copy_recipients"]
 logger = logging.getLogger("aun_runtime")
 
 
-def copy_recipients(group: GroupInfo, sender: str) -> list[str]:
+def copy_recipients(group: GroupInfo, order: Sequence[str], sender: str) -> list[str]:
     """The members of `group` that get a copy of `sender`'s post, in the order they get it.
 
-    Every member but the sender, whatever the dispatch mode: `broadcast` and `mention` differ in
+    `order` is the group's delivery order (`Directory.delivery_order`). Every member but the
+    sender, whatever the dispatch mode: `broadcast` and `mention` differ in
     what each member's channel shows, not in who receives (what a member is not shown is archived
     as filtered). A mode that gives copies to some members only decides that here.
     """
-    return sorted(group.members - {sender})
+    return [aid for aid in order if aid != sender and aid in group.members]
 
 
 class GroupFanOut:
@@ -94,12 +95,12 @@ class GroupFanOut:
             self._refuse_outsider(sender, group_id, AUNMessage(**fields))
         message_id = fields["message_id"]
         reserved: dict[str, Mailbox] = {}
-        for aid in copy_recipients(group, sender):
+        for aid in copy_recipients(group, placement.delivery_order(group_id), sender):
             endpoint = self.endpoints.get(aid)
             if endpoint is not None and await self.mailbox_rule.hold_place_for_copy(endpoint.mailbox, message_id, sender):
                 reserved[aid] = endpoint.mailbox
         # Membership may have changed while waiting for room: the members seen now receive it.
-        copies = copy_recipients(placement.group(group_id) or group, sender)
+        copies = copy_recipients(placement.group(group_id) or group, placement.delivery_order(group_id), sender)
         for aid in set(reserved) - set(copies):
             reserved.pop(aid).cancel_reservation(message_id)
         try:

@@ -29,7 +29,9 @@ class GroupState:
 
     group_id: str
     dispatch_mode: DispatchMode
-    members: set[str] = field(default_factory=set)
+    #: In the order copies of a post go out: when each joined, or when its agent was registered here
+    #: if that came later (a dict as an ordered set).
+    members: dict[str, None] = field(default_factory=dict)
     spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
     last_seq: int = 0
 

@@ -49,20 +49,33 @@ class LocalGroups:
     async def add_member(self, group_id: str, aid: str) -> GroupInfo:
         group = self._state(group_id)
         if aid not in group.members:
-            group.members.add(aid)
+            group.members[aid] = None
             group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
         return self._info(group_id)
 
     async def remove_member(self, group_id: str, aid: str) -> GroupInfo:
         group = self._state(group_id)
         if aid in group.members:
-            group.members.discard(aid)
+            del group.members[aid]
             group.spans[aid][-1][1] = group.last_seq
         return self._info(group_id)
 
     async def set_dispatch_mode(self, group_id: str, dispatch_mode: DispatchMode) -> GroupInfo:
         self._state(group_id).dispatch_mode = dispatch_mode
         return self._info(group_id)
+
+    def delivery_order(self, group_id: str) -> list[str]:
+        """The members in the order they joined, or were registered here if that came later."""
+        group = self._groups.get(group_id)
+        return [] if group is None else list(group.members)
+
+    def registered(self, aid: str) -> None:
+        """An agent for `aid` was registered here: in its groups, its copies now go out after those
+        of the members registered before it."""
+        for group in self._groups.values():
+            if aid in group.members:
+                del group.members[aid]
+                group.members[aid] = None
 
     def next_seq(self, group_id: str) -> int | None:
         group = self._groups.get(group_id)

@@ -144,6 +144,13 @@ class Placement:
     async def set_dispatch_mode(self, group_id: str, dispatch_mode: DispatchMode) -> None:
         await self.directory.set_dispatch_mode(group_id, dispatch_mode)
 
+    def delivery_order(self, group_id: str) -> list[str]:
+        return self.directory.delivery_order(group_id)
+
+    def registered(self, aid: str) -> None:
+        """An agent for `aid` was registered in this runtime."""
+        self.directory.registered(aid)
+
     def next_seq(self, group_id: str) -> int | None:
         return self.directory.next_seq(group_id)
 

@@ -411,6 +411,7 @@ class AUNRuntime:
         topic_type = inbox_topic_type(aid)
         # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
         await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
+        self.placement.registered(aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
 

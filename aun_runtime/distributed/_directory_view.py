@@ -72,6 +72,14 @@ class DirectoryView:
     def group_ids(self) -> list[str]:
         return sorted(self._groups)
 
+    def delivery_order(self, group_id: str) -> list[str]:
+        """The members in AID order: every worker sends a post's copies in the same order."""
+        info = self._groups.get(group_id)
+        return [] if info is None else sorted(info.members)
+
+    def registered(self, aid: str) -> None:
+        """Nothing to do: the worker tells the host itself (`mark_held`)."""
+
     def next_seq(self, group_id: str) -> int | None:
         """None: a cluster's group posts are not numbered (each worker would count its own)."""
         return None
