@@ -41,11 +41,12 @@ from protocols.errors import (
 
 from ._actor_runtime import AUNActorRuntime
 from ._agent import AUNAgent, event
+from ._agent_host import AgentHost
 from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._archive_writer import ArchiveWriteError
-from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
+from ._core_protocol import AUNCore
 from ._errors import (
     AgentCreationError,
     AgentRegistrationError,
@@ -70,7 +71,6 @@ from ._errors import (
     UnknownAIDError,
     UnknownGroupError,
 )
-from ._host import AgentHost
 from ._inbox import Inbox
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._payload import PayloadLike

@@ -19,7 +19,7 @@ from ._errors import BudgetExceeded, HopLimitExceeded
 if TYPE_CHECKING:
     from protocols.aun import AUNMessage
 
-    from ._host import AgentHost
+    from ._agent_host import AgentHost
 
 __all__ = ["ACTING", "INBOUND", "Actor", "repeating", "run_proactive"]
 

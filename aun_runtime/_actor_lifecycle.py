@@ -42,7 +42,7 @@ from autogen_core import Agent, AgentId, BaseAgent, MessageHandlerContext
 
 from ._actor_cell import Cell
 from ._agent_state import AgentStateStore
-from ._aun_core import UndeliverableHook
+from ._core_protocol import UndeliverableHook
 from ._errors import RuntimeStoppedError
 from ._eviction import EVICTION_BATCH, IdleList
 

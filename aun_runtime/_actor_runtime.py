@@ -67,8 +67,7 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import PublishTrace, RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
-from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
-from ._core import InProcessCore
+from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, UndeliverableHook
 from ._errors import AgentCreationError, MailboxFullError, MessageDroppedError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
 from ._intervention import PublishInterventions, begin_publish, detached

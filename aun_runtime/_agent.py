@@ -41,7 +41,7 @@ from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
 from autogen_core import event as _autogen_event
 from autogen_core._routed_agent import MessageHandler
 
-from protocols.aun import AUNMessage, DispatchMode, JsonPayload, Mention, TextPayload
+from protocols.aun import AUNMessage, JsonPayload, Mention, TextPayload, replies_name_the_sender
 from protocols.contract import decode_contract
 
 from ._acting import ACTING, INBOUND, repeating, run_proactive
@@ -56,7 +56,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._agent_host import AgentHost
     from ._payload import PayloadLike
 
 __all__ = ["AUNAgent", "AgentFactory", "AgentMaker", "event"]
@@ -261,10 +261,8 @@ class AUNAgent(RoutedAgent):
         endpoint = self._endpoint
         if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
             await super().on_message_impl(message, ctx)
-        elif endpoint.runtime.core_drains_mailboxes:  # the core took care of the mailbox: one frame less
-            await endpoint.handle(self._dispatch, message, ctx)
         else:
-            await endpoint.deliver(self._dispatch, message, ctx)
+            await endpoint.runtime.mailbox_rule.deliver(endpoint, self._dispatch, message, ctx)
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message, as one turn under the agent's
@@ -391,7 +389,7 @@ class AUNAgent(RoutedAgent):
         if inbound.group_id is not None:
             if (
                 mentions is None
-                and inbound.dispatch_mode is DispatchMode.MENTION
+                and replies_name_the_sender(inbound.dispatch_mode)
                 and inbound.from_aid != self.aid
                 and (isinstance(payload, str) or (type(payload) is TextPayload and not payload.mentions))
             ):

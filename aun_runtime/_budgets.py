@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 from protocols.aun import AIDMention, AUNMessage
 
@@ -67,18 +67,11 @@ class Budgets:
     model_calls_per_window: int = 60
     model_tokens_per_window: int = 500_000
     window: float = 60.0
-    threads_tracked: int = 10_000
+    #: Not a limit on what agents do but on what the ledger remembers: `unlimited` leaves it.
+    threads_tracked: int = field(default=10_000, metadata={"limit": False})
 
     def __post_init__(self) -> None:
-        for name in (
-            "thread_messages",
-            "unaddressed_replies",
-            "model_calls_per_thread",
-            "model_tokens_per_thread",
-            "model_calls_per_window",
-            "model_tokens_per_window",
-            "threads_tracked",
-        ):
+        for name in _counts(type(self)):
             if getattr(self, name) < 0:
                 raise ValueError(f"Budgets.{name} must be 0 or more")
         if self.window <= 0:
@@ -88,14 +81,7 @@ class Budgets:
     def unlimited(cls) -> Budgets:
         """Budgets that never stop anything (the hop guard still bounds depth). For comparisons."""
         big = 2**62
-        return cls(
-            thread_messages=big,
-            unaddressed_replies=big,
-            model_calls_per_thread=big,
-            model_tokens_per_thread=big,
-            model_calls_per_window=big,
-            model_tokens_per_window=big,
-        )
+        return cls(**dict.fromkeys(_limits(cls), big))
 
     @classmethod
     def group_chat(cls, turns: int = 3, members: int = 4) -> Budgets:
@@ -139,6 +125,16 @@ class Budgets:
     def but(self, **changes: int | float) -> Budgets:
         """A copy with some limits changed: `DEFAULT_BUDGETS.but(model_calls_per_thread=20)`."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _counts(cls: type[Budgets]) -> list[str]:
+    """Every whole-number field of `cls`, derived from the class so that none is forgotten."""
+    return [f.name for f in fields(cls) if f.type in (int, "int")]
+
+
+def _limits(cls: type[Budgets]) -> list[str]:
+    """The counts of `cls` that limit what agents do (all but the ledger's own memory bound)."""
+    return [f.name for f in fields(cls) if f.type in (int, "int") and f.metadata.get("limit", True)]
 
 
 #: The limits a runtime applies when it is given none.

@@ -1,10 +1,10 @@
-"""What a core may know about AIDs and groups beyond its own process.
+"""Where AIDs held by other processes stand, and who the groups' members are: the `Directory`.
 
-The in-process runtime knows everything itself: an AID is registered here or nowhere, and groups
-live in the runtime. A core that is one of several processes (a distributed worker) also knows what
-the others hold. It offers that knowledge as a `Directory`; [`AUNRuntime`][aun_runtime.AUNRuntime]
-consults it for routing, unknown-AID detection and group membership when its core has one
-(`core.directory`), and behaves exactly as before when it has none.
+A core that is one of several processes (a distributed worker) knows what the others hold and keeps
+the cluster's groups; it offers that as its `core.directory`. A core of one process has none, and
+the runtime keeps its groups itself in `aun_runtime._local_groups.LocalGroups`, which is a
+`Directory` where no AID lives elsewhere. Either way the runtime's `Placement`
+(`aun_runtime._placement`) asks a directory, so nothing above it branches on which kind it has.
 """
 
 from __future__ import annotations
@@ -60,3 +60,19 @@ class Directory(Protocol):
     async def remove_member(self, group_id: str, aid: str) -> GroupInfo: ...
 
     async def set_dispatch_mode(self, group_id: str, dispatch_mode: DispatchMode) -> GroupInfo: ...
+
+    def delivery_order(self, group_id: str) -> list[str]:
+        """The group's members, in the order the copies of a post go out to them."""
+        ...
+
+    def registered(self, aid: str) -> None:
+        """An agent for `aid` was registered in this process (a member may now be reached here)."""
+        ...
+
+    def next_seq(self, group_id: str) -> int | None:
+        """The `seq` of the group's next post, taken now; None where posts are not numbered here."""
+        ...
+
+    def was_member(self, group_id: str, aid: str, seq: int) -> bool:
+        """Whether `aid` was a member when post `seq` was made (True where that is not measured here)."""
+        ...

@@ -18,7 +18,6 @@ The endpoint delivers to whatever agent instance the AID has now: the agent hand
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from autogen_core import MessageContext
@@ -28,15 +27,13 @@ from protocols.aun import AUNMessage
 from ._channel import Admission, Channel
 from ._errors import MailboxFullError, RuntimeStoppedError
 from ._mailbox import Mailbox
+from ._mailbox_rule import Dispatch
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._agent_host import AgentHost
     from .agentmd import AgentCard
 
-__all__ = ["PARKED_WINDOW_KEYS", "Dispatch", "Endpoint"]
-
-#: An agent instance's handler entry: runs the matching ``@event`` handler for one admitted message.
-Dispatch: TypeAlias = Callable[[Any, MessageContext], Awaitable[None]]
+__all__ = ["PARKED_WINDOW_KEYS", "Endpoint"]
 
 #: Dedup keys an evicted agent keeps in memory (about 150 bytes each). An agent idle after a short
 #: exchange keeps its whole window and needs no archive read to come back; a busy one's long
@@ -148,26 +145,16 @@ class Endpoint:
     async def deliver(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
         """Hand one arriving message to the agent's `dispatch`: mailbox, membership, channel, handler.
 
-        On a core that drains mailboxes, the core has already admitted the message to this
-        endpoint's mailbox and runs one message at a time; on any other core it happens here.
+        The runtime's mailbox rule (`aun_runtime._mailbox_rule`) says who admits it to the mailbox
+        and takes the turns: the core, or this delivery.
         """
-        if self.runtime.core_drains_mailboxes:
-            await self.handle(dispatch, message, ctx)
-            return
-        is_envelope = isinstance(message, AUNMessage)
-        message_id = message.message_id if is_envelope else (ctx.message_id or "")
-        mailbox = self.mailbox
-        if not mailbox.arrive(message_id):
-            self.runtime.record_dead_letter(
-                self.aid, message if is_envelope else None, MailboxFullError("mailbox full")
-            )
-            if self.receipts and is_envelope:
-                self._settle_receipt(message)
-            return
-        try:
-            await mailbox.take_turn(self.handle(dispatch, message, ctx))
-        finally:
-            mailbox.release()
+        await self.runtime.mailbox_rule.deliver(self, dispatch, message, ctx)
+
+    def refused_as_full(self, message: AUNMessage | None) -> None:
+        """The mailbox refused an arriving message (full, `dead_letter` policy): a dead letter."""
+        self.runtime.record_dead_letter(self.aid, message, MailboxFullError("mailbox full"))
+        if self.receipts and message is not None:
+            self._settle_receipt(message)
 
     async def handle(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
         """Membership, channel and handler for a message whose turn it is.

@@ -29,11 +29,10 @@ class GroupState:
 
     group_id: str
     dispatch_mode: DispatchMode
-    members: set[str] = field(default_factory=set)
-    subscriptions: dict[str, str] = field(default_factory=dict)  # aid -> core subscription id
+    #: In the order copies of a post go out: when each joined, or when its agent was registered here
+    #: if that came later (a dict as an ordered set).
+    members: dict[str, None] = field(default_factory=dict)
     spans: dict[str, list[list[int]]] = field(default_factory=dict)  # aid -> [(after seq, through seq)]
-    # aid -> the last seq posted before its agent existed here: those copies were dead letters
-    floors: dict[str, int] = field(default_factory=dict)
     last_seq: int = 0
 
     def next_seq(self) -> int:
@@ -41,8 +40,6 @@ class GroupState:
         return self.last_seq
 
     def was_member(self, aid: str, seq: int) -> bool:
-        if seq <= self.floors.get(aid, 0):
-            return False
         for after, through in self.spans.get(aid, ()):
             if after < seq <= through:
                 return True

@@ -32,11 +32,11 @@ from autogen_core import AgentRuntime
 from protocols.aun import AUNMessage
 
 from ._archive import Archive, RecordKind
-from ._core import inbox_topic
 from ._endpoint import Endpoint
 from ._errors import MailboxFullError, UndeliverableError, UnknownAIDError
 from ._failures import FailureLog
 from ._mailbox import OverflowPolicy
+from ._topics import inbox_topic
 
 __all__ = ["OutboundRoute", "deliver_remote", "send_copy_out", "send_out"]
 

@@ -6,11 +6,15 @@ nothing is ever sent as an RPC. On top of the core the runtime adds what AUN nee
 
 * **Mailboxes.** Each AID has one [`Mailbox`][aun_runtime.Mailbox]: its bound and overflow policy. A
   core that drains mailboxes itself (`drains_mailboxes`) is handed each AID's mailbox and
-  enforces it; on any other core the runtime applies it when the message is delivered. Either way
-  direct sends reserve their place first, so the rules are the same on every core.
-* **Routing.** A direct message to `x.local` is published on `aun.inbox.x.local`; a group message
-  on `aun.group.<gid>`, where each member holds a subscription (membership *is* the subscriptions,
-  so it can change while the runtime runs).
+  enforces it; on any other core the runtime applies it when the message is delivered (one rule
+  object says which, see `aun_runtime._mailbox_rule`). Either way direct sends reserve their
+  place first, so the rules are the same on every core.
+* **Placement.** One object (`aun_runtime._placement.Placement`) answers where an AID lives (here,
+  elsewhere in a cluster, on the network, nowhere) and who a group's members are; groups live in
+  the core's directory (a distributed worker's) or in this runtime.
+* **Routing.** A direct message to `x.local` is published on `aun.inbox.x.local`; a group post is
+  a copy for each member on its inbox topic, given out in one place (`aun_runtime._fan_out`), so
+  membership can change while the runtime runs.
 * **Sending** (`aun_runtime._send`): threads and hops, the loop guard, the thread budgets and
   routing, for the agents' send tools and for code outside any agent alike.
 * **Dead letters** (`aun_runtime._failures`). A message that cannot be delivered (unknown AID,
@@ -39,7 +43,6 @@ from protocols.aun import (
     AUNMessage,
     DispatchMode,
     Mention,
-    aid_domain,
     parse_dispatch_mode,
     validate_aid,
     validate_group_id,
@@ -50,36 +53,30 @@ from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
 from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
 from ._archive import Archive
-from ._aun_core import AUNCore
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._channel import DEFAULT_DEDUP_WINDOW
-from ._core import (
-    TOPIC_SOURCE,
-    agent_id,
-    group_topic_type,
-    inbox_topic_type,
-    register_wire_serializers,
-)
-from ._directory import AIDStatus, Directory
+from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,
     BudgetExceeded,
-    NoRouteError,
     RPCForbiddenError,
     RuntimeStoppedError,
     UnknownAIDError,
     UnknownGroupError,
 )
 from ._failures import FailureLog
-from ._groups import STILL_MEMBER, GroupInfo, GroupState
+from ._groups import GroupInfo
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, MailboxOptions, OverflowPolicy
+from ._mailbox_rule import MailboxRule, mailbox_rule
 from ._on_stop import DEFAULT_ON_STOP_TIMEOUT, StopCallback, StopCallbacks
 from ._payload import PayloadLike
+from ._placement import IN_CLUSTER, Placement
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
+from ._topics import TOPIC_SOURCE, agent_id, inbox_topic_type, register_wire_serializers
 from ._transcript import ArchiveRoles, render_transcript
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT, RuntimeDefault, Turn, TurnWatch
 from .agentmd import AgentCard, parse_agent_md, render_agent_md
@@ -182,16 +179,16 @@ class AUNRuntime:
         self.ledger = BudgetLedger(budgets)
         # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
         # policy are enforced once, in the core; the facade then only reserves places for direct sends.
-        #: An attribute, not a property: every delivery reads it.
-        self.core_drains_mailboxes: bool = self.core.drains_mailboxes
+        #: Who admits messages to mailboxes and takes turns (an attribute: every delivery reads it).
+        self.mailbox_rule: MailboxRule = mailbox_rule(self.core.drains_mailboxes)
         # ... and every core reports what it could not deliver, to become dead letters.
         self.core.attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, Endpoint] = {}
-        self._groups: dict[str, GroupState] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
-        self._directory: Directory | None = self.core.directory
+        #: Where AIDs live and who groups' members are (the core's directory, or groups kept here).
+        self.placement = Placement(self._endpoints, self.core.directory, domain)
         # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
         # channel needs no archive read (see Endpoint).
         self._archive_started_empty = self.archive.count() == 0
@@ -209,11 +206,9 @@ class AUNRuntime:
             ledger=self.ledger,
             failures=self._failures,
             endpoints=self._endpoints,
-            groups=self._groups,
-            directory=self._directory,
-            domain=domain,
+            placement=self.placement,
             max_hops=max_hops,
-            core_drains=self.core_drains_mailboxes,
+            mailbox_rule=self.mailbox_rule,
         )
         self._serializer_count = 0
         self._register_serializers()
@@ -416,10 +411,7 @@ class AUNRuntime:
         topic_type = inbox_topic_type(aid)
         # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
         await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
-        for group in self._groups.values():  # groups it was made a member of before it existed
-            if aid in group.members:
-                group.floors[aid] = group.last_seq  # what was posted before is already a dead letter
-                await self._subscribe(group, aid)
+        self.placement.registered(aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
 
@@ -488,9 +480,7 @@ class AUNRuntime:
 
     def groups(self) -> list[GroupInfo]:
         """Every group of this runtime as it stands now."""
-        if self._directory is not None:
-            return [info for gid in self._directory.group_ids() if (info := self._directory.group(gid))]
-        return [self.group(group_id) for group_id in self._groups]
+        return self.placement.groups()
 
     def mailbox(self, aid: str) -> Mailbox:
         """The mailbox of a local agent (for inspection: occupancy, high water, overflow count)."""
@@ -509,16 +499,7 @@ class AUNRuntime:
             NoRouteError: `aid` is outside the local domain and no gateway carries it.
         """
         validate_aid(aid)
-        if aid in self._endpoints:
-            return True
-        if self._directory is not None and self._directory.aid_status(aid) is AIDStatus.HELD:
-            return True
-        outbound = self._sending.outbound
-        if outbound is not None:
-            return await outbound.ping(aid)
-        if aid_domain(aid) == self.domain:
-            return False
-        raise NoRouteError(f"no gateway route to {aid}: it is outside the local domain {self.domain!r}")
+        return await self.placement.ping(aid)
 
     # -- groups ------------------------------------------------------------------------------------
 
@@ -538,87 +519,29 @@ class AUNRuntime:
         members = list(members)
         for aid in members:
             await self._app_inbox(aid)  # the application's AID as a member: its inbox, opened now
-        if self._directory is not None:
-            member_list = [validate_aid(aid) for aid in members]
-            return await self._directory.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
-        if group_id in self._groups:
-            raise AgentRegistrationError(f"group {group_id} already exists")
-        group = GroupState(group_id, parse_dispatch_mode(dispatch_mode))
-        self._groups[group_id] = group
-        for aid in members:
-            await self.add_member(group_id, aid)
-        return self.group(group_id)
+        member_list = [validate_aid(aid) for aid in members]
+        return await self.placement.create_group(group_id, member_list, parse_dispatch_mode(dispatch_mode))
 
     async def add_member(self, group_id: str, aid: str) -> None:
         """Add `aid` to a group; it sees the group's messages posted from now on."""
         await self._app_inbox(aid)
-        if self._directory is not None:
-            await self._directory.add_member(group_id, validate_aid(aid))
-            return
-        group = self._group(group_id)
-        validate_aid(aid)
-        if aid in group.members:
-            return
-        group.members.add(aid)
-        group.spans.setdefault(aid, []).append([group.last_seq, STILL_MEMBER])
-        if aid in self._endpoints:
-            await self._subscribe(group, aid)
-
-    async def _subscribe(self, group: GroupState, aid: str) -> None:
-        # Only local agents hold a subscription: the core could not deliver to anyone else, and one
-        # recipient it cannot create would cost every other member its copy.
-        if aid not in group.subscriptions:
-            subscription = TypeSubscription(group_topic_type(group.group_id), aid)
-            await self.core.add_subscription(subscription)
-            group.subscriptions[aid] = subscription.id
+        await self.placement.add_member(group_id, validate_aid(aid))
 
     async def remove_member(self, group_id: str, aid: str) -> None:
         """Remove `aid` from a group; it sees nothing posted after this, and still gets what was
         posted before (those messages were sent to it)."""
-        if self._directory is not None:
-            await self._directory.remove_member(group_id, aid)
-            return
-        group = self._group(group_id)
-        if aid not in group.members:
-            return
-        group.members.discard(aid)
-        group.spans[aid][-1][1] = group.last_seq
-        # The subscription stays until what is in flight has arrived, so that nothing the member was
-        # sent is lost on the way; the seq spans keep it from seeing anything newer meanwhile.
-        async def unsubscribe() -> None:
-            await self.core.idle()
-            subscription_id = group.subscriptions.get(aid)
-            if aid not in group.members and subscription_id is not None:
-                del group.subscriptions[aid]
-                await self.core.remove_subscription(subscription_id)
-
-        if not self._running:
-            await unsubscribe()
-        else:
-            self.keep_task(asyncio.get_running_loop().create_task(unsubscribe(), name=f"aun:leave:{group_id}:{aid}"))
+        await self.placement.remove_member(group_id, aid)
 
     async def set_dispatch_mode(self, group_id: str, mode: DispatchMode | str) -> None:
         """Change a group's mode. Messages already sent keep the mode they were sent with."""
-        if self._directory is not None:
-            await self._directory.set_dispatch_mode(group_id, parse_dispatch_mode(mode))
-            return
-        self._group(group_id).dispatch_mode = parse_dispatch_mode(mode)
+        await self.placement.set_dispatch_mode(group_id, parse_dispatch_mode(mode))
 
     def group(self, group_id: str) -> GroupInfo:
         """The group as it stands now."""
-        if self._directory is not None:
-            info = self._directory.group(group_id)
-            if info is None:
-                raise UnknownGroupError(f"no group {group_id!r}; create it with create_group()")
-            return info
-        group = self._group(group_id)
-        return GroupInfo(group.group_id, frozenset(group.members), group.dispatch_mode)
-
-    def _group(self, group_id: str) -> GroupState:
-        group = self._groups.get(group_id)
-        if group is None:
+        info = self.placement.group(group_id)
+        if info is None:
             raise UnknownGroupError(f"no group {group_id!r} in this runtime; create it with create_group()")
-        return group
+        return info
 
     # -- sending -----------------------------------------------------------------------------------
 
@@ -646,7 +569,7 @@ class AUNRuntime:
         it, so that what comes back to it is kept instead of becoming dead letters."""
         app = f"{APP_NAME}.{self.domain}"
         aid = app if aid is None else aid
-        if aid == app and aid not in self._endpoints and not self._sending.held_elsewhere(aid):
+        if aid == app and self.placement.where(aid) not in IN_CLUSTER:
             await self.open_inbox(aid)
         return aid
 
@@ -693,12 +616,12 @@ class AUNRuntime:
         """Send what this runtime cannot deliver itself through `route` (a gateway agent); None
         restores dead letters. With a route, an AID is local exactly when it is registered here (or,
         with a directory, held by another process of this cluster)."""
-        self._sending.outbound = route
+        self.placement.route = route
 
     @property
     def outbound_route(self) -> OutboundRoute | None:
         """The route set with [`set_outbound_route`][aun_runtime.AUNRuntime.set_outbound_route], or None."""
-        return self._sending.outbound
+        return self.placement.route
 
     async def deliver_remote(self, arrivals: Sequence[tuple[AUNMessage, str]]) -> None:
         """Deliver messages that came from the network to local recipients, `(message, recipient)`
@@ -712,8 +635,7 @@ class AUNRuntime:
     def was_member(self, group_id: str, aid: str, seq: int) -> bool:
         """Whether `aid` was in `group_id` when its message `seq` was posted (True for a group
         of another runtime: whoever holds it decided)."""
-        group = self._groups.get(group_id)
-        return group is None or group.was_member(aid, seq)
+        return self.placement.was_member(group_id, aid, seq)
 
     def handler_timeout_of(self, aid: str) -> float | None:
         """Seconds a turn of the local agent `aid` may run (None: no limit)."""
@@ -736,8 +658,8 @@ class AUNRuntime:
     def _core_undeliverable(self, agent: AgentId, message: Any, error: BaseException) -> None:
         envelope = message if isinstance(message, AUNMessage) else None
         endpoint = self._endpoints.get(agent.type)
-        if envelope is not None and endpoint is not None and not self.core_drains_mailboxes:
-            endpoint.mailbox.cancel_reservation(envelope.message_id)  # it will never arrive
+        if envelope is not None and endpoint is not None:
+            self.mailbox_rule.undelivered(endpoint.mailbox, envelope.message_id)
         self.record_dead_letter(agent.type, envelope, error)
 
     def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:

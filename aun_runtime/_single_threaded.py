@@ -35,8 +35,7 @@ from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
 from opentelemetry.trace import TracerProvider
 
 from ._actor_tracing import tracing_provider
-from ._aun_core import AUNCore, MailboxProvider, UndeliverableHook
-from ._core import InProcessCore
+from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, UndeliverableHook
 from ._errors import AgentCreationError, MessageDroppedError, RuntimeStoppedError
 from ._intervention import PublishInterventions, begin_publish
 from ._mailbox import MailboxOptions

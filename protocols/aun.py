@@ -54,6 +54,9 @@ __all__ = [
     "AID_PATTERN",
     "MAX_AID_LENGTH",
     "MAX_PAYLOAD_BYTES",
+    "QUEUE_ROUTINGS",
+    "ROUND_ROBIN",
+    "SENDER_AFFINITY",
     "AIDMention",
     "AUNMessage",
     "DispatchMode",
@@ -66,13 +69,22 @@ __all__ = [
     "ToolResultPayload",
     "UnknownPayload",
     "aid_domain",
+    "mention_mode_of",
     "new_message_id",
     "parse_dispatch_mode",
+    "replies_name_the_sender",
     "validate_aid",
     "validate_group_id",
     "validate_message_id",
 ]
 
+#: How a queue of several connections serving one AID picks the one that takes a message (AUN's
+#: ``delivery_mode.routing``): each in turn...
+ROUND_ROBIN = "round_robin"
+#: ...or the same one for every message of a sender while it stays, so per-sender order holds.
+SENDER_AFFINITY = "sender_affinity"
+#: Every queue routing, the one place they are listed.
+QUEUE_ROUTINGS = (ROUND_ROBIN, SENDER_AFFINITY)
 #: The AUN client refuses to send a frame over 1,000,000 bytes, so no payload may be larger.
 MAX_PAYLOAD_BYTES = 1_000_000
 #: A DNS name is at most 253 characters; an AID is a DNS-shaped name.
@@ -177,13 +189,35 @@ class DispatchMode(StrEnum):
     MENTION = "mention"
 
 
+#: Each mode in the newer wire spelling, a group's `mention_mode`: the one place it is written.
+_MENTION_MODES = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
+
 _DISPATCH_SPELLINGS = {
-    "broadcast": DispatchMode.BROADCAST,
-    "disabled": DispatchMode.BROADCAST,  # newer wire spelling: mention_mode "disabled"
-    "mention": DispatchMode.MENTION,
-    "mention-only": DispatchMode.MENTION,  # newer wire spelling: mention_mode "mention-only"
+    **{mode.value: mode for mode in DispatchMode},
+    **{spelling: mode for mode, spelling in _MENTION_MODES.items()},
     "mention_only": DispatchMode.MENTION,
 }
+
+
+def replies_name_the_sender(mode: DispatchMode | None) -> bool:
+    """Whether a reply in a group of this mode names the member it answers, unless told otherwise,
+    so that the member is shown it (in `mention` mode an unnamed reply would reach nobody).
+
+    Example:
+        >>> replies_name_the_sender(DispatchMode.MENTION), replies_name_the_sender(DispatchMode.BROADCAST)
+        (True, False)
+    """
+    return mode is DispatchMode.MENTION
+
+
+def mention_mode_of(mode: DispatchMode) -> str:
+    """The `mention_mode` wire spelling of `mode`, as the AUN network's `group.*` methods use it.
+
+    Example:
+        >>> mention_mode_of(DispatchMode.MENTION)
+        'mention-only'
+    """
+    return _MENTION_MODES[mode]
 
 
 def parse_dispatch_mode(value: str | DispatchMode) -> DispatchMode:

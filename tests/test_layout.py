@@ -6,7 +6,16 @@
   modules, and no ``obj._name`` on anything but ``self``/``cls``/``super()`` unless ``_name`` is
   defined in that same module;
 * the layers point one way: ``protocols`` imports nothing of the project's, and the library
-  (``aun_runtime``) never imports the application package (``agents``).
+  (``aun_runtime``) never imports the application package (``agents``);
+* each rule has one home: group copies are given out only by the fan-out (``aun_runtime._fan_out``),
+  where an AID lives is asked only of the placement (the facade, the send path and the fan-out
+  never look at a directory or a route themselves), who applies mailboxes only of the mailbox rule,
+  model calls are metered only by ``aun_runtime.models._metered``;
+* the gateway's method tables are each in a ``_*_methods`` module, one table per module, and are
+  merged only by ``merge_method_tables``;
+* in ``aun_runtime.network`` only ``_client_internals`` touches the pinned AUN client's private
+  members (those its ``PRIVATE_MEMBERS`` lists; ``tests/network/test_client_internals.py`` checks
+  them on the real client).
 """
 
 from __future__ import annotations
@@ -145,3 +154,92 @@ def test_the_layers_point_one_way() -> None:
         or (name.startswith("aun_runtime") and target.startswith("agents"))
     ]
     assert upward == []
+
+
+def _names_used(path: Path) -> set[str]:
+    """Every name and attribute a module mentions (defined, loaded, stored or imported)."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            used.add(node.name)
+        elif isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            used.update(alias.name for alias in node.names)
+    return used
+
+
+def _users(name: str, package: str = "aun_runtime") -> set[str]:
+    return {module for module, path in MODULES.items() if module.startswith(package) and name in _names_used(path)}
+
+
+def test_each_rule_has_one_home() -> None:
+    # Group copies: the fan-out hands them to the route, and is the only one that knows recipients.
+    assert _users("send_copy_out") == {"aun_runtime._route", "aun_runtime._fan_out"}
+    assert _users("copy_recipients") == {"aun_runtime._fan_out"}
+    assert _users("GroupFanOut") == {"aun_runtime._fan_out", "aun_runtime._send"}
+    # Group topics are not published on: only the host still lets the name through.
+    assert _users("GROUP_PREFIX") == {"aun_runtime._topics", "aun_runtime.distributed._servicer"}
+    # Where an AID lives is the placement's answer: nothing above it asks a directory or a route.
+    for module in ("aun_runtime._runtime", "aun_runtime._send", "aun_runtime._fan_out"):
+        asked = _names_used(MODULES[module]) & {"aid_status", "AIDStatus", "Directory", "keeps_undeliverable", "outbound"}
+        assert asked == set(), module
+    # Who applies mailboxes is decided once, by the mailbox rule.
+    assert _users("drains_mailboxes") <= {
+        "aun_runtime._core_protocol", "aun_runtime._mailbox_rule", "aun_runtime._runtime",
+        "aun_runtime._actor_runtime", "aun_runtime._single_threaded", "aun_runtime.distributed._worker",
+    }
+    assert _users("core_drains_mailboxes") == set()
+    # Model calls are metered in one wrapper that every caller uses.
+    for spend in ("model_call_refusal", "begin_model_call", "end_model_call"):
+        assert _users(spend, "") - {"aun_runtime._budgets"} == {"aun_runtime.models._metered"}, spend
+
+
+def test_gateway_method_tables_are_named_and_merged_as_one() -> None:
+    tables: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if not module.startswith("aun_runtime.gateway."):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+            if isinstance(target, ast.Name) and target.id.endswith("_METHODS"):
+                tables.setdefault(module, []).append(target.id)
+    assert tables, "no method table found"
+    for module, names in tables.items():
+        assert module.rpartition(".")[2].endswith("_methods") and module.rpartition(".")[2].startswith("_"), module
+        assert len(names) == 1, (module, names)
+    modules = [m.rpartition(".")[2] for m in MODULES if m.startswith("aun_runtime.gateway.")]
+    assert {m for m in modules if m.endswith("_methods")} == {m.rpartition(".")[2] for m in tables}
+    merging = {m for m, path in MODULES.items() if m.startswith("aun_runtime.gateway") and "merge_method_tables" in _names_used(path)}
+    assert merging == {"aun_runtime.gateway._gateway_core", "aun_runtime.gateway._server"}
+
+
+def _client_privates() -> set[str]:
+    """The names in `PRIVATE_MEMBERS` of the network's client-internals module, read from its source."""
+    tree = ast.parse(MODULES["aun_runtime.network._client_internals"].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "PRIVATE_MEMBERS":
+            assert node.value is not None
+            return {entry[1] for entry in ast.literal_eval(node.value)}
+    raise AssertionError("no PRIVATE_MEMBERS table")
+
+
+def test_only_one_network_module_touches_the_aun_clients_private_members() -> None:
+    privates = _client_privates()
+    assert {"_transport", "_decode_message", "_aid_dbs"} <= privates
+    found = []
+    for module, path in MODULES.items():
+        if not module.startswith("aun_runtime.network.") or module == "aun_runtime.network._client_internals":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in privates and not (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            ):
+                found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Constant) and node.value in privates:
+                found.append(f"{module}:{node.lineno}: {node.value!r}")
+            elif isinstance(node, ast.ImportFrom) and any(alias.name in privates for alias in node.names):
+                found.append(f"{module}:{node.lineno}: imports {[a.name for a in node.names]}")
+    assert found == []

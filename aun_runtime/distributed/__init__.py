@@ -53,7 +53,7 @@ from typing import Any
 from autogen_core import InterventionHandler
 from opentelemetry.trace import TracerProvider
 
-from .._aun_core import AUNCore
+from .._core_protocol import AUNCore
 from .._errors import OutboxFullError
 from .._runtime import AUNRuntime
 from ._errors import HostStateError, HostUnavailableError, WorkerIdentityError

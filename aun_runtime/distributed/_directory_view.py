@@ -72,6 +72,22 @@ class DirectoryView:
     def group_ids(self) -> list[str]:
         return sorted(self._groups)
 
+    def delivery_order(self, group_id: str) -> list[str]:
+        """The members in AID order: every worker sends a post's copies in the same order."""
+        info = self._groups.get(group_id)
+        return [] if info is None else sorted(info.members)
+
+    def registered(self, aid: str) -> None:
+        """Nothing to do: the worker tells the host itself (`mark_held`)."""
+
+    def next_seq(self, group_id: str) -> int | None:
+        """None: a cluster's group posts are not numbered (each worker would count its own)."""
+        return None
+
+    def was_member(self, group_id: str, aid: str, seq: int) -> bool:
+        """True: a post goes to the members the sending worker sees, which decided already."""
+        return True
+
     def mark_held(self, aid: str, worker: str) -> None:
         """This worker has just registered `aid`: no need to wait for the host to say so."""
         self.apply({"aids": {aid: [worker, AIDStatus.HELD.value]}})

@@ -49,8 +49,8 @@ from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 from protocols.aun import DispatchMode, validate_aid, validate_group_id
 from protocols.errors import AUNError
 
-from .._core import GROUP_PREFIX, INBOX_PREFIX
 from .._errors import RPCForbiddenError
+from .._topics import GROUP_PREFIX, INBOX_PREFIX
 from ._errors import HostStateError
 from ._frames import BATCH_TYPE, FrameError, drain, pack, unpack
 from ._host_state import HostStateFile, Snapshot

@@ -58,13 +58,13 @@ from protocols.aun import AUNMessage
 
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
-from .._aun_core import MailboxProvider, UndeliverableHook
-from .._core import INBOX_PREFIX
+from .._core_protocol import MailboxProvider, UndeliverableHook
 from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
 from .._postgres_storage import PostgresStorage
+from .._topics import INBOX_PREFIX
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from ._agent_cards import MAX_CARD_BYTES, CardError, StoredCard, check_card
 from ._auth_methods import check_aid
-from ._core import GatewayCore
 from ._errors import RPCError
+from ._gateway_core import GatewayCore
 from ._group_aid_cards import card_publisher, entity_headers
 
 __all__ = ["add_agent_md_routes"]

@@ -26,10 +26,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from protocols.aun import validate_aid
 from protocols.errors import InvalidAIDError
 
-from ._core import Call, Method
 from ._delivery_mode import DeliveryMode
 from ._errors import ErrorCode, RPCError
 from ._frames import notification_frame
+from ._gateway_core import Call, Method
 from ._session import Session
 
 __all__ = ["AUTH_METHODS", "check_aid"]

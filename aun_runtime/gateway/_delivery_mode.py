@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from protocols.aun import QUEUE_ROUTINGS, ROUND_ROBIN, SENDER_AFFINITY
+
 from ._errors import RPCError
 
 __all__ = ["FANOUT", "MAX_AFFINITY_TTL_MS", "DeliveryMode"]
@@ -30,7 +32,6 @@ __all__ = ["FANOUT", "MAX_AFFINITY_TTL_MS", "DeliveryMode"]
 #: The longest ``affinity_ttl_ms`` accepted (a day): past it, say 0 (keep the member while online).
 MAX_AFFINITY_TTL_MS = 24 * 3600 * 1000
 _MODES = ("fanout", "queue")
-_ROUTINGS = ("round_robin", "sender_affinity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ class DeliveryMode:
 
     @property
     def affinity(self) -> bool:
-        return self.routing == "sender_affinity"
+        return self.routing == SENDER_AFFINITY
 
     def to_wire(self) -> dict[str, Any]:
         return {"mode": self.mode, "routing": self.routing, "affinity_ttl_ms": self.affinity_ttl_ms}
@@ -78,10 +79,10 @@ class DeliveryMode:
             raise RPCError.bad_param("delivery_mode.mode", "'delivery_mode.mode' must be 'fanout' or 'queue'")
         if mode == "fanout":  # routing and affinity mean nothing here (the client sends them empty)
             return FANOUT
-        routing = _word(raw, "routing") or "round_robin"
-        if routing not in _ROUTINGS:
+        routing = _word(raw, "routing") or ROUND_ROBIN
+        if routing not in QUEUE_ROUTINGS:
             raise RPCError.bad_param(
-                "delivery_mode.routing", "'delivery_mode.routing' must be 'round_robin' or 'sender_affinity'"
+                "delivery_mode.routing", f"'delivery_mode.routing' must be one of {_spelled(QUEUE_ROUTINGS)}"
             )
         ttl = raw.get("affinity_ttl_ms", 0)
         if ttl is None:
@@ -91,7 +92,11 @@ class DeliveryMode:
                 "delivery_mode.affinity_ttl_ms",
                 f"'delivery_mode.affinity_ttl_ms' must be an integer from 0 to {MAX_AFFINITY_TTL_MS}",
             )
-        return cls("queue", routing, ttl if routing == "sender_affinity" else 0)
+        return cls("queue", routing, ttl if routing == SENDER_AFFINITY else 0)
+
+
+def _spelled(words: tuple[str, ...]) -> str:
+    return " or ".join(repr(word) for word in words)
 
 
 def _word(raw: dict[str, Any], name: str) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ._core import GatewayCore
+from ._gateway_core import GatewayCore
 from ._identities import CertRecord
 
 __all__ = ["authoritative_cert_headers", "card_publisher", "entity_headers", "record_binding"]

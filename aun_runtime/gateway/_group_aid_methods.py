@@ -10,7 +10,8 @@ Binding is done once, by the owner; binding again with the same key answers the 
 (a retried call). A `group.create` that carries `public_key` (a named group) binds at once.
 `group.renew_group_aid` replaces the key, authorised by the current key's signature; the old
 certificate stays on record (what it signed still verifies) but is no longer current.
-These handlers are registered after `GROUP_METHODS`, so this `group.create` is the one served.
+`group.create` is served here (it calls `_group_methods.create` for the group itself); the
+method tables are merged with no name defined twice (`merge_method_tables`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._group_aid_cards import entity_headers, record_binding
-from ._group_methods import GROUP_METHODS, find_group, group_wire, normalize_group_id, require_member
+from ._group_methods import create as create_group
+from ._group_methods import find_group, group_wire, normalize_group_id, require_member
 from ._group_store import Group
 from ._identities import CertRecord
 
@@ -93,9 +95,6 @@ async def bind_group_aid(call: Call) -> dict[str, Any]:
     return aid_answer(call, group, await _bind(call, group, spki_param(call)))
 
 
-_create_group = GROUP_METHODS["group.create"].handler
-
-
 async def create_with_aid(call: Call) -> dict[str, Any]:
     """`group.create`, binding the group's AID at once when the request carries its public key
     (what `create_group` sends for a named group)."""
@@ -104,7 +103,7 @@ async def create_with_aid(call: Call) -> dict[str, Any]:
     if isinstance(raw, str) and call.core.identities.is_registered(normalize_group_id(raw, call.core.issuer)):
         raise RPCError.bad_param("group_id", f"{raw!r} is an AID registered on this gateway: a group needs a name "
                                  "of its own", reason="aid_exists")
-    created = await _create_group(call)
+    created = await create_group(call)
     if public_der is None:
         return created
     group = call.core.groups.get(str(created["group"]["group_id"]))

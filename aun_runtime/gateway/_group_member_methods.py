@@ -20,13 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
-from ._group_e2ee_state import e2ee_store
+from ._gateway_core import Call, Method
+from ._group_e2ee_state_methods import e2ee_store
 from ._group_invite_store import GroupInviteStore
 from ._group_methods import announce, find_group, group_wire, require_member
 from ._group_store import Group
-from ._group_transfer import cancel_transfer
+from ._group_transfer_methods import cancel_transfer
 from ._session import Session
 
 __all__ = ["GROUP_MEMBER_METHODS", "drop_member"]

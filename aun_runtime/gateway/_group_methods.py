@@ -2,7 +2,7 @@
 
 Only members read, post or list; only the owner and admins add members or change settings. Group
 messages here are plaintext (the client posts them with `encrypt=False`); encrypted ones are
-`._group_e2ee_send`'s, and leaving, removing, roles and dissolving are
+`._group_e2ee_send_methods`'s, and leaving, removing, roles and dissolving are
 `._group_member_methods`' (one who left still reads the events up to its departure, here).
 `mention_mode` is stored in the newer wire
 spelling (`disabled`/`mention-only`) and accepted in either spelling, also as `dispatch_mode`
@@ -18,18 +18,17 @@ import time
 import uuid
 from typing import Any
 
-from protocols.aun import DispatchMode, parse_dispatch_mode
+from protocols.aun import mention_mode_of, parse_dispatch_mode
 from protocols.errors import InvalidMessageError
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._group_store import Group, Member
 
 __all__ = ["GROUP_METHODS", "announce", "find_group", "group_wire", "normalize_group_id", "require_member"]
 
 _GROUP_BASE = re.compile(r"^[a-z0-9][a-z0-9_-]{3,63}$")
-_WIRE_MODE = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
 _DISPATCH = {"mode": "broadcast", "reason": "duty_disabled"}
 
 
@@ -170,7 +169,7 @@ async def set_settings(call: Call) -> dict[str, Any]:
     if len(modes) != 1:
         raise RPCError.bad_param("settings", "mention_mode and dispatch_mode disagree")
     mode = modes.pop()
-    call.core.groups.set_mention_mode(group, _WIRE_MODE[mode])
+    call.core.groups.set_mention_mode(group, mention_mode_of(mode))
     announce(call, group, {"action": "settings_updated", "actor_aid": call.aid,
                             "settings": {"mention_mode": group.mention_mode, "dispatch_mode": mode.value}})
     await call.core.db.commit()
@@ -320,8 +319,9 @@ async def ack_events(call: Call) -> dict[str, Any]:
     return {"group_id": group.group_id, "ack_seq": event_ack}
 
 
+# `group.create` is served by `_group_aid_methods` (a named group binds its AID at once): it calls
+# `create` for the group itself.
 GROUP_METHODS: dict[str, Method] = {
-    "group.create": Method(create),
     "group.add_member": Method(add_member),
     "group.get_members": Method(get_members),
     "group.set_settings": Method(set_settings),

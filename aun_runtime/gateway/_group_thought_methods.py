@@ -19,8 +19,8 @@ import uuid
 from typing import Any
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._group_methods import find_group, require_member
 from ._group_store import Group
 from ._thought_methods import context_message_id, thought_payload

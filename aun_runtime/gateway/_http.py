@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from ._core import GatewayCore
+from ._gateway_core import GatewayCore
 from ._group_aid_cards import authoritative_cert_headers
 
 __all__ = ["add_http_routes"]

@@ -19,8 +19,8 @@ import uuid
 from typing import Any
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._inboxes import StoredMessage
 
 __all__ = ["MESSAGE_METHODS"]

@@ -43,19 +43,19 @@ from aiohttp import WSMsgType, web
 from .._bad_requests import BadRequestLog
 from ._agent_md_http import add_agent_md_routes
 from ._auth_methods import AUTH_METHODS
-from ._core import GatewayCore
 from ._errors import ErrorCode, GatewayStartError, RPCError
 from ._events import GatewayEvents
 from ._frames import Request, error_frame, notification_frame, parse_frame, result_frame
+from ._gateway_core import GatewayCore, merge_method_tables
 from ._group_aid_methods import GROUP_AID_METHODS
-from ._group_directory import GROUP_DIRECTORY_METHODS
-from ._group_e2ee_send import GROUP_E2EE_SEND_METHODS
-from ._group_e2ee_state import GROUP_E2EE_STATE_METHODS
-from ._group_invites import GROUP_INVITE_METHODS
+from ._group_directory_methods import GROUP_DIRECTORY_METHODS
+from ._group_e2ee_send_methods import GROUP_E2EE_SEND_METHODS
+from ._group_e2ee_state_methods import GROUP_E2EE_STATE_METHODS
+from ._group_invite_methods import GROUP_INVITE_METHODS
 from ._group_member_methods import GROUP_MEMBER_METHODS
 from ._group_methods import GROUP_METHODS
 from ._group_thought_methods import GROUP_THOUGHT_METHODS
-from ._group_transfer import GROUP_TRANSFER_METHODS
+from ._group_transfer_methods import GROUP_TRANSFER_METHODS
 from ._http import add_http_routes
 from ._limits import GatewayLimits
 from ._listener import ConnectionGuard, Listener, bind
@@ -71,6 +71,14 @@ log = logging.getLogger("aun_runtime.gateway")
 CLOSE_HANDSHAKE_TIMEOUT = 1008
 #: Close code used by :meth:`GatewayServer.disconnect`: "service restart", which clients retry.
 CLOSE_SERVICE_RESTART = 1012
+
+
+#: Every method the gateway serves, merged once at import: a name in two tables is an error here.
+METHODS = merge_method_tables(
+    AUTH_METHODS, MESSAGE_METHODS, THOUGHT_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS,
+    GROUP_E2EE_STATE_METHODS, GROUP_E2EE_SEND_METHODS, GROUP_AID_METHODS, GROUP_THOUGHT_METHODS,
+    GROUP_MEMBER_METHODS, GROUP_INVITE_METHODS, GROUP_TRANSFER_METHODS,
+)
 
 
 class GatewayServer:
@@ -174,10 +182,7 @@ class GatewayServer:
     async def start(self) -> None:
         self.limits = limits = _within_descriptor_limit(self._configured_limits)
         core = GatewayCore(self.data_dir, self._issuer, limits)
-        for methods in (AUTH_METHODS, MESSAGE_METHODS, THOUGHT_METHODS, GROUP_METHODS, GROUP_DIRECTORY_METHODS,
-                        GROUP_E2EE_STATE_METHODS, GROUP_E2EE_SEND_METHODS, GROUP_AID_METHODS, GROUP_THOUGHT_METHODS,
-                        GROUP_MEMBER_METHODS, GROUP_INVITE_METHODS, GROUP_TRANSFER_METHODS):
-            core.register_methods(methods)
+        core.register_methods(METHODS)
         app = web.Application()
         app.router.add_get("/aun", self._websocket)
         add_http_routes(app, core, lambda: self.open_connections)

@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._thoughts import CONTEXT_TYPE, MAX_THOUGHT_BYTES
 
 __all__ = ["THOUGHT_METHODS", "context_message_id", "thought_payload"]

@@ -26,11 +26,17 @@ Example:
 
 from .._errors import OutboxFullError
 from ._config import GatewayAgentConfig
-from ._gateway_agent import GatewayAgent, GatewayAgentError, GatewayAgentStats, NotExposedError
-from ._identity import IdentityError, NetworkClientMissingError, quiet_client
+from ._errors import (
+    GatewayAgentError,
+    IdentityError,
+    NetworkClientMissingError,
+    NetworkRefusedError,
+    NotExposedError,
+)
+from ._gateway_agent import GatewayAgent, GatewayAgentStats
+from ._identity import quiet_client
 from ._link import LinkState
 from ._outbox import OutboxWriteError
-from ._verdict import NetworkRefusedError
 
 __all__ = [
     "GatewayAgent",

@@ -24,7 +24,8 @@ from .._app import App, AppRun
 from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
-from ._gateway_agent import GatewayAgent, GatewayAgentError
+from ._errors import GatewayAgentError
+from ._gateway_agent import GatewayAgent
 
 __all__ = ["add_client_log_option", "add_network_options", "network_requested", "quiet_client_logs", "run_on_network"]
 

@@ -31,8 +31,9 @@ in one process, two of its habits cost more than the messages it carries:
   were acknowledged only after the archive committed them, so the receiving channel drops them as
   duplicates. Nothing is skipped.
 
-Both are written against the pinned client (`CLIENT_PACKAGE`) and change nothing if its parts are
-not where they are expected (they return False), so a different client runs as it comes.
+All are written against the pinned client (`CLIENT_PACKAGE`), whose private members they reach
+only through `._client_internals`, and change nothing if its parts are not where they are
+expected (they return False), so a different client runs as it comes.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ import threading
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any
+
+from ._client_internals import (
+    database_connection,
+    database_path,
+    database_stores,
+    dns_cache_of,
+    network_actor,
+    replace_short_calls,
+    replace_transport_io,
+    set_network_actor,
+    share_dns_connection,
+    short_call_io,
+    store_database,
+    store_databases,
+    token_store,
+    transport_io,
+    transport_of,
+)
 
 __all__ = [
     "CURSOR_DELAY", "ON_WIRE", "STORE_CACHE_KB", "CursorBatch", "LoopActor", "batch_cursor_writes", "flush_cursors", "run_on_loop",
@@ -89,19 +108,18 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 def run_on_loop(client: Any) -> bool:
     """Have `client`'s transport keep its WebSocket on the running loop instead of a thread of
     its own. False if the client is not the one this is written for (then nothing is changed)."""
-    transport = getattr(client, "_transport", None)
-    if transport is None or not all(callable(getattr(type(transport), name, None))
-                                    for name in ("_ensure_network_actor", "_actor_send")):
+    transport = transport_of(client)
+    write = transport_io(transport)
+    if write is None:
         return False
     loop = asyncio.get_running_loop()
 
     def ensure_actor() -> LoopActor:
-        actor = transport._network_actor
+        actor = network_actor(transport)
         if not isinstance(actor, LoopActor):
-            actor = transport._network_actor = LoopActor(loop)
+            actor = LoopActor(loop)
+            set_network_actor(transport, actor)
         return actor
-
-    write = transport._actor_send
 
     async def write_and_tell(payload: str) -> None:
         await write(payload)
@@ -109,8 +127,7 @@ def run_on_loop(client: Any) -> bool:
         if tell is not None:
             tell(payload)
 
-    transport._ensure_network_actor = ensure_actor  # an instance attribute wins over the class's method
-    transport._actor_send = write_and_tell
+    replace_transport_io(transport, ensure_actor, write_and_tell)
     return True
 
 
@@ -118,10 +135,10 @@ def short_calls_on_loop(flow: Any) -> bool:
     """Have `flow` (the client's login or registration flow) make its one-off calls on the
     running loop instead of a thread started for each. False if it is not the one this is written
     for (then nothing is changed)."""
-    direct = getattr(flow, "_short_rpc_io", None)
-    if not callable(direct) or not callable(getattr(flow, "_short_rpc", None)):
+    direct = short_call_io(flow)
+    if direct is None:
         return False
-    flow._short_rpc = direct  # the same call, minus the thread around it
+    replace_short_calls(flow, direct)  # the same call, minus the thread around it
     return True
 
 
@@ -136,7 +153,7 @@ _DNS_CACHE_TABLE = ("CREATE TABLE IF NOT EXISTS dns_cache (hostname TEXT PRIMARY
 
 def share_dns_cache(path: str, *holders: Any) -> int:
     """Point the DNS cache of each of `holders` (a client, its `AIDStore`: whatever holds the
-    client's network helper as `_net`) at the one in `path`, closing its own. Returns how many
+    client's network helper) at the one in `path`, closing its own. Returns how many
     were moved; one that is not the client's helper as expected is left as it is."""
     with _DNS_CACHES_LOCK:
         shared = _DNS_CACHES.get(path)
@@ -149,35 +166,16 @@ def share_dns_cache(path: str, *holders: Any) -> int:
             shared = _DNS_CACHES[path] = (connection, threading.Lock())
     moved = 0
     for holder in holders:
-        net = getattr(holder, "_net", None)
-        own = getattr(net, "_conn", None)
-        if net is None or not isinstance(own, sqlite3.Connection) or not hasattr(net, "_lock"):
+        found = dns_cache_of(holder)
+        if found is None:
             continue
+        net, own = found
         if own is not shared[0]:
             own.close()
-        net._conn, net._lock = shared
+        share_dns_connection(net, *shared)
         net.close = _keep_open  # closing one client must not close the others' cache
         moved += 1
     return moved
-
-
-#: Where the pinned client keeps stores that open the AID's ``aun.db`` (each with ``_aid_dbs``).
-_STORES = ("_token_store", "_aid_store._token_store", "_aid_store._keystore", "_auth._token_store",
-           "_aid_store._peer_auth._token_store", "_aid_store._register_flow._keystore",
-           "_aid_store._register_flow._certs._store")
-
-
-def _stores(client: Any) -> list[Any]:
-    found: list[Any] = []
-    for path in _STORES:
-        holder = client
-        for name in path.split("."):
-            holder = getattr(holder, name, None)
-        if isinstance(getattr(holder, "_aid_dbs", None), dict) and callable(getattr(holder, "_get_db", None)) and not any(
-            holder is seen for seen in found
-        ):
-            found.append(holder)
-    return found
 
 
 def share_store_database(client: Any, aid: str) -> int:
@@ -186,19 +184,20 @@ def share_store_database(client: Any, aid: str) -> int:
     Call it before the client connects, once nothing else of the process holds the file open.
     Returns how many others were replaced (and closed); none if the stores are not where the pinned
     client keeps them."""
-    stores = _stores(client)
+    stores = database_stores(client)
     if not stores:
         return 0
-    shared = stores[0]._get_db(aid)
-    path = getattr(shared, "_db_path", None)
+    shared = store_database(stores[0], aid)
+    path = database_path(shared)
     replaced = 0
     for store in stores[1:]:
-        own = store._get_db(aid)  # made on first use otherwise: the store's entry is what it will use
-        if own is shared or getattr(own, "_db_path", None) != path:
+        own = store_database(store, aid)  # made on first use otherwise: the store's entry is what it will use
+        if own is shared or database_path(own) != path:
             continue
-        for key, database in list(store._aid_dbs.items()):
+        databases = store_databases(store)
+        for key, database in list(databases.items()):
             if database is own:
-                store._aid_dbs[key] = shared
+                databases[key] = shared
         own.close()
         replaced += 1
     # SQLite keeps a closed connection's descriptor for as long as another connection of the
@@ -214,10 +213,10 @@ def trim_stores(client: Any) -> int:
     transactions). Returns how many connections were trimmed."""
     trimmed = 0
     seen: set[int] = set()
-    for store in _stores(client):
-        for database in list(store._aid_dbs.values()):
-            connection = getattr(database, "_conn", None)
-            if not isinstance(connection, sqlite3.Connection) or id(connection) in seen:
+    for store in database_stores(client):
+        for database in list(store_databases(store).values()):
+            connection = database_connection(database)
+            if connection is None or id(connection) in seen:
                 continue
             seen.add(id(connection))
             try:
@@ -282,7 +281,7 @@ class CursorBatch:
 def batch_cursor_writes(client: Any, delay: float = CURSOR_DELAY) -> CursorBatch | None:
     """Make `client`'s delivery-cursor commits coalesce (see the module). None if its token store
     is not the one this is written for (then nothing is changed)."""
-    store = getattr(client, "_token_store", None)
+    store = token_store(client)
     save = getattr(type(store), "save_sync_states", None)
     if store is None or save is None or any(getattr(type(store), name, None) is None for name in _CURSOR_READS):
         return None
@@ -308,6 +307,6 @@ def batch_cursor_writes(client: Any, delay: float = CURSOR_DELAY) -> CursorBatch
 
 def flush_cursors(client: Any) -> None:
     """Commit `client`'s waiting delivery cursors now (before it closes, or the process ends)."""
-    batch = getattr(getattr(client, "_token_store", None), "_aun_runtime_cursor_batch", None)
+    batch = getattr(token_store(client), "_aun_runtime_cursor_batch", None)
     if isinstance(batch, CursorBatch):
         batch.flush()

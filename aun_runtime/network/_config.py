@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocols.aun import QUEUE_ROUTINGS
+
 from ._outbox import DEFAULT_OUTBOX_CAPACITY
 
 __all__ = ["GatewayAgentConfig"]
@@ -30,8 +32,6 @@ ENV_QUEUE = "AUN_GATEWAY_QUEUE"
 ENV_INVITATIONS = "AUN_GATEWAY_ACCEPT_INVITATIONS"
 #: Whether an AID may be put into a group by an invitation: ``accept(aid, invitation)``.
 AcceptInvitation = Callable[[str, Mapping[str, Any]], bool]
-#: The values of :attr:`GatewayAgentConfig.queue_routing` (AUN's ``delivery_mode.routing``).
-QUEUE_ROUTINGS = ("round_robin", "sender_affinity")
 DEFAULT_DATA_DIR = "aun-agent-data"
 _SEED_FILE = "seed"
 
@@ -112,7 +112,7 @@ class GatewayAgentConfig:
         if self.max_attempts < 1 or self.reconnect_max_delay <= 0 or self.retry_max_delay <= 0:
             raise ValueError("max_attempts, reconnect_max_delay and retry_max_delay must be positive")
         if self.queue_routing is not None and self.queue_routing not in QUEUE_ROUTINGS:
-            raise ValueError("queue_routing is None (fanout), 'round_robin' or 'sender_affinity'")
+            raise ValueError(f"queue_routing is None (fanout), {' or '.join(repr(r) for r in QUEUE_ROUTINGS)}")
 
     @property
     def delivery_mode(self) -> dict[str, str]:

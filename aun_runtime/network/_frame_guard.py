@@ -26,11 +26,11 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from .._strict_json import MAX_SAFE_INTEGER, find_unsafe
+from ._client_internals import frame_decoder, replace_frame_decoder, transport_of
 
 __all__ = ["UNREADABLE_TYPE", "guard_client", "quick_read", "salvage_frame", "unreadable_reason"]
 
@@ -187,8 +187,8 @@ def unreadable_reason(payload: Any) -> str | None:
 def guard_client(client: Any, aid: str) -> bool:
     """Put the guard in front of `client`'s frame decoder. False if the client is not the one
     this is written for (then nothing is changed)."""
-    transport = getattr(client, "_transport", None)
-    strict: Callable[[Any], dict[str, Any]] | None = getattr(type(transport), "_decode_message", None)
+    transport = transport_of(client)
+    strict = frame_decoder(transport)
     if transport is None or strict is None:
         log.warning("%s: the AUN client has no frame decoder where expected; an unreadable message "
                     "will make it drop its connection", aid)
@@ -216,5 +216,5 @@ def guard_client(client: Any, aid: str) -> bool:
                         "each becomes a dead letter", aid, len(reasons), reasons[0])
             return frame
 
-    transport._decode_message = decode  # an instance attribute wins over the class's staticmethod
+    replace_frame_decoder(transport, decode)
     return True

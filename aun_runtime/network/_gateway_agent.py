@@ -24,13 +24,19 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from protocols.aun import AUNMessage, DispatchMode, aid_domain, parse_dispatch_mode, validate_aid
-from protocols.errors import AUNError
+from protocols.aun import (
+    AUNMessage,
+    DispatchMode,
+    aid_domain,
+    mention_mode_of,
+    parse_dispatch_mode,
+    validate_aid,
+)
 
-from .._errors import UndeliverableError
 from .._trace_context import current_traceparent
 from ._card import card_text
 from ._config import GatewayAgentConfig
+from ._errors import GatewayAgentError, NotExposedError
 from ._identity import require_client
 from ._link import FIRST_CONNECTIONS, STOP_TIMEOUT, AIDLink, LinkState
 from ._outbox import Outbox, OutboxItem
@@ -39,21 +45,12 @@ from ._thoughts import ThoughtRelay
 if TYPE_CHECKING:
     from aun_runtime import AUNRuntime
 
-__all__ = ["GatewayAgent", "GatewayAgentError", "GatewayAgentStats", "NotExposedError"]
+__all__ = ["GatewayAgent", "GatewayAgentStats"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
 #: How long :meth:`GatewayAgent.ping` waits for each answer from the network, in seconds.
 PING_TIMEOUT = 5.0
-_WIRE_MODE = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
-
-
-class GatewayAgentError(AUNError):
-    """The gateway agent was misused (not started, an AID it cannot expose...)."""
-
-
-class NotExposedError(UndeliverableError):
-    """The sender has no AUN identity here, so nothing it sends can leave for the network."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +273,7 @@ class GatewayAgent:
             if member != owner:
                 await self.call(owner, "group.add_member", {"group_id": group_id, "aid": validate_aid(member)})
         if mode is not DispatchMode.BROADCAST:
-            await self.call(owner, "group.set_settings", {"group_id": group_id, "settings": {"mention_mode": _WIRE_MODE[mode]}})
+            await self.call(owner, "group.set_settings", {"group_id": group_id, "settings": {"mention_mode": mention_mode_of(mode)}})
         return group_id
 
     async def call(self, aid: str, method: str, params: Mapping[str, Any] | None = None) -> Any:

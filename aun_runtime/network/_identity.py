@@ -24,8 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from protocols.errors import AUNError
-
+from ._client_internals import client_logger, key_derivation, login_flow, register_flow, set_log_floor
 from ._client_io import (
     batch_cursor_writes,
     run_on_loop,
@@ -34,12 +33,11 @@ from ._client_io import (
     short_calls_on_loop,
 )
 from ._config import GatewayAgentConfig
+from ._errors import IdentityError, NetworkClientMissingError
 from ._frame_guard import guard_client
 
 __all__ = [
     "CLIENT_PACKAGE",
-    "IdentityError",
-    "NetworkClientMissingError",
     "open_client",
     "quiet_client",
     "require_client",
@@ -53,30 +51,12 @@ _LOG_LEVELS = {"debug": 0, "info": 1, "warn": 2, "error": 3}
 _SHARED_KEYS = 16
 
 
-class NetworkClientMissingError(AUNError):
-    """The AUN client library is not installed."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            f"the gateway agent needs the AUN client: pip install 'aun-runtime[gateway]' (or {CLIENT_PACKAGE})"
-        )
-
-
-class IdentityError(AUNError):
-    """An exposed AID could not get its AUN identity (registration refused or failed)."""
-
-    def __init__(self, aid: str, reason: str, *, retryable: bool) -> None:
-        super().__init__(f"{aid}: no AUN identity: {reason}")
-        self.aid = aid
-        self.retryable = retryable
-
-
 def require_client() -> None:
     """Raise [`NetworkClientMissingError`][aun_runtime.network.NetworkClientMissingError] unless the AUN client can be imported."""
     try:
         import aun_core  # noqa: F401
     except ImportError:
-        raise NetworkClientMissingError() from None
+        raise NetworkClientMissingError(CLIENT_PACKAGE) from None
 
 
 async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
@@ -104,7 +84,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
         verify_ssl=config.verify_ssl,
         logger=NullLogger(),
     )
-    short_calls_on_loop(getattr(store, "_register_flow", None))
+    short_calls_on_loop(register_flow(store))
     share_dns_cache(str(config.data_dir / "dns_cache.db"), store)
     loaded = store.load(aid)
     if not loaded.ok:
@@ -125,7 +105,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
     guard_client(client, aid)  # one unreadable message must not keep it off the network
     # One process holds many of these: no thread per connection, no commit per message received.
     run_on_loop(client)
-    short_calls_on_loop(getattr(client, "_auth", None))
+    short_calls_on_loop(login_flow(client))
     batch_cursor_writes(client)
     share_dns_cache(str(config.data_dir / "dns_cache.db"), client)
     share_store_database(client, aid)
@@ -135,9 +115,8 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
 def share_master_key() -> None:
     """Have the client's key store derive its master key once per seed instead of at every key it
     stores or reads. Idempotent; without the client's `derive_master_key`, nothing changes."""
-    from aun_core.keystore import _utils
-
-    derive: Callable[[bytes], bytes] | None = getattr(_utils, "derive_master_key", None)
+    utils = key_derivation()
+    derive: Callable[[bytes], bytes] | None = getattr(utils, "derive_master_key", None)
     if derive is None or getattr(derive, "shared", False):
         return
     keys: dict[bytes, bytes] = {}
@@ -154,7 +133,7 @@ def share_master_key() -> None:
         return key
 
     derive_once.shared = True  # type: ignore[attr-defined]
-    _utils.derive_master_key = derive_once
+    utils.derive_master_key = derive_once  # type: ignore[attr-defined]
 
 
 def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
@@ -166,7 +145,5 @@ def quiet_client(client_class: Any, aid: Any, level: str) -> Any:
     quiet = _LOG_LEVELS[level] > _LOG_LEVELS["info"]
     with contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext():
         client = client_class(aid)
-    logger = getattr(client, "_log", None)
-    if logger is not None and hasattr(logger, "_min_level"):
-        logger._min_level = _LOG_LEVELS[level]
+    set_log_floor(client_logger(client), _LOG_LEVELS[level])
     return client

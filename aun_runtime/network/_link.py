@@ -39,11 +39,12 @@ from ._card import publish_card
 from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
+from ._errors import IdentityError, NetworkRefusedError
 from ._host_answers import share_host_answers
-from ._identity import IdentityError, open_client
+from ._identity import open_client
 from ._invitations import Invitations
 from ._outbox import Outbox, OutboxItem
-from ._verdict import NetworkRefusedError, Verdict, describe, judge
+from ._verdict import Verdict, describe, judge
 
 __all__ = ["FIRST_CONNECTIONS", "STOP_TIMEOUT", "AIDLink", "LinkState", "LinkStats"]
 

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from .._errors import UndeliverableError
-
-__all__ = ["NetworkRefusedError", "Verdict", "describe", "judge"]
-
-
-class NetworkRefusedError(UndeliverableError):
-    """The AUN network refused a message for good (unknown recipient, not a group member...), or
-    kept failing it for a reason other than the connection; it was recorded as a dead letter."""
+__all__ = ["Verdict", "describe", "judge"]
 
 
 class Verdict(Enum):

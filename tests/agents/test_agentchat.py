@@ -40,7 +40,7 @@ from aun_runtime import (
     ToolCallPayload,
     ToolResultPayload,
 )
-from aun_runtime._core import group_topic
+from aun_runtime._topics import inbox_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient, model_client_from_env
 from tests.models.openai_stand_in import OpenAIStandIn, ToolCalls, openai_stand_in
 
@@ -136,9 +136,9 @@ async def test_its_own_messages_and_tool_payloads_cost_no_model_call(server: Ope
         await runtime.create_group("team", [AID, "app.local"])
         await inbox.send(AID, ToolCallPayload(call_id="c-1", name="search", arguments={"q": "x"}))
         await inbox.send(AID, ToolResultPayload(call_id="c-1", ok=True, result=[1, 2]))
-        # What a gateway does when it echoes a member's own post back: the group topic, no sender.
+        # What a gateway does when it echoes a member's own post back: its inbox topic, no sender.
         echo = AUNMessage(from_aid=AID, group_id="team", payload=TextPayload(text="my own words"))
-        await runtime.core.publish_message(echo, group_topic("team"))
+        await runtime.core.publish_message(echo, inbox_topic(AID))
         await runtime.settle()
         assert server.requests == [] and sent_by(runtime, AID) == []
         assert thoughts(runtime, AID) == [

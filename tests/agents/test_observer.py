@@ -9,7 +9,7 @@ import pytest
 from agents.observer import ObserverAgent
 from agents.stand_ins.observer import DEMO_OBSERVERS, ObserverStandIn
 from aun_runtime import AUNMessage, AUNRuntime, Budgets, RecordKind, TextPayload
-from aun_runtime._core import group_topic
+from aun_runtime._topics import inbox_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient
 
 
@@ -41,9 +41,9 @@ async def group_with(
 async def test_its_own_echoed_message_never_reaches_the_model() -> None:
     client = ScriptedChatCompletionClient(lambda r: "__REPLY__ echo!")
     runtime, _ = await group_with(client)
-    # What a gateway does when it echoes a member's own post back: the same group topic, no sender.
+    # What a gateway does when it echoes a member's own post back: its inbox topic, no sender.
     echo = AUNMessage(from_aid="db.local", group_id="team", payload=TextPayload(text="my own words"))
-    await runtime.core.publish_message(echo, group_topic("team"))
+    await runtime.core.publish_message(echo, inbox_topic("db.local"))
     await runtime.settle()
     assert client.requests == [] and sent_by(runtime, "db.local") == []
     await runtime.close()

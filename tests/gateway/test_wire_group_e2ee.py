@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from aun_runtime.gateway import GatewayLimits, GatewayServer
-from aun_runtime.gateway._group_e2ee_send import MAX_ENVELOPE_CHARS, MAX_RECIPIENTS
-from aun_runtime.gateway._group_e2ee_state import MAX_SNAPSHOT_CHARS
+from aun_runtime.gateway._group_e2ee_send_methods import MAX_ENVELOPE_CHARS, MAX_RECIPIENTS
+from aun_runtime.gateway._group_e2ee_state_methods import MAX_SNAPSHOT_CHARS
 from aun_runtime.gateway._group_e2ee_store import MAX_DEVICES_PER_MEMBER, GroupE2EEStore
 
 from .conftest import RawConnection, RawIdentity, error_of, raw_register, unique_name

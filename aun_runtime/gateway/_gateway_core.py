@@ -8,7 +8,7 @@ parsed request on one connection into a result or an [`RPCError`][aun_runtime.ga
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from ._session import Session
 from ._signature import verify_client_signature
 from ._thoughts import ThoughtStore
 
-__all__ = ["Call", "GatewayCore", "Method"]
+__all__ = ["Call", "GatewayCore", "Method", "merge_method_tables"]
 
 log = logging.getLogger("aun_runtime.gateway")
 
@@ -86,6 +86,21 @@ class Method:
     pre_auth: bool = False
 
 
+def merge_method_tables(*tables: Mapping[str, Method]) -> dict[str, Method]:
+    """One table of every method in `tables` (the `_*_methods` modules' tables).
+
+    Raises:
+        ValueError: a method name is in two tables: one would silently serve in place of the other.
+    """
+    merged: dict[str, Method] = {}
+    for table in tables:
+        for name, method in table.items():
+            if name in merged and merged[name] is not method:
+                raise ValueError(f"the gateway method {name} is defined twice: give each method one table")
+            merged[name] = method
+    return merged
+
+
 class GatewayCore:
     """State shared by every connection of one gateway."""
 
@@ -129,8 +144,9 @@ class GatewayCore:
         self._families: dict[str, set[Session]] = {}
         self.identities.on_family_revoked.append(self._close_family)
 
-    def register_methods(self, methods: dict[str, Method]) -> None:
-        self.methods.update(methods)
+    def register_methods(self, methods: Mapping[str, Method]) -> None:
+        """Serve `methods` (one merged table, see `merge_method_tables`)."""
+        self.methods = merge_method_tables(self.methods, methods)
 
     # -- connections ---------------------------------------------------------------------------
 

@@ -1,14 +1,14 @@
 """`group.*` calls the client makes around a session: its group list and who is online.
 
-After connecting, the client lists its groups (and its invitations: `._group_invites`).
-Group end-to-end encryption is in `._group_e2ee_state` and `._group_e2ee_send`.
+After connecting, the client lists its groups (and its invitations: `._group_invite_methods`).
+Group end-to-end encryption is in `._group_e2ee_state_methods` and `._group_e2ee_send_methods`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._core import Call, Method
+from ._gateway_core import Call, Method
 from ._group_methods import find_group, group_wire, require_member
 
 __all__ = ["GROUP_DIRECTORY_METHODS"]

@@ -18,10 +18,10 @@ import json
 import time
 from typing import Any
 
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
 from ._frames import notification_frame
-from ._group_e2ee_state import KEY_EPOCH, committed_aids, e2ee_store
+from ._gateway_core import Call, Method
+from ._group_e2ee_state_methods import KEY_EPOCH, committed_aids, e2ee_store
 from ._group_methods import find_group, require_member
 from ._group_store import Group
 from ._session import Session

@@ -23,8 +23,8 @@ import time
 from typing import Any
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._group_invite_store import (
     INVITE_TTL_SECONDS,
     MAX_PENDING_INVITES_PER_AID,

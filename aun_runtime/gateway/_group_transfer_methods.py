@@ -32,9 +32,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ._auth_methods import check_aid
-from ._core import Call, Method
 from ._database import Database
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._group_aid_cards import entity_headers, record_binding
 from ._group_aid_methods import RENEW_WINDOW_SECONDS, aid_answer, key_der, spki_param
 from ._group_methods import announce, find_group, require_member

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._budgets import BudgetLedger
     from ._errors import BudgetExceeded
     from ._groups import GroupInfo
+    from ._mailbox_rule import MailboxRule
     from ._payload import PayloadLike
     from ._stats import RuntimeStats
     from ._turns import TurnWatch
@@ -67,8 +68,8 @@ class AgentHost(Protocol):
         ...
 
     @property
-    def core_drains_mailboxes(self) -> bool:
-        """True if the core runs each agent's messages from its mailbox (else delivery does)."""
+    def mailbox_rule(self) -> MailboxRule:
+        """Who admits messages to mailboxes and takes turns: the core, or delivery."""
         ...
 
     async def send_as(

@@ -18,6 +18,7 @@ probed for it:
 Three cores implement it: [`AUNActorRuntime`][aun_runtime.AUNActorRuntime] (the default),
 [`AUNSingleThreadedRuntime`][aun_runtime.AUNSingleThreadedRuntime] (autogen-core's own runtime with AUN rules) and the
 distributed worker ([`aun_runtime.distributed.WorkerRuntime`][aun_runtime.distributed.WorkerRuntime]).
+`InProcessCore` is what the two cores of one process say of themselves.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ._archive import Archive
     from ._directory import Directory
 
-__all__ = ["AUNCore", "MailboxProvider", "UndeliverableHook"]
+__all__ = ["AUNCore", "InProcessCore", "MailboxProvider", "UndeliverableHook"]
 
 #: Gives the mailbox of an agent (None: not one the facade knows; the core makes its own).
 MailboxProvider: TypeAlias = Callable[[AgentId], Mailbox | None]
@@ -93,3 +94,18 @@ class AUNCore(AgentRuntime, Protocol):
     async def close(self) -> None:
         """Stop and release what the core holds (agents' instances, connections)."""
         ...
+
+
+class InProcessCore:
+    """What a core whose agents all live in this process says of itself to the facade: it keeps no
+    archive of its own and has no directory of AIDs held elsewhere."""
+
+    @property
+    def archive(self) -> None:
+        """None: the facade keeps the archive."""
+        return None
+
+    @property
+    def directory(self) -> None:
+        """None: every AID and group is in this process."""
+        return None

@@ -1,16 +1,17 @@
-"""autogen-core runtimes as AUN transports: topic names and wire serializers.
+"""AUN over autogen-core topics: the topic names and wire serializers every core and sender needs.
 
 An [`AUNRuntime`][aun_runtime.AUNRuntime] carries messages over any autogen-core `AgentRuntime` (the
-*core*). This module holds what every core needs:
+*core*). This module holds what every part of that needs, and no core:
 
-* the topic mapping (`aun.inbox.<aid>` for direct messages, `aun.group.<gid>` for groups; the
-  topic source is always `default`, so one AID is one agent instance and one mailbox);
+* the topic mapping (`aun.inbox.<aid>` for each AID; a group post is a copy on each member's
+  inbox topic, see `aun_runtime._fan_out`; the topic source is always `default`, so one AID is
+  one agent instance and one mailbox). `aun.group.` names the group topics a distributed host
+  still lets through;
 * `WireSerializer`, which names every contract class on the wire by its namespaced wire name,
-  not the bare `__name__` autogen-core would use (two `Task` classes must never collide);
-* `InProcessCore`, what a core of one process says of itself.
+  not the bare `__name__` autogen-core would use (two `Task` classes must never collide).
 
-The cores themselves: `aun_runtime._actor_runtime`, `aun_runtime._single_threaded` and
-`aun_runtime.distributed._worker`.
+What a core is: `aun_runtime._core_protocol`; the cores themselves: `aun_runtime._actor_runtime`,
+`aun_runtime._single_threaded` and `aun_runtime.distributed._worker`.
 """
 
 from __future__ import annotations
@@ -25,10 +26,7 @@ from protocols.aun import AUNMessage
 from protocols.contract import contract_classes
 
 __all__ = [
-    "InProcessCore",
     "WireSerializer",
-    "group_topic",
-    "group_topic_type",
     "inbox_topic",
     "inbox_topic_type",
     "register_wire_serializers",
@@ -43,10 +41,6 @@ def inbox_topic_type(aid: str) -> str:
     return INBOX_PREFIX + aid
 
 
-def group_topic_type(group_id: str) -> str:
-    return GROUP_PREFIX + group_id
-
-
 #: TopicIds and AgentIds kept for the most recently addressed AIDs and groups. Building one runs a
 #: regular expression (autogen-core validates every id), which costs as much as routing the message.
 ID_CACHE_SIZE = 4096
@@ -55,11 +49,6 @@ ID_CACHE_SIZE = 4096
 @functools.lru_cache(maxsize=ID_CACHE_SIZE)
 def inbox_topic(aid: str) -> TopicId:
     return TopicId(INBOX_PREFIX + aid, TOPIC_SOURCE)
-
-
-@functools.lru_cache(maxsize=ID_CACHE_SIZE)
-def group_topic(group_id: str) -> TopicId:
-    return TopicId(GROUP_PREFIX + group_id, TOPIC_SOURCE)
 
 
 @functools.lru_cache(maxsize=ID_CACHE_SIZE)
@@ -100,18 +89,3 @@ def register_wire_serializers(core: AgentRuntime) -> None:
     serializers: list[WireSerializer] = [WireSerializer(AUNMessage, AUNMessage.wire_name)]
     serializers += [WireSerializer(cls, cls.wire_name) for cls in contract_classes()]
     core.add_message_serializer(serializers)
-
-
-class InProcessCore:
-    """What a core whose agents all live in this process says of itself to the facade: it keeps no
-    archive of its own and has no directory of AIDs held elsewhere."""
-
-    @property
-    def archive(self) -> None:
-        """None: the facade keeps the archive."""
-        return None
-
-    @property
-    def directory(self) -> None:
-        """None: every AID and group is in this process."""
-        return None

@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from ._core import Call, Method
 from ._errors import ErrorCode, RPCError
+from ._gateway_core import Call, Method
 from ._group_e2ee_store import GroupE2EEStore, GroupState, next_chain
 from ._group_methods import find_group, require_member
 from ._group_store import Group

@@ -1,0 +1,109 @@
+"""The mailbox rule: who admits a message to an agent's mailbox and takes its turns, said once.
+
+Every core holds each agent to one message at a time, in arrival order, within its mailbox's
+bound and policy; cores differ only in *who* does it. A core that drains mailboxes itself
+([`AUNCore.drains_mailboxes`][aun_runtime.AUNCore.drains_mailboxes], the actor core) admits each
+publish to the recipient's mailbox, making its publisher wait for room, and runs the agent's
+messages one at a time; any other core hands every message over at once, and delivery applies
+the mailbox instead. The runtime picks one `MailboxRule` for its core when it is made
+(`mailbox_rule`); the agent, its endpoint, the group
+fan-out and the facade ask that rule, and none of them asks which kind of core it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeAlias
+
+from autogen_core import MessageContext
+
+from protocols.aun import AUNMessage
+
+from ._errors import MailboxFullError
+from ._mailbox import Mailbox, OverflowPolicy
+
+__all__ = ["CoreDrainsMailboxes", "DeliveryAppliesMailboxes", "Dispatch", "MailboxRule", "Recipient", "mailbox_rule"]
+
+#: An agent instance's handler entry: runs the matching ``@event`` handler for one admitted message.
+Dispatch: TypeAlias = Callable[[Any, MessageContext], Awaitable[None]]
+
+
+class Recipient(Protocol):
+    """What the rule needs of the local AID a message arrives for (an `Endpoint`)."""
+
+    @property
+    def mailbox(self) -> Mailbox: ...
+
+    async def handle(self, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
+        """Membership, channel and handler, for a message whose turn it is."""
+        ...
+
+    def refused_as_full(self, message: AUNMessage | None) -> None:
+        """The mailbox refused the message: record its dead letter."""
+        ...
+
+
+class MailboxRule(Protocol):
+    """What a runtime does with mailboxes, given who drains them."""
+
+    async def deliver(self, endpoint: Recipient, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
+        """Hand a message that arrived for `endpoint` to its agent's `dispatch`."""
+        ...
+
+    async def hold_place_for_copy(self, mailbox: Mailbox, message_id: str, sender: str) -> bool:
+        """Before a group copy is published to `mailbox`: wait for its place if this rule waits at
+        the sender. True if a place is now reserved (cancel it if the copy is not published)."""
+        ...
+
+    def undelivered(self, mailbox: Mailbox, message_id: str) -> None:
+        """The core could not deliver `message_id` to `mailbox`'s agent: free what was held for it."""
+        ...
+
+
+class CoreDrainsMailboxes:
+    """The core admits every message to the mailbox and takes the turns: delivery only handles."""
+
+    async def deliver(self, endpoint: Recipient, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
+        await endpoint.handle(dispatch, message, ctx)
+
+    async def hold_place_for_copy(self, mailbox: Mailbox, message_id: str, sender: str) -> bool:
+        return False  # the core makes the publish itself wait for room, in the same first-come order
+
+    def undelivered(self, mailbox: Mailbox, message_id: str) -> None:
+        return None  # the core took the place back itself
+
+
+class DeliveryAppliesMailboxes:
+    """The core hands messages over at once: delivery admits them and takes turns, and a sender
+    under `block` waits for room before it publishes."""
+
+    async def deliver(self, endpoint: Recipient, dispatch: Dispatch, message: Any, ctx: MessageContext) -> None:
+        is_envelope = isinstance(message, AUNMessage)
+        message_id = message.message_id if is_envelope else (ctx.message_id or "")
+        mailbox = endpoint.mailbox
+        if not mailbox.arrive(message_id):
+            endpoint.refused_as_full(message if is_envelope else None)
+            return
+        try:
+            await mailbox.take_turn(endpoint.handle(dispatch, message, ctx))
+        finally:
+            mailbox.release()
+
+    async def hold_place_for_copy(self, mailbox: Mailbox, message_id: str, sender: str) -> bool:
+        # A group message reaches every member alike, so a full mailbox cannot refuse its copy
+        # here: under ``block`` the sender waits for room; otherwise arrival decides.
+        if mailbox.overflow is not OverflowPolicy.BLOCK:
+            return False
+        with contextlib.suppress(MailboxFullError):
+            await mailbox.reserve(message_id, sender)
+            return True
+        return False  # waited block_timeout in vain: arrival decides (over the bound, counted)
+
+    def undelivered(self, mailbox: Mailbox, message_id: str) -> None:
+        mailbox.cancel_reservation(message_id)  # it will never arrive
+
+
+def mailbox_rule(core_drains: bool) -> MailboxRule:
+    """The rule for a core that drains mailboxes itself, or for one that does not."""
+    return CoreDrainsMailboxes() if core_drains else DeliveryAppliesMailboxes()
