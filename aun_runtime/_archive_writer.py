@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from protocols.errors import AUNError
+
 from ._storage import Storage
 
 __all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter"]
@@ -46,8 +48,11 @@ Batch = Any
 BatchWriter = Callable[[Storage, Sequence[Batch]], None]
 
 
-class ArchiveWriteError(RuntimeError):
-    """Writing to the archive failed; the records are kept and will be written at the next flush."""
+class ArchiveWriteError(AUNError, RuntimeError):
+    """Writing to the archive failed; the records are kept and will be written at the next flush.
+
+    An `AUNError`, as every error the runtime raises; still a `RuntimeError`, as it was first.
+    """
 
 
 class _Barrier:

@@ -56,7 +56,8 @@ async def test_a_timer_writes_a_partial_batch(store: Stores) -> None:
 def test_a_failed_write_is_reported_and_its_records_are_kept(tmp_path: Path) -> None:
     import pytest
 
-    from aun_runtime._archive_writer import ArchiveWriteError
+    from aun_runtime import ArchiveWriteError
+    from protocols.errors import AUNError
 
     path = tmp_path / "a.sqlite"
     archive = Archive(path)
@@ -65,8 +66,10 @@ def test_a_failed_write_is_reported_and_its_records_are_kept(tmp_path: Path) -> 
         other.execute("BEGIN IMMEDIATE")
         archive._writer._db.db.execute("PRAGMA busy_timeout = 0")
         archive.record("b.local", RecordKind.RECEIVED, _message(1))
-        with pytest.raises(ArchiveWriteError, match="locked"):
+        with pytest.raises(ArchiveWriteError, match="locked") as raised:
             archive.flush()
+        # One of the runtime's errors, and still what callers caught before.
+        assert isinstance(raised.value, AUNError) and isinstance(raised.value, RuntimeError)
         other.execute("ROLLBACK")
     archive.flush()  # the kept batch goes in now
     assert [r.text for r in archive.history("b.local")] == ["#1"]

@@ -10,7 +10,8 @@
 * each rule has one home: group copies are given out only by the fan-out (``aun_runtime._fan_out``),
   where an AID lives is asked only of the placement (the facade, the send path and the fan-out
   never look at a directory or a route themselves), who applies mailboxes only of the mailbox rule,
-  model calls are metered only by ``aun_runtime.models._metered``;
+  model calls are metered only by ``aun_runtime.models._metered``, the queue routings are spelled
+  only in ``protocols.aun``;
 * the gateway's method tables are each in a ``_*_methods`` module, one table per module, and are
   merged only by ``merge_method_tables``;
 * in ``aun_runtime.network`` only ``_client_internals`` touches the pinned AUN client's private
@@ -195,6 +196,10 @@ def test_each_rule_has_one_home() -> None:
     # Model calls are metered in one wrapper that every caller uses.
     for spend in ("model_call_refusal", "begin_model_call", "end_model_call"):
         assert _users(spend, "") - {"aun_runtime._budgets"} == {"aun_runtime.models._metered"}, spend
+    # The queue routings (a service AID's policies too) are spelled once, in protocols.aun.
+    spelled = {module for module, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Constant) and node.value in ("round_robin", "sender_affinity")}
+    assert spelled == {"protocols.aun"}
 
 
 def test_gateway_method_tables_are_named_and_merged_as_one() -> None:

@@ -20,6 +20,8 @@ import logging
 import sys
 from typing import Any
 
+from protocols.aun import ROUND_ROBIN
+
 from .._errors import StorageSessionLostError
 from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
 from ._errors import HostStateError
@@ -170,7 +172,7 @@ async def _first(*waits: Any) -> None:
 
 def _service(spec: str) -> tuple[str, str]:
     aid, _, policy = spec.partition("=")
-    return aid, policy or "round_robin"
+    return aid, policy or ROUND_ROBIN
 
 
 def _run_worker(args: argparse.Namespace) -> int:

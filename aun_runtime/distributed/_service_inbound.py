@@ -18,8 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocols.aun import SENDER_AFFINITY
+
 from ._inbound import REORDER_LIMIT
-from ._service_store import SENDER_AFFINITY, Claim, ServiceLedger
+from ._service_store import Claim, ServiceLedger
 
 __all__ = ["ServiceInbound"]
 

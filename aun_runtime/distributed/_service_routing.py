@@ -20,7 +20,7 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._service_store import ROUND_ROBIN
+from protocols.aun import ROUND_ROBIN
 
 __all__ = ["MAX_AFFINITIES", "SERVICE_METADATA", "SERVICE_SECRET_METADATA", "ServiceRoute", "secret_digest"]
 

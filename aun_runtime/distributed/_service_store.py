@@ -52,6 +52,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from protocols.aun import QUEUE_ROUTINGS
+
 from .._archive import create_tables
 from .._storage import ScopedSQL, SQLiteStorage, Storage, is_postgres_url
 from ._identity import worker_secret
@@ -61,8 +63,6 @@ from ._service_liveness import FileLiveness, Liveness, PostgresLiveness
 __all__ = [
     "LEDGER_KEEP",
     "POLICIES",
-    "ROUND_ROBIN",
-    "SENDER_AFFINITY",
     "Claim",
     "ServiceLedger",
     "ledger_path",
@@ -71,11 +71,10 @@ __all__ = [
 
 logger = logging.getLogger("aun_runtime.distributed")
 
-#: Any instance may take any message; a sender's messages are spread over the live instances.
-ROUND_ROBIN = "round_robin"
-#: Each sender's stream goes to one instance while that instance lives, so per-sender order holds.
-SENDER_AFFINITY = "sender_affinity"
-POLICIES = (ROUND_ROBIN, SENDER_AFFINITY)
+#: A service AID's policies are the AUN queue routings (`protocols.aun`): `round_robin`, any
+#: instance may take any message; `sender_affinity`, each sender's stream goes to one instance
+#: while that instance lives, so per-sender order holds.
+POLICIES = QUEUE_ROUTINGS
 #: Done claims kept per sending worker below its handled-through position (older ones are pruned:
 #: the position alone says they were handled). Bounds the ledger.
 LEDGER_KEEP = 10_000
