@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import socket
@@ -68,6 +69,20 @@ class AUNSink(AUNAgent):
         assert TALLY is not None
         seq, t0, _ = (message.text or "").split(" ", 2)
         TALLY.add(int(seq), int(t0))
+
+
+class Busy(AUNAgent):
+    """A service AID's agent in the benchmarks: a fixed amount of CPU work per message."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__("hashes")
+        self.rounds = rounds
+
+    @event
+    async def on_msg(self, message: AUNMessage, ctx: MessageContext) -> None:
+        digest = b"x"
+        for _ in range(self.rounds):
+            digest = hashlib.sha256(digest).digest()
 
 
 # -- roles (run in their own processes) ------------------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import sqlite3
@@ -31,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _grpc import Child, start_host, stop
+from _grpc import Busy, Child, start_host, stop
 from _grpc import role as pair_role
 
-from aun_runtime import AUNAgent, AUNMessage, MessageContext, event
 from aun_runtime.distributed import worker_runtime
 
 SERVICE = "svc.local"
@@ -74,25 +72,6 @@ def _run(kind: str, pairs: int, flood: int) -> dict[str, Any]:
 
 
 # -- the service AID: its roles (run as ``grpc_scale.py --service-role ...``) and its runs ----------------
-
-
-def _busy(rounds: int) -> str:
-    digest = b"x"
-    for _ in range(rounds):
-        digest = hashlib.sha256(digest).digest()
-    return digest.hex()
-
-
-class Busy(AUNAgent):
-    """The service's agent: a fixed amount of CPU work per message."""
-
-    def __init__(self, rounds: int) -> None:
-        super().__init__("hashes")
-        self.rounds = rounds
-
-    @event
-    async def on_msg(self, message: AUNMessage, ctx: MessageContext) -> None:
-        _busy(self.rounds)
 
 
 async def _service_role(role: str, host: str, archive: str, ledgers: str, count: int, work: int, name: str) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import sys
@@ -36,9 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _grpc import Child
+from _grpc import Busy, Child
 
-from aun_runtime import AUNAgent, AUNMessage, MessageContext, RecordKind, TextPayload, event
+from aun_runtime import AUNMessage, RecordKind, TextPayload
 from aun_runtime._archive import Archive
 from aun_runtime._storage import open_storage
 from aun_runtime.distributed import worker_runtime
@@ -48,20 +47,6 @@ from aun_runtime.testing._namespaces import namespaces_unavailable
 SERVICE = "svc.local"
 HOST_PORT = 50051
 PG_PORT = 5432
-
-
-class Busy(AUNAgent):
-    """The service's agent: a fixed amount of CPU work per message."""
-
-    def __init__(self, rounds: int) -> None:
-        super().__init__("hashes")
-        self.rounds = rounds
-
-    @event
-    async def on_msg(self, message: AUNMessage, ctx: MessageContext) -> None:
-        digest = b"x"
-        for _ in range(self.rounds):
-            digest = hashlib.sha256(digest).digest()
 
 
 async def _role(role: str, host: str, archive: str, ledger: str | None, name: str, count: int, work: int) -> None:
