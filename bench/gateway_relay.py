@@ -84,6 +84,22 @@ def verify_rate(public_key: ec.EllipticCurvePublicKey, signed: list[tuple[bytes,
     return len(signed) / (time.perf_counter() - began)
 
 
+async def check_verified(ws: Any, receiver: Any, frames: Callable[[int], list[str]]) -> None:
+    """Fail unless the gateway accepts a signed frame and refuses it once its signature is spoilt:
+    the signed path measured is the verifying one. Reads the one push it causes, so none is left
+    for the measurement to count."""
+    good = frames(1)[0]
+    spoilt = json.loads(good)
+    spoilt["params"]["message_id"] += "-altered"  # the params no longer match what was signed
+    for frame, wanted in ((good, None), (json.dumps(spoilt), -32003)):
+        await ws.send(frame)
+        answer = json.loads(await ws.recv())
+        code = answer.get("error", {}).get("code")
+        if code != wanted:
+            raise RuntimeError(f"signed message.send answered {answer}, expected error code {wanted}")
+    await receiver.recv()
+
+
 def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
@@ -235,6 +251,8 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
                 signed = [signed_frame(carol.key, carol.aid, carol.fingerprint, i, params()) for i in range(count)]
                 verified[:] = [(der, data) for _, der, data in signed]
                 return [frame for frame, _, _ in signed]
+
+            await check_verified(signer, receiver, signed_frames)
 
             def is_push(text: Any) -> bool:
                 return str(text).startswith('{"jsonrpc":"2.0","method":"event/message.received"')
