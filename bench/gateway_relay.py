@@ -123,8 +123,13 @@ class Login:
         self.aid, self.key, self.fingerprint, self.token = aid, key, fingerprint, token
 
 
-async def login(url: str, aid: str) -> Login:
-    """Register ``aid`` and log in by hand."""
+async def login(url: str, aid: str) -> str:
+    """Register ``aid`` and log in by hand; returns an access token."""
+    return (await signing_login(url, aid)).token
+
+
+async def signing_login(url: str, aid: str) -> Login:
+    """Register ``aid`` and log in by hand, keeping what signing its requests takes."""
     key = ec.generate_private_key(ec.SECP256R1())
     spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     async with websockets.connect(url) as ws:
@@ -151,13 +156,10 @@ async def connect(url: str, token: str, device: str, delivery_mode: dict[str, st
 
 
 class Path:
-    """One way to move a message from A to an arrival: through the gateway, or an echo.
+    """One way to move a message from A to an arrival: through the gateway, or an echo."""
 
-    ``frames(count)`` builds the frames of one measurement before it starts (signing included).
-    """
-
-    def __init__(self, sender: Any, receiver: Any, frames: Callable[[int], list[str]]) -> None:
-        self.sender, self.receiver, self.frames = sender, receiver, frames
+    def __init__(self, sender: Any, receiver: Any, frame: Callable[[int], str]) -> None:
+        self.sender, self.receiver, self.frame = sender, receiver, frame
         self.arrived: asyncio.Queue[float] = asyncio.Queue()
         self._readers: list[asyncio.Task[None]] = []
 
@@ -173,21 +175,20 @@ class Path:
 
     async def latency(self, count: int) -> list[float]:
         samples = []
-        for frame in self.frames(count):
+        for i in range(count):
             began = time.perf_counter()
-            await self.sender.send(frame)
+            await self.sender.send(self.frame(i))
             samples.append((await self.arrived.get()) - began)
         return samples
 
     async def throughput(self, count: int, window: int) -> float:
-        frames = self.frames(count)
         began = time.perf_counter()
         in_flight = 0
-        for frame in frames:
+        for i in range(count):
             if in_flight >= window:
                 await self.arrived.get()
                 in_flight -= 1
-            await self.sender.send(frame)
+            await self.sender.send(self.frame(i))
             in_flight += 1
         for _ in range(in_flight):
             await self.arrived.get()
@@ -198,6 +199,24 @@ class Path:
             task.cancel()
         for ws in {self.sender, self.receiver}:
             await ws.close()
+
+
+class SignedPath(Path):
+    """A path whose frames are signed, all of a measurement's before it starts (``sign(count)``),
+    so the clients' signing does not share the timed part."""
+
+    def __init__(self, sender: Any, receiver: Any, sign: Callable[[int], list[str]]) -> None:
+        super().__init__(sender, receiver, lambda i: self._signed[i])
+        self.sign = sign
+        self._signed: list[str] = []
+
+    async def latency(self, count: int) -> list[float]:
+        self._signed = self.sign(count)
+        return await super().latency(count)
+
+    async def throughput(self, count: int, window: int) -> float:
+        self._signed = self.sign(count)
+        return await super().throughput(count, window)
 
 
 def summary(samples: list[float], rate: float) -> dict[str, float]:
@@ -235,7 +254,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
         try:
             url = json.loads(line)["gateway_url"]
             issuer = json.loads(line)["issuer"]
-            alice, bobby, carol = [await login(url, f"{name}.{issuer}") for name in ("alice", "bobby", "carol")]
+            alice, bobby, carol = [await signing_login(url, f"{name}.{issuer}") for name in ("alice", "bobby", "carol")]
             sender, receiver = await connect(url, alice.token, "bench-a"), await connect(url, bobby.token, "bench-b")
             signer = await connect(url, carol.token, "bench-c")  # its own connection: its own id space
             verified: list[tuple[bytes, bytes]] = []  # the last signed measurement's (signature, data)
@@ -243,9 +262,8 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
             def params() -> dict[str, Any]:  # what the AUN client sends, need_render included
                 return {"to": bobby.aid, "payload": payload, "message_id": f"m-{next(ids)}", "need_render": True}
 
-            def plain_frames(count: int) -> list[str]:
-                return [json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.send", "params": params()})
-                        for i in range(count)]
+            def plain_frame(i: int) -> str:
+                return json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.send", "params": params()})
 
             def signed_frames(count: int) -> list[str]:
                 signed = [signed_frame(carol.key, carol.aid, carol.fingerprint, i, params()) for i in range(count)]
@@ -257,11 +275,11 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
             def is_push(text: Any) -> bool:
                 return str(text).startswith('{"jsonrpc":"2.0","method":"event/message.received"')
 
-            relay = Path(sender, receiver, plain_frames).start(is_push)
-            relay_signed = Path(signer, signer, signed_frames).start(lambda text: False)  # reads its answers
+            relay = Path(sender, receiver, plain_frame).start(is_push)
+            relay_signed = SignedPath(signer, signer, signed_frames).start(lambda text: False)  # reads its answers
             relay_signed.arrived = relay.arrived  # B's pushes, whoever sent them
             echo_ws = await websockets.connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None)
-            baseline = Path(echo_ws, echo_ws, plain_frames).start(lambda text: True)
+            baseline = Path(echo_ws, echo_ws, plain_frame).start(lambda text: True)
             for path in (relay, relay_signed, baseline):
                 await path.latency(200)  # warm up
             figures: dict[str, list[dict[str, float]]] = {"gateway": [], "gateway_signed": [], "echo": []}
