@@ -13,7 +13,7 @@ fan-out and the facade ask that rule, and none of them asks which kind of core i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeAlias
 
 from autogen_core import MessageContext
@@ -26,7 +26,7 @@ from ._mailbox import Mailbox, OverflowPolicy
 __all__ = ["CoreDrainsMailboxes", "DeliveryAppliesMailboxes", "Dispatch", "MailboxRule", "Recipient", "mailbox_rule"]
 
 #: An agent instance's handler entry: runs the matching ``@event`` handler for one admitted message.
-Dispatch: TypeAlias = Callable[[Any, MessageContext], Awaitable[None]]
+Dispatch: TypeAlias = Callable[[Any, MessageContext], Coroutine[Any, Any, None]]
 
 
 class Recipient(Protocol):

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import runtime_throughput  # noqa: E402
+import runtime_throughput
 
 
 def _run(system: str, fanout: int, n: int, without: str | None) -> None:
