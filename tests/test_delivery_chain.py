@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import ClassVar
 
 from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
 
@@ -45,7 +46,7 @@ class Note:
 
 
 class Recorder(RoutedAgent):
-    log: list[tuple[str, int, str]] = []
+    log: ClassVar[list[tuple[str, int, str]]] = []
 
     def __init__(self) -> None:
         super().__init__("records")
