@@ -4,8 +4,10 @@ Runs one workload of ``bench/runtime_throughput.py`` under ``valgrind --tool=cal
 with ``--small`` and ``--large`` messages, and divides the difference of the two totals (every
 thread: the event loop and the archive's writer) by the difference in deliveries, so that start-up,
 imports and registration cancel out. ``--without`` runs the same workload with one stage replaced
-by a no-op, for attribution only (``archive``: the archive's record calls and its writer); what a
-stage costs is the difference from the full run. Prints one JSON line.
+by a no-op, for attribution only (``archive``: the archive's record calls and its writer;
+``channel``: dedup, filter and received record; ``dispatch``: turn watch, context and handler
+table); what a stage costs is the difference from the full run. The system ``build`` is what a
+send builds per message, alone (payload, id, validated envelope, its JSON). Prints one JSON line.
 
 Usage: ``python bench/delivery_instructions.py [--fanout 1 10] [--systems raw_autogen aun_actor]``
 (``python bench/delivery_instructions.py --run SYSTEM FANOUT N`` is what runs under valgrind).
@@ -29,12 +31,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import runtime_throughput
 
 
-def _run(system: str, fanout: int, n: int, without: str | None) -> None:
-    if without == "archive":
+async def _build(n: int, fanout: int) -> float:
+    """What a send builds for each message, alone: its payload, id and envelope (validated), and its
+    JSON (made once per message, for the archive and the wire)."""
+    from aun_runtime._payload import coerce_payload
+    from protocols.aun import AUNMessage, new_message_id
+
+    for seq in range(1, n + 1):
+        message_id = new_message_id()
+        AUNMessage.assemble(
+            message_id=message_id, from_aid="source.local", to="sink0.local", payload=coerce_payload("hello world", None),
+            seq=seq, thread=message_id,
+        ).to_json()
+    return 0.0
+
+
+def _strip(without: str) -> None:
+    """Replace one stage by a no-op (attribution only: the difference from the full run is its cost)."""
+    if without == "archive":  # every record call, and so the writer thread's work
         from aun_runtime import Archive
 
         Archive.record = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    asyncio.run(runtime_throughput.WORKLOADS[system](n, fanout))
+    elif without == "channel":  # dedup, the mention filter and the received record
+        from aun_runtime._channel import Admission, Channel
+
+        Channel.admit = lambda self, message: Admission.DELIVER  # type: ignore[method-assign]
+    elif without == "dispatch":  # the turn watch, the context variables and the handler table
+        from aun_runtime import AUNAgent
+
+        async def dispatch(self: object, message: object, ctx: object) -> None:
+            return None
+
+        AUNAgent._dispatch = dispatch  # type: ignore[assignment, method-assign]
+
+
+def _run(system: str, fanout: int, n: int, without: str | None) -> None:
+    if without:
+        _strip(without)
+    workload = _build if system == "build" else runtime_throughput.WORKLOADS[system]
+    asyncio.run(workload(n, fanout))
 
 
 def _instructions(system: str, fanout: int, n: int, without: str | None) -> tuple[int, int]:
@@ -63,7 +98,7 @@ def _instructions(system: str, fanout: int, n: int, without: str | None) -> tupl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", nargs=3, metavar=("SYSTEM", "FANOUT", "N"))
-    parser.add_argument("--without", choices=["archive"])
+    parser.add_argument("--without", choices=["archive", "channel", "dispatch"])
     parser.add_argument("--fanout", type=int, nargs="*", default=[1, 10])
     parser.add_argument("--systems", nargs="*", default=["raw_autogen", "aun_actor"])
     parser.add_argument("--small", type=int, default=500)
