@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._database import Database
+from ._frames import dumps
 
 __all__ = ["InboxStore", "PeerEntry", "StoredMessage", "page_of"]
 
@@ -140,7 +141,7 @@ class InboxStore:
         with self.db.atomic() as conn:
             conn.execute(
                 "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
-                (receiver, seq, sender, key, json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)),
+                (receiver, seq, sender, key, dumps(row)),
             )
         self._heads[receiver] = seq
         return StoredMessage(receiver, seq, row)
