@@ -74,6 +74,7 @@ from ._intervention import PublishInterventions, begin_publish, detached
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
 from ._subscription_index import SubscriptionIndex
+from ._topics import INBOX_PREFIX
 
 __all__ = ["DRAIN_BATCH", "AUNActorRuntime"]
 
@@ -211,8 +212,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         self._mailbox_options = self._mailboxes if given else None
         self._factories: dict[str, Callable[..., Any] | _Factory] = {}
         self._instance_types: dict[str, type[Agent]] = {}
+        # The factory registered last, with its class and entry: registering it again for the next
+        # type (as an AUN runtime does for every AID of a class) reads no signature.
+        self._last_factory: tuple[Callable[..., Any], type[Agent] | None, Callable[..., Any] | _Factory] | None = None
         self._cells: dict[AgentId, Cell] = {}
-        self._routes = SubscriptionIndex()
+        # Each AID's inbox subscription is kept by the index's inbox rule: no object per AID.
+        self._routes = SubscriptionIndex(INBOX_PREFIX)
         self._serializers = SerializationRegistry()
         self._mailbox_provider: MailboxProvider | None = None
         self._on_undeliverable: UndeliverableHook | None = None
@@ -697,7 +702,13 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         agent_type = AgentType(type) if isinstance(type, str) else type
         if agent_type.type in self._factories:
             raise ValueError(f"Agent with type {agent_type} already exists.")
-        self._factories[agent_type.type] = _factory_entry(agent_factory, expected_class)
+        last = self._last_factory
+        if last is not None and last[0] is agent_factory and last[1] is expected_class:
+            entry = last[2]  # the same factory again (an AUN runtime's, for each AID of a class)
+        else:
+            entry = _factory_entry(agent_factory, expected_class)  # reads its signature: costly
+            self._last_factory = (agent_factory, expected_class, entry)
+        self._factories[agent_type.type] = entry
         return agent_type
 
     async def register_agent_instance(self, agent_instance: Agent, agent_id: AgentId) -> AgentId:

@@ -184,6 +184,7 @@ class AUNRuntime:
         # ... and every core reports what it could not deliver, to become dead letters.
         self.core.attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
         self._endpoints: dict[str, Endpoint] = {}
+        self._makers: dict[type[AUNAgent], AgentMaker] = {}  # the core's factory of each agent class
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
@@ -407,13 +408,23 @@ class AUNRuntime:
             card=card if isinstance(card, str) else None if parsed is None else render_agent_md(parsed),
         )
         self._register_serializers()  # contract classes imported since the last registration
-        await self.core.register_factory(aid, AgentMaker(factory, self, endpoint))
+        await self.core.register_factory(aid, self._maker(factory))
         topic_type = inbox_topic_type(aid)
         # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
         await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
         self.placement.registered(aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
+
+    def _maker(self, factory: type[AUNAgent] | AgentFactory) -> AgentMaker:
+        """The core's factory for an AID made by `factory`: one per agent class, shared by all its
+        AIDs; a factory that is not a class (a lambda, often one per AID) gets one of its own."""
+        if not isinstance(factory, type):
+            return AgentMaker(factory, self, self._endpoints)
+        maker = self._makers.get(factory)
+        if maker is None:
+            maker = self._makers[factory] = AgentMaker(factory, self, self._endpoints)
+        return maker
 
     async def open_inbox(self, aid: str | None = None) -> Inbox:
         """Register an [`Inbox`][aun_runtime.Inbox] for code outside any agent, and return it.
