@@ -67,7 +67,7 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import PublishTrace, RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
-from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, UndeliverableHook
+from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, MailboxReleasedHook, UndeliverableHook
 from ._errors import AgentCreationError, MailboxFullError, MessageDroppedError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
 from ._intervention import PublishInterventions, begin_publish, detached
@@ -221,6 +221,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         self._serializers = SerializationRegistry()
         self._mailbox_provider: MailboxProvider | None = None
         self._on_undeliverable: UndeliverableHook | None = None
+        self._on_mailbox_released: MailboxReleasedHook | None = None
         provider = tracing_provider(tracer_provider)
         self._tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
         self._interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
@@ -235,6 +236,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             undeliverable=self._undeliverable,
             get_agent=self._get_agent,
             get_agent_of=self._get_agent_of,
+            cell_dropped=self._cell_dropped,
             idle_timeout=idle_timeout,
             store=state_store if state_store is not None else MemoryStateStore(),
         )
@@ -267,11 +269,14 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         *,
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
+        on_mailbox_released: MailboxReleasedHook | None = None,
     ) -> None:
-        """Let a facade supply agents' mailboxes (so their bound and policy live in one place) and
-        hear about undeliverable messages (to record them as dead letters)."""
+        """Let a facade supply agents' mailboxes (so their bound and policy live in one place), hear
+        when this runtime holds one no longer (its agent's cell went: evicted with nothing pending),
+        and hear about undeliverable messages (to record them as dead letters)."""
         self._mailbox_provider = mailbox_provider
         self._on_undeliverable = on_undeliverable
+        self._on_mailbox_released = on_mailbox_released
 
     def mailbox(self, agent_id: AgentId) -> Mailbox | None:
         """The mailbox of an agent that has a cell (an instance or pending messages), else None."""
@@ -519,6 +524,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         cell = Cell(agent_id, mailbox or self._mailboxes.mailbox())
         self._cells[agent_id] = cell
         return cell
+
+    def _cell_dropped(self, cell: Cell) -> None:
+        """`cell` is gone from memory: its mailbox, if the facade's, is held here no longer."""
+        released = self._on_mailbox_released
+        if released is not None:
+            released(cell.agent_id, cell.mailbox)
 
     def _enqueue(self, cell: Cell, delivery: Delivery) -> None:
         queue = cell.queue  # the queue and the count, updated here directly: this runs per delivery
