@@ -406,6 +406,28 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             return
         await self._publish_observed(message, topic_id, ctx)
 
+    async def publish_copies(
+        self, message: Any, topic_ids: Sequence[TopicId], *, sender: AgentId | None = None, message_id: str
+    ) -> None:
+        """Publish `message` on each of `topic_ids` in turn, as that many `publish_message` calls
+        would: the copies of one group post, each on its member's inbox topic.
+
+        One call for all of them: one coroutine and one cancellation token for the post, a
+        `MessageContext` (its topic differs) and a `Delivery` per copy. A copy whose mailbox makes
+        the publisher wait is waited for before the next one is routed, so the copies reach their
+        mailboxes in the order given, as one by one.
+        """
+        if not self._plain:  # interventions and spans see each copy as a publish of its own
+            for topic_id in topic_ids:
+                await self.publish_message(message, topic_id, sender=sender, message_id=message_id)
+            return
+        token = LazyCancellationToken()
+        for topic_id in topic_ids:
+            delivery = Delivery(message, MessageContext(sender, topic_id, False, token, message_id))
+            waiting = self._route(delivery, topic_id, sender)
+            if waiting:
+                await self._route_waiting(delivery, waiting)
+
     async def _publish_observed(self, message: Any, topic_id: TopicId, ctx: MessageContext) -> None:
         """A publish with intervention handlers, or traced (autogen-core's spans, in its tree: see
         `aun_runtime._actor_tracing`), or both."""

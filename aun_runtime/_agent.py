@@ -256,13 +256,16 @@ class AUNAgent(RoutedAgent):
 
     # -- delivery ----------------------------------------------------------------------------------
 
-    async def on_message_impl(self, message: Any, ctx: MessageContext) -> None:
-        """Deliver through mailbox and channel. Not to be overridden: write `@event` handlers."""
+    def on_message_impl(self, message: Any, ctx: MessageContext) -> Coroutine[Any, Any, Any]:
+        """Deliver through mailbox and channel. Not to be overridden: write `@event` handlers.
+
+        It returns the delivery's coroutine rather than awaiting it in one of its own: a frame
+        less on every delivery.
+        """
         endpoint = self._endpoint
         if endpoint is None:  # constructed outside an AUN runtime: plain autogen-core routing
-            await super().on_message_impl(message, ctx)
-        else:
-            await endpoint.runtime.mailbox_rule.deliver(endpoint, self._dispatch, message, ctx)
+            return super().on_message_impl(message, ctx)
+        return endpoint.runtime.mailbox_rule.deliver(endpoint, self._dispatch, message, ctx)
 
     async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
         """Run the matching handler for one admitted message, as one turn under the agent's

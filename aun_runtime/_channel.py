@@ -14,7 +14,7 @@ For each arriving message the channel of the receiving agent decides, before any
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Iterable
 from enum import Enum
 
@@ -51,7 +51,7 @@ class Channel:
         seed: the keys to start from; default: the newest ones in the archive (a restart).
     """
 
-    __slots__ = ("_archive", "_seen", "aid", "dedup_window")
+    __slots__ = ("_archive", "_order", "_seen", "aid", "dedup_window")
 
     def __init__(
         self,
@@ -64,16 +64,16 @@ class Channel:
         self.aid = aid
         self.dedup_window = dedup_window
         self._archive = archive
-        # An insertion-ordered set whose oldest key is evicted first. An OrderedDict, not a dict:
-        # deleting a dict's first key over and over leaves a trail of dummies that every later
-        # ``next(iter(d))`` walks through, which made a long-lived channel slower with every message.
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict.fromkeys(
-            archive.seen_keys(aid, dedup_window) if seed is None else seed
-        )
+        # A set to ask and a ring of the same keys in arrival order, oldest first, to evict from:
+        # two C operations per message, cheaper than an ordered dict's linked entries.
+        # A key twice in the seed is kept once, or its eviction would leave the later one unasked.
+        keys = dict.fromkeys(archive.seen_keys(aid, dedup_window) if seed is None else seed)
+        self._order: deque[tuple[str, str]] = deque(keys, maxlen=dedup_window)
+        self._seen: set[tuple[str, str]] = set(self._order)
 
     def keys(self) -> tuple[tuple[str, str], ...]:
         """The remembered (sender, message_id) keys, oldest first."""
-        return tuple(self._seen)
+        return tuple(self._order)
 
     def admit(self, message: AUNMessage) -> Admission:
         """Decide what happens to `message` and archive it (once)."""
@@ -81,9 +81,11 @@ class Channel:
         seen = self._seen
         if key in seen:
             return Admission.DUPLICATE
-        seen[key] = None
-        if len(seen) > self.dedup_window:
-            seen.popitem(last=False)
+        order = self._order
+        if len(order) == self.dedup_window:
+            seen.discard(order[0])  # the oldest key leaves the window (the ring drops it on append)
+        order.append(key)
+        seen.add(key)
         if (
             message.dispatch_mode is _MENTION
             and message.group_id is not None

@@ -78,6 +78,8 @@ class GroupFanOut:
         self.endpoints = endpoints
         self.placement = placement
         self.mailbox_rule = mailbox_rule
+        # A core that publishes a post's copies in one call (the actor core's `publish_copies`).
+        self._publish_copies = getattr(core, "publish_copies", None)
         #: Group members already warned about as registered nowhere (one warning per AID).
         self._warned_absent: set[str] = set()
 
@@ -109,6 +111,12 @@ class GroupFanOut:
             message = AUNMessage.assemble(**fields, seq=placement.next_seq(group_id))
             self.archive.record(sender, RecordKind.SENT, message)
             core_sender = agent_id(sender) if sender in self.endpoints else None
+            if self._publish_copies is not None and all(placement.where(aid) is Where.HERE for aid in copies):
+                # Every copy stays in this process: one call of the core publishes them all, in order.
+                topics = [inbox_topic(aid) for aid in copies]
+                await self._publish_copies(message, topics, sender=core_sender, message_id=message_id)
+                reserved.clear()
+                return message
             for aid in copies:
                 where = placement.where(aid)
                 if where in IN_CLUSTER:
