@@ -72,6 +72,7 @@ class ActorLifecycle:
         undeliverable: reports a message that will not be handled.
         get_agent: the instance of an agent, created if need be.
         get_agent_of: the instance of a cell's agent, created if need be (every caller shares one creation).
+        cell_dropped: told of each cell dropped from `cells` (its mailbox is held no longer).
         idle_timeout: seconds an instance may stay idle before it is evicted; None never evicts.
         store: where evicted agents' state waits.
 
@@ -95,6 +96,7 @@ class ActorLifecycle:
         undeliverable: UndeliverableHook,
         get_agent: Callable[[AgentId], Awaitable[Agent]],
         get_agent_of: Callable[[Cell], Awaitable[Agent]],
+        cell_dropped: Callable[[Cell], None],
         idle_timeout: float | None,
         store: AgentStateStore,
     ) -> None:
@@ -104,6 +106,7 @@ class ActorLifecycle:
         self._undeliverable = undeliverable
         self._get_agent = get_agent
         self._get_agent_of = get_agent_of
+        self._cell_dropped = cell_dropped
         self.running = False
         self.epoch = 0
         self.unfinished = 0
@@ -286,9 +289,13 @@ class ActorLifecycle:
             # Its instance could not be created (the messages were reported): nothing would ever
             # evict the cell, so it goes now, unless something is still on its way to it.
             if cell.quiet() and self._cells.get(cell.agent_id) is cell:
-                del self._cells[cell.agent_id]
+                self._drop(cell)
         elif self._idle_list is not None and not cell.resident:
             self._idle_list.add(cell)
+
+    def _drop(self, cell: Cell) -> None:
+        del self._cells[cell.agent_id]
+        self._cell_dropped(cell)
 
     def idle_list_discard(self, cell: Cell) -> None:
         """`cell` is busy again: off the idle list."""
@@ -349,7 +356,7 @@ class ActorLifecycle:
             # A caller may have made a new instance in this cell while the old one closed: it
             # holds the state just saved, so the cell stays with it.
             if cell.agent is None and cell.quiet() and self._cells.get(cell.agent_id) is cell:
-                del self._cells[cell.agent_id]
+                self._drop(cell)
             return True
         finally:
             cell.evicting = False

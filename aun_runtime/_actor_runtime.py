@@ -67,13 +67,14 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import PublishTrace, RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
-from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, UndeliverableHook
+from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, MailboxReleasedHook, UndeliverableHook
 from ._errors import AgentCreationError, MailboxFullError, MessageDroppedError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
 from ._intervention import PublishInterventions, begin_publish, detached
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
 from ._no_rpc import RefusesRPC
 from ._subscription_index import SubscriptionIndex
+from ._topics import INBOX_PREFIX
 
 __all__ = ["DRAIN_BATCH", "AUNActorRuntime"]
 
@@ -211,11 +212,16 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         self._mailbox_options = self._mailboxes if given else None
         self._factories: dict[str, Callable[..., Any] | _Factory] = {}
         self._instance_types: dict[str, type[Agent]] = {}
+        # The factory registered last, with its class and entry: registering it again for the next
+        # type (as an AUN runtime does for every AID of a class) reads no signature.
+        self._last_factory: tuple[Callable[..., Any], type[Agent] | None, Callable[..., Any] | _Factory] | None = None
         self._cells: dict[AgentId, Cell] = {}
-        self._routes = SubscriptionIndex()
+        # Each AID's inbox subscription is kept by the index's inbox rule: no object per AID.
+        self._routes = SubscriptionIndex(INBOX_PREFIX)
         self._serializers = SerializationRegistry()
         self._mailbox_provider: MailboxProvider | None = None
         self._on_undeliverable: UndeliverableHook | None = None
+        self._on_mailbox_released: MailboxReleasedHook | None = None
         provider = tracing_provider(tracer_provider)
         self._tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
         self._interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
@@ -230,6 +236,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             undeliverable=self._undeliverable,
             get_agent=self._get_agent,
             get_agent_of=self._get_agent_of,
+            cell_dropped=self._cell_dropped,
             idle_timeout=idle_timeout,
             store=state_store if state_store is not None else MemoryStateStore(),
         )
@@ -262,11 +269,14 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         *,
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
+        on_mailbox_released: MailboxReleasedHook | None = None,
     ) -> None:
-        """Let a facade supply agents' mailboxes (so their bound and policy live in one place) and
-        hear about undeliverable messages (to record them as dead letters)."""
+        """Let a facade supply agents' mailboxes (so their bound and policy live in one place), hear
+        when this runtime holds one no longer (its agent's cell went: evicted with nothing pending),
+        and hear about undeliverable messages (to record them as dead letters)."""
         self._mailbox_provider = mailbox_provider
         self._on_undeliverable = on_undeliverable
+        self._on_mailbox_released = on_mailbox_released
 
     def mailbox(self, agent_id: AgentId) -> Mailbox | None:
         """The mailbox of an agent that has a cell (an instance or pending messages), else None."""
@@ -537,6 +547,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         self._cells[agent_id] = cell
         return cell
 
+    def _cell_dropped(self, cell: Cell) -> None:
+        """`cell` is gone from memory: its mailbox, if the facade's, is held here no longer."""
+        released = self._on_mailbox_released
+        if released is not None:
+            released(cell.agent_id, cell.mailbox)
+
     def _enqueue(self, cell: Cell, delivery: Delivery) -> None:
         queue = cell.queue  # the queue and the count, updated here directly: this runs per delivery
         if queue is None:
@@ -719,7 +735,13 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         agent_type = AgentType(type) if isinstance(type, str) else type
         if agent_type.type in self._factories:
             raise ValueError(f"Agent with type {agent_type} already exists.")
-        self._factories[agent_type.type] = _factory_entry(agent_factory, expected_class)
+        last = self._last_factory
+        if last is not None and last[0] is agent_factory and last[1] is expected_class:
+            entry = last[2]  # the same factory again (an AUN runtime's, for each AID of a class)
+        else:
+            entry = _factory_entry(agent_factory, expected_class)  # reads its signature: costly
+            self._last_factory = (agent_factory, expected_class, entry)
+        self._factories[agent_type.type] = entry
         return agent_type
 
     async def register_agent_instance(self, agent_instance: Agent, agent_id: AgentId) -> AgentId:

@@ -37,7 +37,7 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeAlias, TypeVar, get_type_hints, overload
 
-from autogen_core import AgentId, CancellationToken, MessageContext, RoutedAgent
+from autogen_core import AgentId, AgentInstantiationContext, CancellationToken, MessageContext, RoutedAgent
 from autogen_core import event as _autogen_event
 from autogen_core._routed_agent import MessageHandler
 
@@ -494,27 +494,33 @@ AgentFactory: TypeAlias = Callable[[], AUNAgent | Awaitable[AUNAgent]]
 
 
 class AgentMaker:
-    """The factory the core calls for one AID: runs the user's factory and attaches the agent."""
+    """The factory the core calls for the AIDs registered with one user factory: runs it and
+    attaches the agent to the endpoint of the AID being created.
 
-    __slots__ = ("endpoint", "factory", "host")
+    One serves every AID of an agent class (a million AIDs of one class share it): the AID comes
+    from autogen-core's instantiation context, which every core sets while it calls a factory.
+    """
 
-    def __init__(self, factory: type[AUNAgent] | AgentFactory, host: AgentHost, endpoint: Endpoint) -> None:
+    __slots__ = ("endpoints", "factory", "host")
+
+    def __init__(
+        self, factory: type[AUNAgent] | AgentFactory, host: AgentHost, endpoints: Mapping[str, Endpoint]
+    ) -> None:
         self.factory = factory
         self.host = host
-        self.endpoint = endpoint
+        self.endpoints = endpoints
 
     async def __call__(self) -> AUNAgent:
+        endpoint = self.endpoints[AgentInstantiationContext.current_agent_id().type]
         created = self.factory()
         agent = await created if asyncio.iscoroutine(created) else created
         if not isinstance(agent, AUNAgent):
-            raise AgentRegistrationError(
-                f"the factory for {self.endpoint.aid} returned {type(agent).__name__}, not an AUNAgent"
-            )
-        agent._attach(self.host, self.endpoint)
-        if not self.endpoint.description:  # a factory such as a lambda said nothing: the agent says it
-            self.endpoint.description = agent.metadata["description"] or class_description(type(agent))
-            if self.endpoint.description:
-                self.host.archive.describe_agent(self.endpoint.aid, self.endpoint.description)
+            raise AgentRegistrationError(f"the factory for {endpoint.aid} returned {type(agent).__name__}, not an AUNAgent")
+        agent._attach(self.host, endpoint)
+        if not endpoint.description:  # a factory such as a lambda said nothing: the agent says it
+            endpoint.description = agent.metadata["description"] or class_description(type(agent))
+            if endpoint.description:
+                self.host.archive.describe_agent(endpoint.aid, endpoint.description)
         return agent
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._budgets import BudgetLedger
     from ._errors import BudgetExceeded
     from ._groups import GroupInfo
+    from ._mailbox import MailboxOptions
     from ._mailbox_rule import MailboxRule
     from ._payload import PayloadLike
     from ._stats import RuntimeStats
@@ -51,6 +52,11 @@ class AgentHost(Protocol):
     @property
     def ledger(self) -> BudgetLedger:
         """The counts behind the budgets: threads' breadth and each agent's model use."""
+        ...
+
+    @property
+    def mailbox_options(self) -> MailboxOptions:
+        """How every agent's mailbox is made: its bound, overflow policy and blocking timeout."""
         ...
 
     @property

@@ -243,8 +243,13 @@ MAX_STATEMENT_CHARS = 32 * 1024 * 1024
 
 #: Messages whose row id the archive remembers, so that the records of one message made in later
 #: batches (a reply's receipt after its send) point to the same row. A message's records arrive
-#: within moments of each other; one that is forgotten merely gets a second row.
-_MESSAGE_ROW_MEMORY = 65_536
+#: within moments of each other (eight batches of records cover them); one that is forgotten merely
+#: gets a second row. Each costs about 250 bytes: 65,536 of them were 16 MB.
+_MESSAGE_ROW_MEMORY = 4096
+#: Registrations whose `agents` rows are written in one transaction. A million AIDs registered one
+#: statement each spend most of their registration waiting for SQLite; in batches of this size the
+#: rows cost a few microseconds each, and at most this many (about 100 bytes each) wait in memory.
+AGENT_BATCH_SIZE = 4096
 _COLUMNS = "id, owner, kind, reason, body, recorded_at, message_id IS NOT NULL, in_reply_to"
 
 #: Records written per transaction. 512 amortises the commit to a few microseconds per record
@@ -412,6 +417,7 @@ class Archive:
         self._flush_interval = flush_interval
         self._pending: list[PendingRecord] = []
         self._pending_messages: list[MessageRow] = []
+        self._pending_agents: list[tuple[str, str, str, str, str | None, int]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._thought_watchers: list[Callable[[str, str, str | None], None]] = []
@@ -485,25 +491,49 @@ class Archive:
     def record_agent(
         self, aid: str, *, role: str, mode: str, description: str, card: str | None = None
     ) -> None:
-        """Record that `aid` takes part (written at once: registrations are rare)."""
+        """Record that `aid` takes part.
+
+        Written with the records, within `flush_interval` seconds, at the next `flush` or read, or
+        at once after `AGENT_BATCH_SIZE` registrations: one transaction for the lot. A reader in
+        another process (a console) sees the AID once its row is committed.
+        """
         self._check_writable()
-        row = (aid, role, mode, description, card, _now_ms())
-        # Under the writer's lock, after what is queued: one statement at a time on the connection.
-        self._writer.read(
-            lambda db: db.execute(
-                "INSERT INTO agents (aid, role, mode, description, card, registered_at) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (aid) DO UPDATE SET role = excluded.role, mode = excluded.mode,"
-                " description = excluded.description, card = excluded.card, registered_at = excluded.registered_at",
-                row,
-            )
-        )
+        self._pending_agents.append((aid, role, mode, description, card, _now_ms()))
+        if len(self._pending_agents) >= AGENT_BATCH_SIZE:
+            self._write_agents()
+        else:
+            self._arm_timer()
 
     def describe_agent(self, aid: str, description: str) -> None:
         """Set the description of `aid`, recorded before (its factory gave none; its instance does)."""
         self._check_writable()
+        self._write_agents()  # its row first
         self._writer.read(
             lambda db: db.execute("UPDATE agents SET description = ? WHERE aid = ?", (description, aid))
         )
+
+    def _write_agents(self) -> None:
+        """Write the `agents` rows waiting, in one transaction, after what is queued."""
+        rows, self._pending_agents = self._pending_agents, []
+        if not rows:
+            return
+
+        def insert(db: Storage) -> None:
+            with db.transaction():
+                db.executemany(
+                    "INSERT INTO agents (aid, role, mode, description, card, registered_at) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (aid) DO UPDATE SET role = excluded.role, mode = excluded.mode,"
+                    " description = excluded.description, card = excluded.card,"
+                    " registered_at = excluded.registered_at",
+                    rows,
+                )
+
+        # Under the writer's lock, after what is queued: one statement at a time on the connection.
+        try:
+            self._writer.read(insert)
+        except BaseException:
+            self._pending_agents[:0] = rows  # not lost: written with the next ones
+            raise
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -517,11 +547,17 @@ class Archive:
         if len(self._pending) >= self._batch_size:
             self._hand_over()
         elif self._timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return  # no loop: the next read or close writes it
-            self._timer = loop.call_later(self._flush_interval, self._hand_over)
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        """Write what waits within `flush_interval` seconds, unless it is written sooner."""
+        if self._timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: the next read or close writes it
+        self._timer = loop.call_later(self._flush_interval, self._hand_over)
 
     def _add_message(self, row: MessageRow) -> None:
         # Always followed by the _add of the record that numbered it, which decides about writing.
@@ -531,6 +567,8 @@ class Archive:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._pending_agents:
+            self._write_agents()
         if self._pending:
             messages, self._pending_messages = self._pending_messages, []
             records, self._pending = self._pending, []
@@ -679,6 +717,8 @@ class Archive:
     def agents(self) -> list[AgentEntry]:
         """Every AID registered by a runtime writing this archive, in registration order."""
         sql = "SELECT aid, role, mode, description, card, registered_at FROM agents ORDER BY registered_at"
+        if self._pending_agents:
+            self._write_agents()  # this process's own registrations, not yet written
         try:
             rows = self._writer.read_committed(lambda db: db.fetch(sql))
         except Exception as exc:

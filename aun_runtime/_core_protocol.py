@@ -7,8 +7,10 @@ probed for it:
 
 * whether it **drains mailboxes** itself (runs each agent's messages one at a time from the mailbox
   the facade hands it) or leaves the facade to apply them at delivery;
-* two **hooks** ([`AUNCore.attach`][aun_runtime.AUNCore.attach]): where each AID's mailbox comes from, and who hears of a
-  message the core could not deliver (to record it as a dead letter);
+* three **hooks** ([`AUNCore.attach`][aun_runtime.AUNCore.attach]): where each AID's mailbox comes from, who hears
+  that the core holds a mailbox no longer (an evicted agent's: the facade drops it while it is at
+  rest, so an idle AID keeps none), and who hears of a message the core could not deliver (to
+  record it as a dead letter);
 * the **archive** it keeps, if it keeps one (a distributed worker journals into it), the
   **directory** of AIDs and groups held by other processes, if there are any, and the **mailbox
   options** it was given, if it was given any;
@@ -34,10 +36,13 @@ if TYPE_CHECKING:
     from ._archive import Archive
     from ._directory import Directory
 
-__all__ = ["AUNCore", "InProcessCore", "MailboxProvider", "UndeliverableHook"]
+__all__ = ["AUNCore", "InProcessCore", "MailboxProvider", "MailboxReleasedHook", "UndeliverableHook"]
 
 #: Gives the mailbox of an agent (None: not one the facade knows; the core makes its own).
 MailboxProvider: TypeAlias = Callable[[AgentId], Mailbox | None]
+#: Hears that the core no longer holds the mailbox it was given for an agent (the agent left memory
+#: with nothing pending); the core asks the provider again if a message comes.
+MailboxReleasedHook: TypeAlias = Callable[[AgentId, Mailbox], None]
 #: Hears of a message the core could not deliver to an agent, and why.
 UndeliverableHook: TypeAlias = Callable[[AgentId, Any, BaseException], None]
 
@@ -71,8 +76,10 @@ class AUNCore(AgentRuntime, Protocol):
         *,
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
+        on_mailbox_released: MailboxReleasedHook | None = None,
     ) -> None:
-        """Plug in the facade's mailboxes and its dead-letter hook."""
+        """Plug in the facade's mailboxes, its dead-letter hook and the hook that hears of mailboxes
+        the core holds no longer (a core that never drops agents never calls it)."""
         ...
 
     def start(self) -> Awaitable[None] | None:

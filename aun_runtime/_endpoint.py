@@ -1,8 +1,15 @@
-"""What the AUN runtime keeps for one local AID, kept small enough for 100,000 idle ones.
+"""What the AUN runtime keeps for one local AID, kept small enough for a million idle ones.
 
 An `Endpoint` holds the AID's mailbox (its bound and policy, whichever core enforces them),
-its inbox sequence, its description and card, and its channel. The channel's dedup window is the
-only part that grows with traffic, so it follows the agent's life:
+its inbox sequence, its description and card, and its channel.
+
+The mailbox is made on first use (a message on its way, or someone asking for it), and dropped
+again when a core that drains mailboxes lets go of it (the agent was evicted with nothing pending)
+while it is at rest: only its counts (`high_water`, `overflowed`) are kept, in the slot the mailbox
+took, and the next mailbox starts from them. So an AID that was never addressed, or is idle,
+carries no mailbox, and the counts the runtime reports survive.
+
+The channel's dedup window is the only part that grows with traffic, so it follows the agent's life:
 
 * while the agent has an instance, the window lives in its `Channel`;
 * when the instance is evicted, a short window (up to `PARKED_WINDOW_KEYS` keys) is parked
@@ -48,6 +55,10 @@ _Key: TypeAlias = tuple[str, str]
 _UNIT = "\x1f"
 _RECORD = "\x1e"
 
+#: A dropped mailbox's counts are kept as one int, `high_water + (overflowed << _MARK_SHIFT)`: small
+#: ones (an AID that had a message or two) are ints Python shares, so they cost nothing.
+_MARK_SHIFT = 32
+
 
 async def _nothing() -> None:
     """What a delivery that reaches no handler awaits."""
@@ -77,6 +88,7 @@ class Endpoint:
 
     __slots__ = (
         "_channel",
+        "_mailbox",
         "_parked",
         "_reload",
         "aid",
@@ -85,7 +97,6 @@ class Endpoint:
         "eager",
         "handler_timeout",
         "last_seq",
-        "mailbox",
         "receipts",
         "runtime",
     )
@@ -94,7 +105,6 @@ class Endpoint:
         self,
         runtime: AgentHost,
         aid: str,
-        mailbox: Mailbox,
         description: str,
         eager: bool,
         *,
@@ -103,7 +113,8 @@ class Endpoint:
     ) -> None:
         self.runtime = runtime
         self.aid = aid
-        self.mailbox = mailbox
+        # The mailbox, or while there is none the counts of the last one (see the module docstring).
+        self._mailbox: Mailbox | int = 0
         self.description = description
         self.eager = eager
         #: Seconds one turn of this agent may run (None: no limit); see `aun_runtime._turns`.
@@ -118,6 +129,23 @@ class Endpoint:
         self._channel: Channel | None = None
         self._parked: str | None = None  # the window of an evicted agent, if short, packed
         self._reload = reload  # read the window from the archive? (not if it started empty)
+
+    @property
+    def mailbox(self) -> Mailbox:
+        """The AID's mailbox (made now if it has none: it is made on first use)."""
+        mailbox = self._mailbox
+        if isinstance(mailbox, Mailbox):
+            return mailbox
+        made = self.runtime.mailbox_options.mailbox(owner=self.aid)
+        made.high_water = mailbox & ((1 << _MARK_SHIFT) - 1)
+        made.overflowed = mailbox >> _MARK_SHIFT
+        self._mailbox = made
+        return made
+
+    def mailbox_released(self, mailbox: Mailbox) -> None:
+        """The core holds `mailbox` no longer: drop it if it is this AID's and at rest, keeping its counts."""
+        if mailbox is self._mailbox and mailbox.at_rest:
+            self._mailbox = mailbox.high_water + (mailbox.overflowed << _MARK_SHIFT)
 
     def next_seq(self) -> int:
         self.last_seq += 1

@@ -168,6 +168,20 @@ class Mailbox:
         return self.occupancy >= self.capacity
 
     @property
+    def at_rest(self) -> bool:
+        """Nothing held, promised, waiting or being handled, and no full episode under way: a
+        mailbox in this state may be dropped and made again later with only its counts
+        (`high_water`, `overflowed`) carried over, and nobody can tell."""
+        return (
+            self.occupancy == 0
+            and self._reserved is None
+            and self._waiters is None
+            and not self._busy
+            and self._turns is None
+            and self._episode is None
+        )
+
+    @property
     def waiting_senders(self) -> int:
         """Senders waiting for room right now."""
         return len(self._waiters) if self._waiters else 0

@@ -182,8 +182,13 @@ class AUNRuntime:
         #: Who admits messages to mailboxes and takes turns (an attribute: every delivery reads it).
         self.mailbox_rule: MailboxRule = mailbox_rule(self.core.drains_mailboxes)
         # ... and every core reports what it could not deliver, to become dead letters.
-        self.core.attach(mailbox_provider=self._mailbox_of, on_undeliverable=self._core_undeliverable)
+        self.core.attach(
+            mailbox_provider=self._mailbox_of,
+            on_undeliverable=self._core_undeliverable,
+            on_mailbox_released=self._mailbox_released,
+        )
         self._endpoints: dict[str, Endpoint] = {}
+        self._makers: dict[type[AUNAgent], AgentMaker] = {}  # the core's factory of each agent class
         self._tasks: set[asyncio.Task[None]] = set()
         self._inboxes: set[str] = set()
         self._running = False
@@ -388,9 +393,8 @@ class AUNRuntime:
                 eager = factory.on_start is not AUNAgent.on_start
             if not description:
                 description = class_description(factory)
-        mailbox = self.mailbox_options.mailbox(owner=aid)
         endpoint = Endpoint(
-            self, aid, mailbox, description, bool(eager), reload=not self._archive_started_empty,
+            self, aid, description, bool(eager), reload=not self._archive_started_empty,
             handler_timeout=handler_timeout,
         )
         endpoint.card = parsed
@@ -407,13 +411,23 @@ class AUNRuntime:
             card=card if isinstance(card, str) else None if parsed is None else render_agent_md(parsed),
         )
         self._register_serializers()  # contract classes imported since the last registration
-        await self.core.register_factory(aid, AgentMaker(factory, self, endpoint))
+        await self.core.register_factory(aid, self._maker(factory))
         topic_type = inbox_topic_type(aid)
         # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
         await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
         self.placement.registered(aid)
         if self._running and endpoint.eager:
             await self._start_agent(endpoint)
+
+    def _maker(self, factory: type[AUNAgent] | AgentFactory) -> AgentMaker:
+        """The core's factory for an AID made by `factory`: one per agent class, shared by all its
+        AIDs; a factory that is not a class (a lambda, often one per AID) gets one of its own."""
+        if not isinstance(factory, type):
+            return AgentMaker(factory, self, self._endpoints)
+        maker = self._makers.get(factory)
+        if maker is None:
+            maker = self._makers[factory] = AgentMaker(factory, self, self._endpoints)
+        return maker
 
     async def open_inbox(self, aid: str | None = None) -> Inbox:
         """Register an [`Inbox`][aun_runtime.Inbox] for code outside any agent, and return it.
@@ -483,7 +497,11 @@ class AUNRuntime:
         return self.placement.groups()
 
     def mailbox(self, aid: str) -> Mailbox:
-        """The mailbox of a local agent (for inspection: occupancy, high water, overflow count)."""
+        """The mailbox of a local agent (for inspection: occupancy, high water, overflow count).
+
+        An AID whose agent was evicted with nothing pending keeps only these counts: its mailbox
+        is made again from them when asked for, so ask again rather than keep the object.
+        """
         endpoint = self._endpoints.get(aid)
         if endpoint is None:
             raise UnknownAIDError(f"{aid} is not registered in this runtime")
@@ -654,6 +672,11 @@ class AUNRuntime:
     def _mailbox_of(self, agent: AgentId) -> Mailbox | None:
         endpoint = self._endpoints.get(agent.type) if agent.key == TOPIC_SOURCE else None
         return endpoint.mailbox if endpoint is not None else None
+
+    def _mailbox_released(self, agent: AgentId, mailbox: Mailbox) -> None:
+        endpoint = self._endpoints.get(agent.type) if agent.key == TOPIC_SOURCE else None
+        if endpoint is not None:
+            endpoint.mailbox_released(mailbox)
 
     def _core_undeliverable(self, agent: AgentId, message: Any, error: BaseException) -> None:
         envelope = message if isinstance(message, AUNMessage) else None

@@ -35,7 +35,7 @@ from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
 from opentelemetry.trace import TracerProvider
 
 from ._actor_tracing import tracing_provider
-from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, UndeliverableHook
+from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, MailboxReleasedHook, UndeliverableHook
 from ._errors import AgentCreationError, MessageDroppedError, RuntimeStoppedError
 from ._intervention import PublishInterventions, begin_publish
 from ._mailbox import MailboxOptions
@@ -97,6 +97,7 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
         *,
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
+        on_mailbox_released: MailboxReleasedHook | None = None,
     ) -> None:
         """Hear about messages still queued at `stop()` (mailboxes are applied by the facade)."""
         self._on_undeliverable = on_undeliverable

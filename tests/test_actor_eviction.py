@@ -187,13 +187,17 @@ async def test_facade_eviction_keeps_state_dedup_mailbox_and_history() -> None:
     async with AUNRuntime(core=core) as runtime:
         await runtime.register_agent("tally.local", TallyAgent)
         inbox = await runtime.open_inbox()
-        mailbox = runtime.mailbox("tally.local")
         await inbox.send("tally.local", "one", message_id="m-1")
         await inbox.send("tally.local", "two", message_id="m-2")
         await runtime.settle()
+        mailbox = runtime.mailbox("tally.local")
+        high_water = mailbox.high_water
 
         assert await core.evict_idle() == 1  # the inbox stays: the application holds it
         assert core.instances == 1
+        # The idle AID keeps no mailbox, only its counts: the one made when asked starts from them.
+        again = runtime.mailbox("tally.local")
+        assert again is not mailbox and again.high_water == high_water >= 1 and again.occupancy == 0
 
         await inbox.send("tally.local", "one again", message_id="m-1")  # a redelivery: still a duplicate
         await inbox.send("tally.local", "three", message_id="m-3")
@@ -202,7 +206,7 @@ async def test_facade_eviction_keeps_state_dedup_mailbox_and_history() -> None:
         tally = await runtime.agent_instance("tally.local", TallyAgent)
         assert tally.texts == ["one", "two", "three"]
         assert runtime.stats.duplicates == 1
-        assert runtime.mailbox("tally.local") is mailbox and mailbox.high_water >= 1
+        assert runtime.mailbox("tally.local") is again and again.high_water >= high_water
         received = runtime.archive.history("tally.local", kinds=[RecordKind.RECEIVED])
         assert [r.text for r in received] == ["one", "two", "three"]
 

@@ -65,7 +65,12 @@ async def test_registration_records_agents_and_inboxes(tmp_path: Path) -> None:
     await runtime.start()
     await runtime.register_agent("rec.local", Recorder, description="keeps everything")
     await runtime.open_inbox("app.local")
-    entries = {entry.aid: entry for entry in Archive(path, read_only=True).agents()}
+    reader = Archive(path, read_only=True)
+    # Registrations are written in batches, with the records: another process sees them once
+    # committed (within the flush interval, or at a settle, as here).
+    assert reader.agents() == []
+    await runtime.settle()
+    entries = {entry.aid: entry for entry in reader.agents()}
     assert entries["rec.local"].role == "agent"
     assert entries["rec.local"].mode == "autonomous"
     assert entries["rec.local"].description == "keeps everything"

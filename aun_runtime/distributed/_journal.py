@@ -361,6 +361,8 @@ class JournalArchive(Archive):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._pending_agents:
+            self._write_agents()  # registrations first, as the archive writes them (in their own transaction)
         if not (self._pending or self._outbox_rows or self._outbox_done or self._handled or self._service_handled):
             return
         self._last_commit = time.monotonic()

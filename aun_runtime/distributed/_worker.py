@@ -58,7 +58,7 @@ from protocols.aun import AUNMessage
 
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
-from .._core_protocol import MailboxProvider, UndeliverableHook
+from .._core_protocol import MailboxProvider, MailboxReleasedHook, UndeliverableHook
 from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
@@ -304,6 +304,7 @@ class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
         *,
         mailbox_provider: MailboxProvider | None = None,
         on_undeliverable: UndeliverableHook | None = None,
+        on_mailbox_released: MailboxReleasedHook | None = None,
     ) -> None:
         """Hear about messages an intervention handler dropped (the facade applies the mailboxes, and
         the worker records what it could not deliver as dead letters in its archive itself)."""
