@@ -96,17 +96,14 @@ class SubscriptionIndex:
         if self._by_rule(subscription):
             assert isinstance(subscription, TypeSubscription)
             self._inboxes[subscription.agent_type] = subscription.agent_type
-            self._cache.clear()
-            self._cache_without.clear()
-            return
-        _put(self._by_id, subscription.id, subscription)
-        if _is_plain_type_subscription(subscription):
-            assert isinstance(subscription, TypeSubscription)
-            _put(self._by_topic_type, subscription.topic_type, subscription)
         else:
-            self._others.append(subscription)
-        self._cache.clear()
-        self._cache_without.clear()
+            _put(self._by_id, subscription.id, subscription)
+            if _is_plain_type_subscription(subscription):
+                assert isinstance(subscription, TypeSubscription)
+                _put(self._by_topic_type, subscription.topic_type, subscription)
+            else:
+                self._others.append(subscription)
+        self._routes_changed()
 
     def remove(self, subscription_id: str) -> None:
         """Remove every subscription with this id.
@@ -115,20 +112,20 @@ class SubscriptionIndex:
             ValueError: there is none (as autogen-core raises).
         """
         inbox = self._inbox_of(subscription_id)
+        removed = self._by_id.pop(subscription_id, None)
+        if inbox is None and removed is None:
+            raise ValueError("Subscription does not exist")
         if inbox is not None:
             del self._inboxes[inbox]
-        removed = self._by_id.pop(subscription_id, None)
-        if removed is None:
-            if inbox is not None:
-                self._cache.clear()
-                self._cache_without.clear()
-                return
-            raise ValueError("Subscription does not exist")
         for subscription in _as_list(removed):
             if isinstance(subscription, TypeSubscription) and _is_plain_type_subscription(subscription):
                 _drop(self._by_topic_type, subscription.topic_type, subscription)
             else:
                 self._others.remove(subscription)
+        self._routes_changed()
+
+    def _routes_changed(self) -> None:
+        """A subscription came or went: every cached answer may be wrong now."""
         self._cache.clear()
         self._cache_without.clear()
 
