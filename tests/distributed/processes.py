@@ -24,8 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 30.0
 
 
+# Loaded here, once: the child runs `_die_with_parent` between fork and exec, where only the call
+# itself is safe. Loading a library there takes the loader's and the allocator's locks, which another
+# thread of this process (a test's gRPC or archive thread) may have held at the fork.
+_LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
 def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class Process:
