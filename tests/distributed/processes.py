@@ -7,10 +7,8 @@ says which); nothing here sleeps for a fixed time. Every child dies with the tes
 
 from __future__ import annotations
 
-import ctypes
 import os
 import queue
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -24,14 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 30.0
 
 
-# Loaded here, once: the child runs `_die_with_parent` between fork and exec, where only the call
-# itself is safe. Loading a library there takes the loader's and the allocator's locks, which another
-# thread of this process (a test's gRPC or archive thread) may have held at the fork.
-_LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
-
-
-def _die_with_parent() -> None:
-    _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+# The child is made to die with the test process by `setpriv`, run first, rather than by a
+# `preexec_fn`: a `preexec_fn` makes subprocess fork (not vfork) and run Python in the child, and a
+# fork runs gRPC's fork handlers in this process, which has gRPC's poller threads running (a test's
+# own gRPC client); that once crashed a test process. Without one, nothing runs between fork and exec.
+# The death signal survives the exec of `ip netns exec` and of the runtime itself.
+DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
 
 
 class Process:
@@ -45,13 +41,12 @@ class Process:
         self.args = list(args)
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "aun_runtime", *self.args],
+            [*DIE_WITH_PARENT, *prefix, sys.executable, "-m", "aun_runtime", *self.args],
             cwd=ROOT,
             env=full_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            preexec_fn=_die_with_parent,
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
