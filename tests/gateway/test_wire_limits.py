@@ -178,9 +178,13 @@ async def test_clients_that_never_read_then_reset_release_their_sessions_and_mem
         await leak_round(clients)
         after_second = _rss()
         # Memory comes back: most of what the parked sessions held is free again, and a second
-        # round of the same attack leaves the gateway where the first did.
-        assert after_first - before < (peak - before) / 2, (before, peak, after_first)
-        assert after_second - after_first < 8_000_000, (after_first, after_second)
+        # round of the same attack leaves the gateway about where the first did. Both are measured
+        # against what a round holds at its peak (about 55 MB here): sessions kept by a leak would
+        # hold all of it again, while this test process's heap, which other test files shared
+        # before, moves by a few MB on its own (seen: 1 to 3 MB alone, 10 MB after other files).
+        held = peak - before
+        assert after_first - before < held / 2, (before, peak, after_first)
+        assert after_second - after_first < held / 4, (before, peak, after_first, after_second)
         # ... and the gateway, at max_connections a moment ago, serves a new client.
         conn = await RawConnection.open(server)
         assert (await conn.call("meta.ping"))["error"]["code"] == -32013
