@@ -286,6 +286,8 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
         "p50_ratio_bridge_echo": ratio("bridge", "echo", "p50_ms"),
         "throughput_ratio_floor_relay": ratio("e2ee_floor", "relay", "msgs_per_s"),
         "throughput_ratio_bridge_floor": ratio("bridge", "e2ee_floor", "msgs_per_s"),
+        # The ceiling of anything that sends and receives through the client's own message path.
+        "throughput_ratio_client_floor": ratio("client", "e2ee_floor", "msgs_per_s"),
     }
 
 
