@@ -10,6 +10,7 @@ from autogen_core import MessageContext
 from protocols.aun import AUNMessage
 
 from ._agent import AUNAgent
+from ._waiting import wait_set
 
 __all__ = ["Inbox"]
 
@@ -60,9 +61,7 @@ class Inbox(AUNAgent):
             while self._cursor >= len(self.received):
                 self._arrived.clear()
                 left = None if deadline is None else max(0.0, deadline - loop.time())
-                try:
-                    await asyncio.wait_for(self._arrived.wait(), left)
-                except TimeoutError:
+                if not await wait_set(self._arrived, left):
                     return None
             message = self.received[self._cursor]
             self._cursor += 1

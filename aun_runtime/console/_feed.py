@@ -30,6 +30,7 @@ from dataclasses import asdict
 from .._archive import AgentEntry, Archive, ArchiveRow
 from .._errors import StorageSessionLostError, StorageUnavailableError
 from .._storage import is_missing_table
+from .._waiting import wait_set
 from ..agentmd import AgentMDError, parse_agent_md
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
@@ -211,8 +212,7 @@ class ArchiveFeed:
         """Return when the feed moves (new records, agents or state), is closed, or after `timeout`."""
         if self._closed:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+        await wait_set(self._changed, timeout)
 
     # -- reading -----------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_grpc
 
+from .._waiting import wait_set
 from ._errors import HostUnavailableError
 from ._frames import BATCH_TYPE, drain, pack, unpack
 from ._tls import TLSConfig
@@ -109,7 +110,8 @@ class HostLink:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"aun-link:{self.worker}")
 
     async def wait_connected(self, timeout: float | None) -> None:
-        await asyncio.wait_for(self._connected.wait(), timeout)
+        if not await wait_set(self._connected, timeout):
+            raise TimeoutError(f"worker {self.worker} not connected to the host within {timeout} s")
 
     @property
     def connected(self) -> bool:

@@ -35,6 +35,7 @@ from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
 from .._trace_context import continued, traceparent_of
+from .._waiting import wait_set
 from ._card import publish_card
 from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
@@ -72,9 +73,10 @@ _REQUEST_HEAD = 96
 SUPERVISE_POLL = 1.0
 #: How long stopping a link waits for its tasks (its connection's supervisor, its lanes) to end
 #: once cancelled, in seconds. They end at their next await, well under a second even on a loaded
-#: machine; a task that swallowed its cancellation (Python 3.11's ``asyncio.wait_for`` returns the
-#: result when it completes in the same turn as the cancel) is noticed by looking at ``_stopping``
-#: within ``SUPERVISE_POLL``. Reached, the link stops anyway (its client is closed, which fails what
+#: machine; a task that swallowed its cancellation (in the client's own calls, Python 3.11's
+#: ``asyncio.wait_for`` returns the result when it completes in the same turn as the cancel; the
+#: link's own waits use `wait_set`, which does not) is noticed by looking at ``_stopping`` within
+#: ``SUPERVISE_POLL``. Reached, the link stops anyway (its client is closed, which fails what
 #: the task waits for) and `stop` returns False, so the gateway agent raises rather than hangs.
 STOP_TIMEOUT = 10.0
 #: Client states after which it does not reconnect by itself.
@@ -295,8 +297,7 @@ class AIDLink:
         Ends once stopping, even if the cancel that came with it was swallowed (see `STOP_TIMEOUT`)."""
         while not self._stopping:
             self._state_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._state_changed.wait(), SUPERVISE_POLL)
+            await wait_set(self._state_changed, SUPERVISE_POLL)
             if str(getattr(self.client.state, "value", self.client.state)) in _GAVE_UP:
                 log.warning("%s: the AUN client stopped reconnecting (%s); connecting again", self.aid, self.client.state)
                 self.state = LinkState.RECONNECTING
@@ -312,8 +313,7 @@ class AIDLink:
     async def _until_ready(self) -> None:
         while not self.ready:
             self._state_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._state_changed.wait(), READY_POLL)
+            await wait_set(self._state_changed, READY_POLL)
 
     # -- inbound -----------------------------------------------------------------------------------
 
