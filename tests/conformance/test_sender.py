@@ -68,7 +68,8 @@ async def test_silence_is_never_read_as_failure(
 
     assert await runtime.ping("quiet.local") is True  # liveness is asked, not guessed
     assert runtime.archive.count(kind=RecordKind.DEAD_LETTER) == 0
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # The runtime's own records only, as above: grpc's poller may log about an earlier test's loop.
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("aun_runtime")]
     assert runtime.archive.count(owner="quiet.local", kind=RecordKind.RECEIVED) == 5
 
 
