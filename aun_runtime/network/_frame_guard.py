@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -184,9 +185,10 @@ def unreadable_reason(payload: Any) -> str | None:
     return None
 
 
-def guard_client(client: Any, aid: str) -> bool:
-    """Put the guard in front of `client`'s frame decoder. False if the client is not the one
-    this is written for (then nothing is changed)."""
+def guard_client(client: Any, aid: str, sift: Callable[[dict[str, Any]], None] | None = None) -> bool:
+    """Put the guard in front of `client`'s frame decoder, and `sift` (if given) between it and
+    the client: it sees each decoded frame first and may change it in place. False if the client is
+    not the one this is written for (then nothing is changed)."""
     transport = transport_of(client)
     strict = frame_decoder(transport)
     if transport is None or strict is None:
@@ -194,7 +196,7 @@ def guard_client(client: Any, aid: str) -> bool:
                     "will make it drop its connection", aid)
         return False
 
-    def decode(raw: Any) -> dict[str, Any]:
+    def read(raw: Any) -> dict[str, Any]:
         if type(raw) is str:
             frame = quick_read(raw)
             if frame is not None:
@@ -216,5 +218,11 @@ def guard_client(client: Any, aid: str) -> bool:
                         "each becomes a dead letter", aid, len(reasons), reasons[0])
             return frame
 
-    replace_frame_decoder(transport, decode)
+    def read_and_sift(raw: Any) -> dict[str, Any]:
+        frame = read(raw)
+        if sift is not None and type(frame) is dict:
+            sift(frame)
+        return frame
+
+    replace_frame_decoder(transport, read if sift is None else read_and_sift)
     return True

@@ -64,6 +64,7 @@ class GatewayAgentStats:
     dead_letters: int
     waiting: int  #: messages in the outbox, not yet taken by the network
     thoughts: int = 0  #: thoughts the network took (with ``GatewayAgentConfig.thoughts``)
+    pages: int = 0  #: pages of arrivals the AUN clients handed over (``received / pages`` per page)
 
 
 class GatewayAgent:
@@ -304,6 +305,7 @@ class GatewayAgent:
             dead_letters=sum(link.stats.dead_letters for link in links),
             waiting=0 if self._outbox is None else len(self._outbox),
             thoughts=0 if self._thoughts is None else self._thoughts.put,
+            pages=sum(link.stats.pages for link in links),
         )
 
     def _link(self, aid: str) -> AIDLink:

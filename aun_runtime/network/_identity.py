@@ -59,8 +59,11 @@ def require_client() -> None:
         raise NetworkClientMissingError(CLIENT_PACKAGE) from None
 
 
-async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
-    """An `AUNClient` for `aid` (not connected), registering the AID on the network if needed.
+async def open_client(
+    aid: str, config: GatewayAgentConfig, seed: str, sift: Callable[[dict[str, Any]], None] | None = None
+) -> Any:
+    """An `AUNClient` for `aid` (not connected), registering the AID on the network if needed;
+    `sift` sees each frame from the network before the client does (`._frame_guard.guard_client`).
 
     Raises:
         IdentityError: registration failed; `retryable` unless the network refused the AID.
@@ -102,7 +105,7 @@ async def open_client(aid: str, config: GatewayAgentConfig, seed: str) -> Any:
             raise IdentityError(aid, f"registered, but the identity does not load: {loaded.error}", retryable=False)
     assert loaded.data is not None
     client = quiet_client(AUNClient, loaded.data["aid"], config.client_log_level)
-    guard_client(client, aid)  # one unreadable message must not keep it off the network
+    guard_client(client, aid, sift)  # one unreadable message must not keep it off the network
     # One process holds many of these: no thread per connection, no commit per message received.
     run_on_loop(client)
     short_calls_on_loop(login_flow(client))

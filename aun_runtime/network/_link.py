@@ -45,6 +45,7 @@ from ._host_answers import share_host_answers
 from ._identity import open_client
 from ._invitations import Invitations
 from ._outbox import Outbox, OutboxItem
+from ._push_pages import PushPages
 from ._verdict import Verdict, describe, judge
 
 __all__ = ["FIRST_CONNECTIONS", "STOP_TIMEOUT", "AIDLink", "LinkState", "LinkStats"]
@@ -103,6 +104,7 @@ class LinkStats:
     """What went through one link."""
 
     received: int = 0  #: messages handed to the local recipient (duplicates included)
+    pages: int = 0  #: pages of them the client handed over (one message each, or many: `._push_pages`)
     refused: int = 0  #: arrivals that were not valid messages (dead letters)
     sent: int = 0  #: messages the network took
     retries: int = 0  #: sends tried again
@@ -184,6 +186,7 @@ class AIDLink:
         self._runner: asyncio.Task[None] | None = None
         self._pages: set[asyncio.Task[Any]] = set()  # the client's tasks running a page handler now
         self.invitations: Invitations | None = None  # once the client is made
+        self.push_pages = PushPages()  # direct messages that come faster than handled: in pages
         self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -244,7 +247,7 @@ class AIDLink:
         delay = FIRST_RETRY_DELAY
         while self.client is None:
             try:
-                self.client = await open_client(self.aid, self.config, self._seed)
+                self.client = await open_client(self.aid, self.config, self._seed, self.push_pages.sift)
             except IdentityError as exc:
                 self.error = exc
                 if not exc.retryable:
@@ -345,6 +348,7 @@ class AIDLink:
         if not arrivals and refused == self.stats.refused:
             return  # recalls and hints only: nothing was recorded, nothing to wait for
         self.stats.received += len(arrivals)
+        self.stats.pages += 1
         task = asyncio.current_task()
         if task is not None:
             self._pages.add(task)
@@ -357,6 +361,10 @@ class AIDLink:
                         await self._deliver([arrival])
         finally:
             self._pages.discard(task)
+        if not group:
+            for message, _ in arrivals:
+                if message.seq is not None:
+                    self.push_pages.handed_over(message.from_aid, message.seq)
 
     # -- outbound ----------------------------------------------------------------------------------
 
