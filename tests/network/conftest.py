@@ -29,7 +29,7 @@ from aun_core import AIDStore, AUNClient
 from aun_core.keystore.local_identity_store import LocalIdentityStore
 from aun_core.logger import NullLogger
 
-from aun_runtime import Archive, AUNRuntime
+from aun_runtime import Archive, AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent, GatewayAgentConfig, quiet_client
 
@@ -56,6 +56,17 @@ def info_of(server: GatewayServer) -> GatewayInfo:
 
 
 # -- plain AUN clients -----------------------------------------------------------------------------
+
+
+class Gate(AUNAgent):
+    """Holds a message whose text is "first" until released: what comes next waits in the mailbox meanwhile."""
+
+    release: asyncio.Event
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if message.text == "first":
+            await type(self).release.wait()
 
 
 class PlainClient:

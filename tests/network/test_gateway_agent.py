@@ -27,7 +27,7 @@ from aun_runtime.network import GatewayAgent, LinkState, NotExposedError
 from aun_runtime.network._envelope import ENVELOPE_KEY
 from protocols.aun import Payload, payload_from_json
 
-from .conftest import PlainClient, eventually, info_of, read_archive
+from .conftest import Gate, PlainClient, eventually, info_of, read_archive
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -159,17 +159,6 @@ async def test_ping_asks_the_network_and_never_guesses(gateway: GatewayServer, b
     assert await runtime.ping(f"nobody.{info.issuer}") is False
     await gateway.stop()
     assert await runtime.ping(user.aid) is False  # our connection to the network is down
-
-
-class Gate(AUNAgent):
-    """Holds its first message until released: its next one waits in the mailbox meanwhile."""
-
-    release: asyncio.Event
-
-    @event
-    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
-        if message.text == "first":
-            await type(self).release.wait()
 
 
 async def test_a_message_is_acknowledged_only_once_its_record_is_committed(

@@ -9,12 +9,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, RecordKind, event
+from aun_runtime import AUNRuntime, RecordKind
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network._push_pages import PUSH_METHOD, PushPages
 
-from .conftest import PlainClient, eventually, info_of, read_archive
+from .conftest import Gate, PlainClient, eventually, info_of, read_archive
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -78,46 +78,35 @@ def test_a_sender_whose_page_never_came_counts_as_handled_after_a_while() -> Non
     assert inline(late)
 
 
-class Holder(AUNAgent):
-    """Holds its first message until released: what comes next waits for its turn meanwhile."""
-
-    release: asyncio.Event
-
-    @event
-    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
-        if message.text == "0":
-            await type(self).release.wait()
-
-
 async def test_a_burst_from_one_sender_arrives_in_a_page_in_order_once_each_acknowledged_after_the_archive(
     gateway: GatewayServer, bridged: Bridged, plain_clients: Clients
 ) -> None:
     info = info_of(gateway)
-    Holder.release = asyncio.Event()
+    Gate.release = asyncio.Event()
     slow = f"holder.{info.issuer}"
 
     async def register(runtime: AUNRuntime) -> None:
-        await runtime.register_agent(slow, Holder)
+        await runtime.register_agent(slow, Gate)
 
     runtime, agent = await bridged(info, "holder", register)
     user = await plain_clients(info, "burst")
-    await user.send(slow, {"type": "text", "text": "0"})
+    await user.send(slow, {"type": "text", "text": "first"})
     await eventually(lambda: agent.stats.received == 1, what="the first message handed over")
     count = 30
     sent = [await user.send(slow, {"type": "text", "text": str(n)}) for n in range(1, count + 1)]
-    # "1" is handed over with its push and waits behind "0"; every push after it is a hint.
+    # "1" is handed over with its push and waits behind "first"; every push after it is a hint.
     link = agent._link(slow)
     await eventually(lambda: link.push_pages.hints == count - 1, what="the pushes behind the second made hints")
     assert agent.stats.received == 2
-    Holder.release.set()
+    Gate.release.set()
     await gateway.events.wait("message.acked", receiver=slow, ack_seq=sent[-1]["seq"])
     reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
     try:
         texts = [r.message.text for r in reader.history(slow, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
     finally:
         reader.close()
-    assert texts == [str(n) for n in range(count + 1)]  # in order, once each, all committed when acknowledged
+    assert texts == ["first", *(str(n) for n in range(1, count + 1))]  # in order, once each, all committed when acknowledged
     assert agent.stats.received == count + 1
-    assert agent.stats.pages <= 4  # "0", "1", and the rest pulled in a page (or two, should one be cut)
+    assert agent.stats.pages <= 4  # "first", "1", and the rest pulled in a page (or two, should one be cut)
     acks = [e.fields["ack_seq"] for e in gateway.events.find("message.acked", receiver=slow)]
     assert len(acks) <= 4 and max(acks) == sent[-1]["seq"]  # one acknowledgement per page, not per message
