@@ -14,8 +14,10 @@ push, without the pull's round trip. What is delivered, in what order, and when 
 stays the client's own business (its pull, the coverage proof it checks, its cursor and ack); this
 changes only which of its two ways a message comes by. A message the network keeps only to push
 (`storage: volatile`) keeps its inline copy, since a pull would not find it, and so does a push
-that carries the message in any other field the client reads. A sender whose page never came (the
-client found the message already seen, say) counts as handled again after `STALE_AFTER` seconds.
+that carries the message in any other field the client reads. So do the pushes of a sender none of
+whose messages has reached the link yet: the client learns of a new sender from its first message
+and would only note a hint from one it does not know. A sender whose page never came (the client
+found the message already seen, say) counts as handled again after `STALE_AFTER` seconds.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["PUSH_METHOD", "STALE_AFTER", "PushPages"]
+__all__ = ["PUSH_METHOD", "SENDERS_KEPT", "STALE_AFTER", "PushPages"]
 
 #: The push that may carry a direct message inline.
 PUSH_METHOD = "event/message.received"
 #: Seconds after which a push not yet handed over no longer makes the next one a hint.
 STALE_AFTER = 1.0
+#: Senders remembered, each way (pushed and not yet handed over; handed over before): past it the
+#: longest-remembered is forgotten, which only means its next push comes with its message.
+SENDERS_KEPT = 4096
 #: Fields of a push the client also takes a message from (older pushes carry it there).
 _MESSAGE_FIELDS = ("payload", "envelope_json", "legacy_v1")
 
@@ -36,13 +41,13 @@ _MESSAGE_FIELDS = ("payload", "envelope_json", "legacy_v1")
 class PushPages:
     """Which senders have a pushed message still on its way to the link.
 
-    Bounded by the senders one AID hears from: an entry is dropped when its page is handed over,
-    and a stale one at the sender's next push.
+    Each of its two records keeps at most `SENDERS_KEPT` senders.
     """
 
     def __init__(self, stale_after: float = STALE_AFTER) -> None:
         self._stale_after = stale_after
         self._waiting: dict[str, tuple[int, float]] = {}  # sender -> (highest seq pushed, when)
+        self._known: dict[str, None] = {}  # senders with a page handed over, oldest first
         self.hints = 0  #: pushes made hints
 
     def sift(self, frame: dict[str, Any]) -> None:
@@ -62,16 +67,24 @@ class PushPages:
             return
         now = time.monotonic()
         before = self._waiting.get(sender)
-        self._waiting[sender] = (max(seq, before[0]) if before else seq, now)
-        if before is not None and now - before[1] < self._stale_after:
+        _remember(self._waiting, sender, (max(seq, before[0]) if before else seq, now))
+        if before is not None and now - before[1] < self._stale_after and sender in self._known:
             del push["inline_message"]
             self.hints += 1
 
     def handed_over(self, sender: str, seq: int) -> None:
         """The link has taken `sender`'s messages up to `seq`."""
+        if sender not in self._known:
+            _remember(self._known, sender, None)
         waiting = self._waiting.get(sender)
         if waiting is not None and waiting[0] <= seq:
             del self._waiting[sender]
+
+
+def _remember(record: dict[str, Any], sender: str, value: Any) -> None:
+    if sender not in record and len(record) >= SENDERS_KEPT:
+        del record[next(iter(record))]
+    record[sender] = value
 
 
 def _volatile(message: dict[str, Any]) -> bool:

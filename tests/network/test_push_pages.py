@@ -9,9 +9,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from aun_runtime import AUNRuntime, RecordKind
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
+from aun_runtime.network import _push_pages as push_pages
 from aun_runtime.network._push_pages import PUSH_METHOD, PushPages
 
 from .conftest import Gate, PlainClient, eventually, info_of, read_archive
@@ -33,6 +36,7 @@ def inline(frame: dict[str, Any]) -> bool:
 
 def test_a_push_that_comes_while_the_one_before_is_on_its_way_is_a_hint() -> None:
     pages = PushPages()
+    pages.handed_over("a.test", 0)  # a sender the client knows: one of its pages came before
     first, second, third = push("a.test", 1), push("a.test", 2), push("a.test", 3)
     pages.sift(first)
     pages.sift(second)
@@ -50,8 +54,13 @@ def test_a_push_that_comes_while_the_one_before_is_on_its_way_is_a_hint() -> Non
     assert inline(caught_up)
 
 
-def test_only_a_stored_direct_message_of_the_same_sender_is_made_a_hint() -> None:
+def test_only_a_stored_direct_message_of_the_same_known_sender_is_made_a_hint() -> None:
     pages = PushPages()
+    stranger_first, stranger_next = push("new.test", 1), push("new.test", 2)
+    pages.sift(stranger_first)
+    pages.sift(stranger_next)  # none of its messages has reached the link: the client may not know it
+    assert inline(stranger_first) and inline(stranger_next)
+    pages.handed_over("a.test", 0)
     pages.sift(push("a.test", 1))
     other_sender = push("b.test", 1)
     volatile = push("a.test", 2, storage="volatile")
@@ -71,11 +80,27 @@ def test_only_a_stored_direct_message_of_the_same_sender_is_made_a_hint() -> Non
 
 def test_a_sender_whose_page_never_came_counts_as_handled_after_a_while() -> None:
     pages = PushPages(stale_after=0.05)
+    pages.handed_over("a.test", 0)
     pages.sift(push("a.test", 1))  # its page never comes (the client found it already seen, say)
     time.sleep(0.06)
     late = push("a.test", 2)
     pages.sift(late)
     assert inline(late)
+
+
+def test_it_remembers_a_bounded_number_of_senders(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(push_pages, "SENDERS_KEPT", 3)
+    pages = PushPages()
+    for n in range(10):
+        pages.handed_over(f"s{n}.test", 0)
+        pages.sift(push(f"s{n}.test", 1))
+    assert len(pages._known) == 3 and len(pages._waiting) == 3  # the newest three, each way
+    again = push("s9.test", 2)
+    pages.sift(again)  # one of those still remembered: its push behind the one on its way is a hint
+    assert not inline(again)
+    forgotten = push("s0.test", 2)
+    pages.sift(forgotten)  # forgotten: its push simply comes with its message
+    assert inline(forgotten)
 
 
 async def test_a_burst_from_one_sender_arrives_in_a_page_in_order_once_each_acknowledged_after_the_archive(
@@ -110,3 +135,27 @@ async def test_a_burst_from_one_sender_arrives_in_a_page_in_order_once_each_ackn
     assert agent.stats.pages <= 4  # "first", "1", and the rest pulled in a page (or two, should one be cut)
     acks = [e.fields["ack_seq"] for e in gateway.events.find("message.acked", receiver=slow)]
     assert len(acks) <= 4 and max(acks) == sent[-1]["seq"]  # one acknowledgement per page, not per message
+
+
+async def test_a_new_sender_whose_messages_all_come_at_once_has_every_one_delivered_in_order(
+    gateway: GatewayServer, bridged: Bridged, plain_clients: Clients
+) -> None:
+    info = info_of(gateway)
+    desk = f"desk.{info.issuer}"
+
+    async def register(runtime: AUNRuntime) -> None:
+        await runtime.open_inbox(desk)
+
+    runtime, agent = await bridged(info, "desk", register)
+    stranger = await plain_clients(info, "stranger")
+    count = 12
+    sent = await asyncio.gather(*(stranger.send(desk, {"type": "text", "text": str(n)}) for n in range(count)))
+    await gateway.events.wait("message.acked", receiver=desk, ack_seq=max(answer["seq"] for answer in sent))
+    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
+    try:
+        received = [r.message for r in reader.history(desk, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
+    finally:
+        reader.close()
+    by_seq = {answer["seq"]: str(n) for n, answer in enumerate(sent)}
+    assert [m.text for m in received] == [by_seq[seq] for seq in sorted(by_seq)]  # each once, in the network's order
+    assert agent.stats.received >= count  # a message handed over twice is one the channel dropped
