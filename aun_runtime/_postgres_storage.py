@@ -217,6 +217,14 @@ class PostgresStorage:
                     self._ended(exc)
                     raise StorageSessionLostError(f"the session with {self.location} has ended: {exc}") from exc
                 raise
+            except self._asyncpg.InternalClientError as exc:
+                # The server ended the session (pg_terminate_backend, a shutdown): a statement that
+                # comes after the driver has read the server's notice and before the connection has
+                # closed finds the driver's protocol out of step ("cannot switch to state"). The
+                # session is over either way; it is let go rather than used again.
+                self._ended(exc)
+                self._loop.call_soon_threadsafe(self._connection.terminate)
+                raise StorageSessionLostError(f"the session with {self.location} has ended: {exc}") from exc
 
     def _wait(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
