@@ -17,7 +17,8 @@ changes only which of its two ways a message comes by. A message the network kee
 that carries the message in any other field the client reads. So do the pushes of a sender none of
 whose messages has reached the link yet: the client learns of a new sender from its first message
 and would only note a hint from one it does not know. A sender whose page never came (the client
-found the message already seen, say) counts as handled again after `STALE_AFTER` seconds.
+found the message already seen, say) counts as handled again once its latest push is `STALE_AFTER`
+seconds old.
 """
 
 from __future__ import annotations
