@@ -58,6 +58,15 @@ def info_of(server: GatewayServer) -> GatewayInfo:
 # -- plain AUN clients -----------------------------------------------------------------------------
 
 
+def inbox_named(name: str) -> Callable[[AUNRuntime], Awaitable[None]]:
+    """What `bridged` runs on its runtime to expose an inbox as `name` in the gateway's domain."""
+
+    async def register(runtime: AUNRuntime) -> None:
+        await runtime.open_inbox(f"{name}.{runtime.domain}")
+
+    return register
+
+
 class Gate(AUNAgent):
     """Holds a message whose text is "first" until released: what comes next waits in the mailbox meanwhile."""
 

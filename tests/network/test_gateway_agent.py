@@ -27,7 +27,7 @@ from aun_runtime.network import GatewayAgent, LinkState, NotExposedError
 from aun_runtime.network._envelope import ENVELOPE_KEY
 from protocols.aun import Payload, payload_from_json
 
-from .conftest import Gate, PlainClient, eventually, info_of, read_archive
+from .conftest import Gate, PlainClient, eventually, inbox_named, info_of, read_archive
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -39,13 +39,6 @@ PAYLOADS: list[dict[str, Any]] = [
     {"type": "tool_result", "call_id": "c1", "ok": True, "result": {"hits": 3}},
     {"type": "image", "url": "https://example.test/cat.png", "width": 640, "caption": None},
 ]
-
-
-def inbox_named(name: str) -> Callable[[AUNRuntime], Awaitable[None]]:
-    async def register(runtime: AUNRuntime) -> None:
-        await runtime.open_inbox(f"{name}.{runtime.domain}")
-
-    return register
 
 
 def without_envelope(payload: dict[str, Any]) -> dict[str, Any]:

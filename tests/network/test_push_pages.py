@@ -11,16 +11,25 @@ from typing import Any
 
 import pytest
 
-from aun_runtime import AUNRuntime, RecordKind
+from aun_runtime import AUNMessage, AUNRuntime, RecordKind
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network import _push_pages as push_pages
 from aun_runtime.network._push_pages import PUSH_METHOD, PushPages
 
-from .conftest import Gate, PlainClient, eventually, info_of, read_archive
+from .conftest import Gate, PlainClient, eventually, inbox_named, info_of, read_archive
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
+
+
+def committed(runtime: AUNRuntime, aid: str) -> list[AUNMessage]:
+    """What `aid` received, as another process reading the archive file sees it: what is committed."""
+    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
+    try:
+        return [r.message for r in reader.history(aid, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
+    finally:
+        reader.close()
 
 
 def push(sender: str, seq: int, **extra: Any) -> dict[str, Any]:
@@ -125,11 +134,7 @@ async def test_a_burst_from_one_sender_arrives_in_a_page_in_order_once_each_ackn
     assert agent.stats.received == 2
     Gate.release.set()
     await gateway.events.wait("message.acked", receiver=slow, ack_seq=sent[-1]["seq"])
-    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
-    try:
-        texts = [r.message.text for r in reader.history(slow, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
-    finally:
-        reader.close()
+    texts = [m.text for m in committed(runtime, slow)]
     assert texts == ["first", *(str(n) for n in range(1, count + 1))]  # in order, once each, all committed when acknowledged
     assert agent.stats.received == count + 1
     assert agent.stats.pages <= 4  # "first", "1", and the rest pulled in a page (or two, should one be cut)
@@ -142,20 +147,12 @@ async def test_a_new_sender_whose_messages_all_come_at_once_has_every_one_delive
 ) -> None:
     info = info_of(gateway)
     desk = f"desk.{info.issuer}"
-
-    async def register(runtime: AUNRuntime) -> None:
-        await runtime.open_inbox(desk)
-
-    runtime, agent = await bridged(info, "desk", register)
+    runtime, agent = await bridged(info, "desk", inbox_named("desk"))
     stranger = await plain_clients(info, "stranger")
     count = 12
     sent = await asyncio.gather(*(stranger.send(desk, {"type": "text", "text": str(n)}) for n in range(count)))
     await gateway.events.wait("message.acked", receiver=desk, ack_seq=max(answer["seq"] for answer in sent))
-    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
-    try:
-        received = [r.message for r in reader.history(desk, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
-    finally:
-        reader.close()
+    received = committed(runtime, desk)
     by_seq = {answer["seq"]: str(n) for n, answer in enumerate(sent)}
     assert [m.text for m in received] == [by_seq[seq] for seq in sorted(by_seq)]  # each once, in the network's order
     assert agent.stats.received >= count  # a message handed over twice is one the channel dropped
