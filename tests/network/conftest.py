@@ -67,6 +67,15 @@ def inbox_named(name: str) -> Callable[[AUNRuntime], Awaitable[None]]:
     return register
 
 
+def agent_named(name: str, agent_class: type[AUNAgent]) -> Callable[[AUNRuntime], Awaitable[None]]:
+    """What `bridged` runs on its runtime to register `agent_class` as `name` in the gateway's domain."""
+
+    async def register(runtime: AUNRuntime) -> None:
+        await runtime.register_agent(f"{name}.{runtime.domain}", agent_class)
+
+    return register
+
+
 class Gate(AUNAgent):
     """Holds a message whose text is "first" until released: what comes next waits in the mailbox meanwhile."""
 

@@ -27,7 +27,7 @@ from aun_runtime.network import GatewayAgent, LinkState, NotExposedError
 from aun_runtime.network._envelope import ENVELOPE_KEY
 from protocols.aun import Payload, payload_from_json
 
-from .conftest import Gate, PlainClient, eventually, inbox_named, info_of, read_archive
+from .conftest import Gate, PlainClient, agent_named, eventually, inbox_named, info_of, read_archive
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -160,11 +160,7 @@ async def test_a_message_is_acknowledged_only_once_its_record_is_committed(
     info = info_of(gateway)
     Gate.release = asyncio.Event()
     slow = f"slow.{info.issuer}"
-
-    async def register(runtime: AUNRuntime) -> None:
-        await runtime.register_agent(slow, Gate)
-
-    runtime, agent = await bridged(info, "slow", register)
+    runtime, agent = await bridged(info, "slow", agent_named("slow", Gate))
     user = await plain_clients(info, "user")
     first = await user.send(slow, {"type": "text", "text": "first"})
     await gateway.events.wait("message.acked", receiver=slow, ack_seq=first["seq"])

@@ -17,7 +17,7 @@ from aun_runtime.network import GatewayAgent
 from aun_runtime.network import _push_pages as push_pages
 from aun_runtime.network._push_pages import PUSH_METHOD, PushPages
 
-from .conftest import Gate, PlainClient, eventually, inbox_named, info_of, read_archive
+from .conftest import Gate, PlainClient, agent_named, eventually, inbox_named, info_of, read_archive
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -118,11 +118,7 @@ async def test_a_burst_from_one_sender_arrives_in_a_page_in_order_once_each_ackn
     info = info_of(gateway)
     Gate.release = asyncio.Event()
     slow = f"holder.{info.issuer}"
-
-    async def register(runtime: AUNRuntime) -> None:
-        await runtime.register_agent(slow, Gate)
-
-    runtime, agent = await bridged(info, "holder", register)
+    runtime, agent = await bridged(info, "holder", agent_named("holder", Gate))
     user = await plain_clients(info, "burst")
     await user.send(slow, {"type": "text", "text": "first"})
     await eventually(lambda: agent.stats.received == 1, what="the first message handed over")
