@@ -15,6 +15,12 @@ gateway process (the machine has two cores: one for the gateway, one for everyth
 - relay: what ``bench/gateway_relay.py`` measures: raw JSON-RPC ``message.send`` from A, the push
   arriving at B, no client library, no runtime, no encryption, no acknowledgement.
 - echo: a plain ``websockets`` server that sends every frame back: one hop out and one back.
+- wire: the least any bridge that keeps the client's cryptography does per message on the same wire,
+  with no client library, runtime, outbox or archive: the sender encrypts for the peer's device
+  (``encrypt_p2p_message``), signs the request as the client does and writes one ``message.send``
+  frame; the receiver parses the push and decrypts it (``decrypt_message``, which verifies the
+  sender's signature). No acknowledgement, cursor or pull: an upper bound on a bridge that speaks the
+  wire itself for its hot path, both ends in one process as here.
 - e2ee floor: no network at all, only the client library's own end-to-end encryption of each
   message and its decryption (``encrypt_p2p_message`` and ``decrypt_message``, one recipient device
   with a signed prekey, as the client does for a peer): what any bridge that keeps the client's
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
 import sys
@@ -143,6 +150,60 @@ class CryptoFloor(_Path):
         return count / (time.perf_counter() - began)
 
 
+class WirePath(_Path):
+    """What is left of a bridge when it speaks the wire itself: the client's cryptography, a signed
+    ``message.send`` frame out, a push parsed and decrypted in."""
+
+    def __init__(self, sender: Any, receiver: Any, signer: Any, to: str, crypto: CryptoFloor) -> None:
+        from aun_core.v2.e2ee.decrypt import decrypt_message
+
+        self.sender, self.signer, self.to, self.crypto = sender, signer, to, crypto
+        self.arrived = asyncio.Queue()
+        self._ids = itertools.count()
+
+        async def take(ws: Any) -> None:
+            async for text in ws:
+                frame = json.loads(text)
+                if frame.get("method") == "event/message.received":
+                    opened = decrypt_message(frame["params"]["inline_message"]["legacy_v1"]["payload"], "receiver.bench", "b",
+                                             crypto.peer[0], crypto.prekey[0], crypto.sender_der)
+                    assert opened is not None and opened["text"] == TEXT
+                    self.arrived.put_nowait(time.perf_counter())
+
+        async def answers(ws: Any) -> None:
+            async for text in ws:
+                if '"error"' in text:
+                    raise RuntimeError(f"message.send refused: {text}")
+
+        self.failure: BaseException | None = None
+        self._readers = [asyncio.create_task(take(receiver)), asyncio.create_task(answers(sender))]
+        for reader in self._readers:
+            reader.add_done_callback(self._stopped)
+
+    def _stopped(self, reader: asyncio.Task[None]) -> None:
+        """A reader that fails must not leave the measurement waiting for arrivals that never come."""
+        if not reader.cancelled() and reader.exception() is not None:
+            self.failure = reader.exception()
+            self.arrived.put_nowait(float("nan"))
+
+    async def _send(self) -> None:
+        if self.failure is not None:
+            raise RuntimeError("the wire path stopped") from self.failure
+        n = next(self._ids)
+        frame, _, _ = relay_bench.signed_frame(self.signer.key, self.signer.aid, self.signer.fingerprint, n, {
+            "to": self.to, "payload": self.crypto.envelope(), "message_id": f"w-{n}", "need_render": True})
+        await self.sender.send(frame)
+
+    async def _submit(self) -> None:
+        await self._send()
+
+    async def close(self) -> None:
+        for task in self._readers:
+            task.cancel()
+        if self.failure is not None:
+            raise RuntimeError("the wire path stopped") from self.failure
+
+
 class BridgePath(_Path):
     """Runtime A's agent -> the network -> runtime B's agent, through two gateway agents."""
 
@@ -241,6 +302,11 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
                 return json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.send",
                                    "params": {"to": bob, "payload": payload, "message_id": f"m-{time.perf_counter_ns()}-{i}"}})
 
+            walter = await relay_bench.signing_login(url, f"walter.{issuer}")
+            wendy = f"wendy.{issuer}"
+            wire = WirePath(await relay_bench.connect(url, walter.token, "wire-a"),
+                            await relay_bench.connect(url, await relay_bench.login(url, wendy), "wire-b"),
+                            walter, wendy, CryptoFloor())
             relay = relay_bench.Path(sender, receiver, send_frame).start(
                 lambda text: text.startswith('{"jsonrpc":"2.0","method":"event/message.received"'))
             echo_ws = await websockets.connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None)
@@ -250,7 +316,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
             library, library_clients = await clients(info, data)
             started = opened + opened_plain
             paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "client": library,
-                                     "relay": relay, "echo": baseline, "e2ee_floor": CryptoFloor()}
+                                     "relay": relay, "echo": baseline, "wire": wire, "e2ee_floor": CryptoFloor()}
             for path in paths.values():
                 await path.latency(100)  # warm up (the first encrypted message also fetches the peer's keys)
             figures: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
@@ -259,6 +325,7 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
                     samples = await path.latency(max(100, messages // 5))
                     figures[name].append(relay_bench.summary(samples, await path.throughput(messages, window)))
             await relay.close()
+            await wire.close()
             await baseline.close()
             for client in library_clients:
                 await client.close()
@@ -286,6 +353,9 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
         "p50_ratio_bridge_echo": ratio("bridge", "echo", "p50_ms"),
         "throughput_ratio_floor_relay": ratio("e2ee_floor", "relay", "msgs_per_s"),
         "throughput_ratio_bridge_floor": ratio("bridge", "e2ee_floor", "msgs_per_s"),
+        # The ceiling of a bridge that speaks the wire itself and keeps the client's cryptography.
+        "throughput_ratio_wire_floor": ratio("wire", "e2ee_floor", "msgs_per_s"),
+        "throughput_ratio_bridge_wire": ratio("bridge", "wire", "msgs_per_s"),
         # The ceiling of anything that sends and receives through the client's own message path.
         "throughput_ratio_client_floor": ratio("client", "e2ee_floor", "msgs_per_s"),
     }
