@@ -29,7 +29,7 @@ from aun_core import AIDStore, AUNClient
 from aun_core.keystore.local_identity_store import LocalIdentityStore
 from aun_core.logger import NullLogger
 
-from aun_runtime import Archive, AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
+from aun_runtime import Archive, AUNAgent, AUNMessage, AUNRuntime, MessageContext, RecordKind, event
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent, GatewayAgentConfig, quiet_client
 
@@ -304,3 +304,12 @@ def children(tmp_path: Path) -> Iterator[Children]:
 
 def read_archive(path: Path) -> Archive:
     return Archive(path, read_only=True)
+
+
+def committed(runtime: AUNRuntime, aid: str) -> list[AUNMessage]:
+    """What `aid` received, as another process reading the archive file sees it: what is committed."""
+    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
+    try:
+        return [r.message for r in reader.history(aid, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
+    finally:
+        reader.close()

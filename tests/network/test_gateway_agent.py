@@ -27,7 +27,7 @@ from aun_runtime.network import GatewayAgent, LinkState, NotExposedError
 from aun_runtime.network._envelope import ENVELOPE_KEY
 from protocols.aun import Payload, payload_from_json
 
-from .conftest import Gate, PlainClient, agent_named, eventually, inbox_named, info_of, read_archive
+from .conftest import Gate, PlainClient, agent_named, committed, eventually, inbox_named, info_of
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -169,13 +169,11 @@ async def test_a_message_is_acknowledged_only_once_its_record_is_committed(
     await eventually(lambda: runtime.mailbox(slow).occupancy == 2, what="the second message in the mailbox")
     # Delivered to the runtime, waiting for the agent's turn, not yet in the archive: not acknowledged.
     assert max(e.fields["ack_seq"] for e in gateway.events.find("message.acked", receiver=slow)) == first["seq"]
-    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
-    assert [r.message.text for r in reader.history(slow, kinds=[RecordKind.RECEIVED]) if r.message] == ["first"]
+    assert [m.text for m in committed(runtime, slow)] == ["first"]
     Gate.release.set()
     await gateway.events.wait("message.acked", receiver=slow, ack_seq=second["seq"])
     # The acknowledgement came after the commit: another process reading the file sees the record now.
-    assert [r.message.text for r in reader.history(slow, kinds=[RecordKind.RECEIVED]) if r.message] == ["first", "second"]
-    reader.close()
+    assert [m.text for m in committed(runtime, slow)] == ["first", "second"]
 
 
 class Bouncer(AUNAgent):

@@ -11,25 +11,16 @@ from typing import Any
 
 import pytest
 
-from aun_runtime import AUNMessage, AUNRuntime, RecordKind
+from aun_runtime import AUNRuntime
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network import _push_pages as push_pages
 from aun_runtime.network._push_pages import PUSH_METHOD, PushPages
 
-from .conftest import Gate, PlainClient, agent_named, eventually, inbox_named, info_of, read_archive
+from .conftest import Gate, PlainClient, agent_named, committed, eventually, inbox_named, info_of
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
-
-
-def committed(runtime: AUNRuntime, aid: str) -> list[AUNMessage]:
-    """What `aid` received, as another process reading the archive file sees it: what is committed."""
-    reader = read_archive(runtime.archive.path)  # type: ignore[arg-type]
-    try:
-        return [r.message for r in reader.history(aid, kinds=[RecordKind.RECEIVED], limit=100) if r.message]
-    finally:
-        reader.close()
 
 
 def push(sender: str, seq: int, **extra: Any) -> dict[str, Any]:
