@@ -75,8 +75,8 @@ class _Path:
     arrived: asyncio.Queue[float]
 
     async def _submit(self) -> None:
-        """Hand one message over, returning once the sender may send the next."""
-        raise NotImplementedError
+        """Hand one message over, returning once the sender may send the next (by default, once sent)."""
+        await self._send()
 
     async def _send(self) -> None:
         """Send one message and wait until the sender has it on its way."""
@@ -194,9 +194,6 @@ class WirePath(_Path):
             "to": self.to, "payload": self.crypto.envelope(), "message_id": f"w-{n}", "need_render": True})
         await self.sender.send(frame)
 
-    async def _submit(self) -> None:
-        await self._send()
-
     async def close(self) -> None:
         for task in self._readers:
             task.cancel()
@@ -212,10 +209,8 @@ class BridgePath(_Path):
         self.arrived = Sink.arrived
 
     async def _send(self) -> None:
+        # Returns once committed to the outbox; delivery goes on meanwhile.
         await self.first.send(self.receiver, TEXT, sender=self.sender)
-
-    async def _submit(self) -> None:
-        await self._send()  # returns once committed to the outbox; delivery goes on meanwhile
 
 
 class ClientPath(_Path):
