@@ -21,6 +21,11 @@ gateway process (the machine has two cores: one for the gateway, one for everyth
   frame; the receiver parses the push and decrypts it (``decrypt_message``, which verifies the
   sender's signature). No acknowledgement, cursor or pull: an upper bound on a bridge that speaks the
   wire itself for its hot path, both ends in one process as here.
+- rules: the bridge with the network taken out: runtime A's send, its outbox commit and lane, then
+  the message handed straight to runtime B's link as a page of what has come meanwhile, published
+  to B's agent, archived and committed. No client, cryptography, socket or gateway: what the
+  runtime's own rules cost per message, so that a ceiling for any bridge that keeps them and speaks
+  the wire is the two costs added (one core runs both ends).
 - e2ee floor: no network at all, only the client library's own end-to-end encryption of each
   message and its decryption (``encrypt_p2p_message`` and ``decrypt_message``, one recipient device
   with a signed prekey, as the client does for a peer): what any bridge that keeps the client's
@@ -213,6 +218,37 @@ class BridgePath(_Path):
         await self.first.send(self.receiver, TEXT, sender=self.sender)
 
 
+class Loopback:
+    """Stands in for the network between two links: what one sends reaches the other's page
+    handler, a page of all that came while the page before it was being handled."""
+
+    def __init__(self, sender: Any, receiver: Any) -> None:
+        self.sender, self.receiver = sender, receiver
+        self.waiting: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._seqs = itertools.count(1)
+        self._pages = asyncio.create_task(self._hand_over())
+        self._network = sender.client.call
+        sender.client.call = self.call  # this benchmark's own sender's messages, nothing else
+
+    async def call(self, method: str, params: dict[str, Any], **options: Any) -> Any:
+        if method != "message.send":
+            return await self._network(method, params, **options)
+        seq = next(self._seqs)
+        self.waiting.put_nowait({"event": "message.received", "payload": {
+            "message_id": params["message_id"], "from": self.sender.aid, "seq": seq, "payload": params["payload"]}})
+        return {"seq": seq}
+
+    async def _hand_over(self) -> None:
+        while True:
+            items = [await self.waiting.get()]
+            while not self.waiting.empty():
+                items.append(self.waiting.get_nowait())
+            await self.receiver._take_page({"items": items}, group=False)
+
+    async def close(self) -> None:
+        self._pages.cancel()
+
+
 class ClientPath(_Path):
     """Two AUN clients and nothing else: ``message.send`` from one, its handler on the other."""
 
@@ -276,6 +312,13 @@ async def bridge(gateway: dict[str, Any], data: Path, name: str, *, encrypt: boo
     return BridgePath(runtimes[0], sender, receiver), started
 
 
+async def rules(gateway: dict[str, Any], data: Path) -> tuple[BridgePath, Loopback, list[Any]]:
+    """A bridge whose sending link hands each message to the receiving link instead of the network."""
+    path, started = await bridge(gateway, data, "rules", encrypt=False)
+    links = [link for agent in started if isinstance(agent, GatewayAgent) for link in agent._links.values()]
+    return path, Loopback(*links), started
+
+
 async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
     logging.getLogger("aun_runtime").setLevel(logging.ERROR)
     Sink.arrived = asyncio.Queue()
@@ -309,18 +352,24 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
             encrypted, opened = await bridge(info, data, "sealed", encrypt=True)
             plaintext, opened_plain = await bridge(info, data, "plain", encrypt=False)
             library, library_clients = await clients(info, data)
-            started = opened + opened_plain
+            alone, loopback, opened_rules = await rules(info, data)
+            started = opened + opened_plain + opened_rules
             paths: dict[str, Any] = {"bridge": encrypted, "bridge_plaintext": plaintext, "client": library,
-                                     "relay": relay, "echo": baseline, "wire": wire, "e2ee_floor": CryptoFloor()}
+                                     "relay": relay, "echo": baseline, "wire": wire, "rules": alone,
+                                     "e2ee_floor": CryptoFloor()}
             for path in paths.values():
                 await path.latency(100)  # warm up (the first encrypted message also fetches the peer's keys)
             figures: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
             for _ in range(rounds):
                 for name, path in paths.items():
                     samples = await path.latency(max(100, messages // 5))
-                    figures[name].append(relay_bench.summary(samples, await path.throughput(messages, window)))
+                    cpu = time.thread_time()  # this loop's thread: where every path's own work runs
+                    rate = await path.throughput(messages, window)
+                    loop_ms = (time.thread_time() - cpu) * 1000 / messages
+                    figures[name].append({**relay_bench.summary(samples, rate), "loop_cpu_ms": loop_ms})
             await relay.close()
             await wire.close()
+            await loopback.close()
             await baseline.close()
             for client in library_clients:
                 await client.close()
@@ -351,6 +400,12 @@ async def main(messages: int, window: int, rounds: int) -> dict[str, Any]:
         # The ceiling of a bridge that speaks the wire itself and keeps the client's cryptography.
         "throughput_ratio_wire_floor": ratio("wire", "e2ee_floor", "msgs_per_s"),
         "throughput_ratio_bridge_wire": ratio("bridge", "wire", "msgs_per_s"),
+        # The runtime's own rules with no network, and the ceiling of a bridge that keeps them and
+        # speaks the wire: the loop's CPU per message of the two added, against the floor's (the
+        # loop's thread is what each is bound by; what runs beside it is taken as free).
+        "throughput_ratio_rules_floor": ratio("rules", "e2ee_floor", "msgs_per_s"),
+        "throughput_ratio_ceiling_floor": round(
+            result["e2ee_floor"]["loop_cpu_ms"] / (result["wire"]["loop_cpu_ms"] + result["rules"]["loop_cpu_ms"]), 3),
         # The ceiling of anything that sends and receives through the client's own message path.
         "throughput_ratio_client_floor": ratio("client", "e2ee_floor", "msgs_per_s"),
     }
