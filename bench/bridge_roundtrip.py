@@ -32,8 +32,10 @@ gateway process (the machine has two cores: one for the gateway, one for everyth
   cryptography, with both ends in one process as here, cannot exceed on one core.
 
 Latency: one message at a time. Throughput: a window of messages in flight. Paths alternate over the
-rounds and each figure is the median over rounds. Prints one JSON line with messages/s, p50/p99 and
-the ratios bridge / client, bridge / relay and bridge / echo.
+rounds and each figure is the median over rounds. Prints one JSON line with messages/s, p50/p99, the
+CPU its event loop spent per message (``loop_cpu_ms``), the ratios bridge / client, bridge / relay,
+bridge / echo and each path / the floor, and the ceiling of a bridge that keeps the rules and speaks
+the wire.
 
     python bench/bridge_roundtrip.py [--messages 500] [--window 64] [--rounds 3]
 """
