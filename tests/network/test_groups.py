@@ -1,17 +1,19 @@
 """Groups across the bridge: a group on the network (the gateway fans out, each receiving channel
-filters), and a runtime's own group with members elsewhere (each gets its copy)."""
+filters, also for what it pulls after being away), and a runtime's own group with members elsewhere
+(each gets its copy)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from aun_runtime import AUNRuntime, DispatchMode, Inbox, RecordKind
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network._envelope import ENVELOPE_KEY
 
-from .conftest import PlainClient, eventually, info_of
+from .conftest import PlainClient, agent_config, eventually, info_of
 
 Bridged = Callable[..., Awaitable[tuple[AUNRuntime, GatewayAgent]]]
 Clients = Callable[..., Awaitable[PlainClient]]
@@ -64,6 +66,32 @@ async def test_a_network_group_spans_runtimes_and_plain_clients_and_each_channel
     await eventually(lambda: kinds_for(first, anna, "anna: 42") == [RecordKind.RECEIVED], what="the answer at anna")
     answer = next(r.message for r in first.archive.history(anna, kinds=[RecordKind.RECEIVED]) if r.message and r.message.text == "anna: 42")
     assert answer.in_reply_to == sent.message_id and answer.thread == sent.thread
+
+
+async def test_a_group_message_pulled_after_being_away_keeps_the_groups_mode(
+    gateway: GatewayServer, bridged: Bridged, tmp_path: Path
+) -> None:
+    # Pushed to a connected member, a message carries the group's mode snapshot; pulled by a member
+    # that comes back, it must too, or every channel would pass it to its agent as if broadcast.
+    info = info_of(gateway)
+    issuer = info.issuer
+    anna, bert, cleo = (f"{name}.{issuer}" for name in ("anna", "bert", "cleo"))
+    first, first_agent = await bridged(info, "first", inboxes("anna"))
+    second, second_agent = await bridged(info, "second", inboxes("bert", "cleo"))
+    crew = await first_agent.create_group("crew", owner=anna, members=[bert, cleo], dispatch_mode="mention")
+    anna_inbox = await first.agent_instance(anna, Inbox)
+    await second_agent.stop()
+    sent = await anna_inbox.group_send(crew, "bert, while you were away", mentions=[bert])
+
+    back = GatewayAgent(second, agent_config(info, tmp_path / "second"))
+    await back.start()
+    try:
+        await eventually(lambda: kinds_for(second, bert, sent.text) == [RecordKind.RECEIVED]
+                         and kinds_for(second, cleo, sent.text) == [RecordKind.FILTERED], what="the pulled copies")
+        kept = next(r.message for r in second.archive.history(bert) if r.message and r.message.text == sent.text)
+        assert (kept.group_id, kept.message_id, kept.dispatch_mode) == (crew, sent.message_id, DispatchMode.MENTION)
+    finally:
+        await back.stop()
 
 
 async def test_a_runtime_group_with_members_elsewhere_sends_each_its_copy(
