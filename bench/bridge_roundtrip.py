@@ -228,7 +228,9 @@ class Loopback:
         self.sender, self.receiver = sender, receiver
         self.waiting: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._seqs = itertools.count(1)
+        self.failure: BaseException | None = None
         self._pages = asyncio.create_task(self._hand_over())
+        self._pages.add_done_callback(self._stopped)
         self._network = sender.client.call
         sender.client.call = self.call  # this benchmark's own sender's messages, nothing else
 
@@ -247,8 +249,16 @@ class Loopback:
                 items.append(self.waiting.get_nowait())
             await self.receiver._take_page({"items": items}, group=False)
 
+    def _stopped(self, pages: asyncio.Task[None]) -> None:
+        """A page that fails must not leave the measurement waiting for arrivals that never come."""
+        if not pages.cancelled() and pages.exception() is not None:
+            self.failure = pages.exception()
+            Sink.arrived.put_nowait(float("nan"))
+
     async def close(self) -> None:
         self._pages.cancel()
+        if self.failure is not None:
+            raise RuntimeError("the loopback stopped") from self.failure
 
 
 class ClientPath(_Path):
