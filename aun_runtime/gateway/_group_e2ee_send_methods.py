@@ -7,9 +7,12 @@ current epoch and its current signed state (else -33050: the client refreshes it
 retries), that every member of that state has a wrap (else -33052, the same) and no one else
 does (a wrap for someone who has left since the state was signed is -33050 too: the sender's
 bootstrap predates the departure), and that it is within the bounds below. It is then a row of
-the group's message log (`version: "v2"`, the envelope as `envelope_json`), pulled with
-`group.v2.pull` and pushed to every member connection as `event/group.v2.message_created`
-with the row inline. Members decrypt; the gateway never can.
+the group's message log (`version: "v2"`, the envelope as `envelope_json`), pulled whole with
+`group.v2.pull`, and pushed to every member connection as `event/group.v2.message_created`
+with the row inline. To a device that has acknowledged everything before it, the envelope is
+cut to that device's own wrap and the proof the sender signed it (`._group_e2ee_wraps`): the
+form in which its client takes the message from the push, with no pull. Members decrypt; the
+gateway never can.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from ._errors import ErrorCode, RPCError
 from ._frames import notification_frame
 from ._gateway_core import Call, Method
 from ._group_e2ee_state_methods import KEY_EPOCH, committed_aids, e2ee_store
+from ._group_e2ee_wraps import DeviceShares
 from ._group_methods import find_group, require_member
-from ._group_store import Group
+from ._group_store import Group, Member
 from ._session import Session
 
 __all__ = ["GROUP_E2EE_SEND_METHODS", "MAX_ENVELOPE_CHARS", "MAX_RECIPIENTS"]
@@ -145,14 +149,24 @@ async def _store(call: Call, group: Group, envelope: dict[str, Any], envelope_js
     })
     await core.db.commit()
     stored = row
+    shares = DeviceShares(envelope)
 
-    def pushed(session: Session) -> dict[str, Any]:
+    def pushed(member: Member, session: Session) -> dict[str, Any]:
+        # A device that has acknowledged everything before this message is pushed its own share,
+        # which its client takes at once; one still behind (in a burst, say) gets the whole
+        # envelope, which its client does not take from a push: it pulls what it has not seen as
+        # one page, with one acknowledgement for the lot.
+        acked, _ = core.groups.cursor(group.group_id, member.aid, session.device_id, session.slot_id)
+        caught_up = max(acked, member.join_seq) == stored["seq"] - 1
+        share = shares.of(member.aid, session.device_id) if caught_up else None
+        inline = stored if share is None else {**stored, "envelope_json": json.dumps(
+            share, ensure_ascii=False, separators=(",", ":"), allow_nan=False)}
         return {
             "group_id": stored["group_id"], "group_aid": stored["group_aid"], "seq": stored["seq"],
             "message_id": stored["message_id"], "sender_aid": stored["sender_aid"], "from_aid": stored["from_aid"],
             "sender_device_id": stored["sender_device_id"], "mention_mode": stored["mention_mode"],
             "dispatch": _DISPATCH, "target_device_id": session.device_id, "target_slot_id": session.slot_id,
-            "inline_message": stored,
+            "inline_message": inline,
         }
 
     # Every member connection but the sending device, which holds no wrap for itself (the
@@ -160,7 +174,7 @@ async def _store(call: Call, group: Group, envelope: dict[str, Any], envelope_js
     for member in core.groups.members(group.group_id):
         for session in core.sessions_of(member.aid):
             if member.aid != call.aid or session.device_id != call.session.device_id:
-                session.push(notification_frame("event/group.v2.message_created", pushed(session)))
+                session.push(notification_frame("event/group.v2.message_created", pushed(member, session)))
     core.events.emit("group.message.stored", group_id=group.group_id, sender=call.aid, seq=row["seq"],
                      message_id=message_id, encrypted=True)
     return row

@@ -244,10 +244,19 @@ async def pull(call: Call) -> dict[str, Any]:
     requested = params.integer("ack_up_to_seq") if "ack_up_to_seq" in params.raw else None
     ack, _ = await _advance_cursor(call, group, message_seq=requested)
     rows, more = core.groups.messages(group.group_id, max(after, member.join_seq), limit, core.limits.max_page_bytes)
+    _pulled(call, group, rows)
     return {
         "group_id": group.group_id, "group_aid": group.group_id, "messages": rows, "has_more": more,
         "latest_message_seq": group.message_seq, "cursor": _cursor_wire(ack, group, member),
     }
+
+
+def _pulled(call: Call, group: Group, rows: list[dict[str, Any]]) -> None:
+    """Record a pull that answered messages: a member's client that takes its pushes as they come
+    pulls only to fill a gap, so tests tell the two ways apart by this."""
+    if rows:
+        call.core.events.emit("group.messages.pulled", group_id=group.group_id, aid=call.aid,
+                              through_seq=rows[-1]["seq"])
 
 
 async def _pull_tail(call: Call, group: Group, member: Member) -> dict[str, Any]:
@@ -270,6 +279,7 @@ async def _pull_tail(call: Call, group: Group, member: Member) -> dict[str, Any]
         start = rows[0]["seq"]  # the byte bound cut the window: it proves only what it holds
     device_id, slot_id = call.own_device()
     ack_seq, _ = core.groups.cursor(group.group_id, call.aid, device_id, slot_id)
+    _pulled(call, group, rows)
     return {
         "group_id": group.group_id, "group_aid": group.group_id, "window_mode": "tail", "window_start_seq": start,
         "head_seq": head, "covered_through_seq": head, "messages": rows, "has_more": False,

@@ -67,6 +67,11 @@ async def test_members_post_encrypted_and_each_other_member_decrypts(
         got = await inbox.next()
         assert (got["from"], got["payload"]["text"], got["encrypted"]) == (alice.aid, "and the door code is 23-42", True)
     assert at_alice.drain() == [] and at_bob.drain() == []  # nobody gets their own message back
+    # A member's client takes a message from its push (its device's own wrap, proven) when it has
+    # seen everything before it: alice and carol never pull. Bob's own post is a gap to his client
+    # (the sending device is not pushed its message), so he pulls to get past it.
+    pulled_by = {event.fields["aid"] for event in gateway.events.find("group.messages.pulled", group_id=group_id)}
+    assert pulled_by <= {bob.aid}
 
     # What the gateway stored is ciphertext: the rows are V2 envelopes and no plaintext is anywhere.
     stored = _all_stored_text(gateway)

@@ -76,10 +76,63 @@ async def test_a_well_formed_envelope_is_stored_and_pushed_to_the_other_members(
     assert again["result"]["seq"] == 1  # a retried send finds its first copy
     await bob.conn.call("meta.ping", {})
     pushed = [p for p in bob.conn.pushes if p["method"] == "event/group.v2.message_created"]
+    # Its digest ("00") is not its wraps' Merkle root, so no share of it proves anything: bob gets
+    # it whole, and his client's own check refuses it.
     assert len(pushed) == 1 and json.loads(pushed[0]["params"]["inline_message"]["envelope_json"]) == envelope
     assert not [p for p in alice.conn.pushes if p["method"] == "event/group.v2.message_created"]
     pulled = (await bob.call("group.v2.pull", {"group_id": group_id, "after_seq": 0}))["result"]["messages"]
     assert [(m["seq"], m["version"], m["from_aid"]) for m in pulled] == [(1, "v2", alice.aid)]
+
+
+async def test_each_member_device_is_pushed_its_own_wrap_with_the_proof_the_sender_signed_it(
+    gateway: GatewayServer,
+) -> None:
+    from aun_core.v2.crypto.recipients import compute_leaf_hash, compute_merkle_root, verify_merkle_proof
+
+    group_id, (alice, bob, carol, dave) = await _group(gateway, "alice", "bob", "carol", "dave")
+    envelope = _envelope(alice, group_id, "m-1", [bob.aid, carol.aid, dave.aid])
+    envelope["recipients"][2][1] = ""  # dave's wrap is for every device of his AID
+    envelope["recipients_digest"] = compute_merkle_root(envelope["recipients"])  # the real client's root
+    assert "result" in await alice.call("group.v2.send", _send(group_id, envelope))
+
+    for member, row in zip((bob, carol, dave), envelope["recipients"], strict=True):
+        await member.conn.call("meta.ping", {})
+        (push,) = [p["params"] for p in member.conn.pushes if p["method"] == "event/group.v2.message_created"]
+        share = json.loads(push["inline_message"]["envelope_json"])
+        assert "recipients" not in share and share["recipient"] == dict(zip(
+            ("aid", "device_id", "role", "key_source", "fp", "spk_id", "wrap_nonce", "wrapped_key"), row, strict=True))
+        # The real client's check: the leaf of this wrap and the proof give the signed root.
+        assert verify_merkle_proof(compute_leaf_hash(row), share["merkle_proof"], envelope["recipients_digest"])
+        assert {key: value for key, value in share.items() if key not in ("recipient", "merkle_proof", "delivery_device_id")} \
+            == {key: value for key, value in envelope.items() if key != "recipients"}
+        assert share.get("delivery_device_id") == (DEVICE if member is dave else None)
+    # A proof holds for its own wrap only.
+    assert not verify_merkle_proof(compute_leaf_hash(envelope["recipients"][1]), share["merkle_proof"],
+                                   envelope["recipients_digest"])
+    # What the log keeps, and a pull answers, is the whole envelope.
+    pulled = (await bob.call("group.v2.pull", {"group_id": group_id, "after_seq": 0}))["result"]["messages"]
+    assert json.loads(pulled[0]["envelope_json"]) == envelope
+
+
+async def test_a_device_behind_on_its_acknowledgements_is_pushed_the_whole_envelope(gateway: GatewayServer) -> None:
+    from aun_core.v2.crypto.recipients import compute_merkle_root
+
+    group_id, (alice, bob) = await _group(gateway, "alice", "bob")
+
+    async def post(message_id: str) -> dict[str, Any]:
+        envelope = _envelope(alice, group_id, message_id, [bob.aid])
+        envelope["recipients_digest"] = compute_merkle_root(envelope["recipients"])
+        assert "result" in await alice.call("group.v2.send", _send(group_id, envelope))
+        await bob.conn.call("meta.ping", {})
+        push = [p["params"] for p in bob.conn.pushes if p["method"] == "event/group.v2.message_created"][-1]
+        return json.loads(push["inline_message"]["envelope_json"])
+
+    assert "recipient" in await post("m-1")  # bob has seen everything before it: his share
+    # A burst: bob has not acknowledged 1 when 2 comes, so his client would not take 2 from the
+    # push; the whole envelope makes it pull what it has not seen, as one page.
+    assert "recipients" in await post("m-2")
+    assert "result" in await bob.call("group.v2.ack", {"group_id": group_id, "up_to_seq": 2})
+    assert "recipient" in await post("m-3")
 
 
 async def test_envelopes_made_by_or_for_someone_else_are_refused(gateway: GatewayServer) -> None:
