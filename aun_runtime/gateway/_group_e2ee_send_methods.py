@@ -150,13 +150,14 @@ async def _store(call: Call, group: Group, envelope: dict[str, Any], envelope_js
     await core.db.commit()
     stored = row
     shares = DeviceShares(envelope)
+    acks = core.groups.message_acks(group.group_id)
 
     def pushed(member: Member, session: Session) -> dict[str, Any]:
         # A device that has acknowledged everything before this message is pushed its own share,
         # which its client takes at once; one still behind (in a burst, say) gets the whole
         # envelope, which its client does not take from a push: it pulls what it has not seen as
         # one page, with one acknowledgement for the lot.
-        acked, _ = core.groups.cursor(group.group_id, member.aid, session.device_id, session.slot_id)
+        acked = acks.get((member.aid, session.device_id, session.slot_id), 0)
         caught_up = max(acked, member.join_seq) == stored["seq"] - 1
         share = shares.of(member.aid, session.device_id) if caught_up else None
         inline = stored if share is None else {**stored, "envelope_json": json.dumps(

@@ -284,6 +284,14 @@ class GroupStore:
         ).fetchone()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
+    def message_acks(self, group_id: str) -> dict[tuple[str, str, str], int]:
+        """Every member device's message ack seq, by (aid, device_id, slot_id); one read for a
+        whole fan-out rather than one per device."""
+        rows = self.db.conn.execute(
+            "SELECT aid, device_id, slot_id, ack_seq FROM group_cursors WHERE group_id = ?", (group_id,)
+        ).fetchall()
+        return {(str(aid), str(device), str(slot)): int(ack) for aid, device, slot, ack in rows}
+
     def set_cursor(self, group_id: str, aid: str, device_id: str, slot_id: str, ack: int, event_ack: int) -> None:
         with self.db.atomic() as conn:
             conn.execute(
