@@ -16,6 +16,14 @@ socket), and within `SESSION_TIMEOUT` seconds when it is cut off, through the TC
 user-timeout settings each session sets on its own server-side socket (no server configuration
 needed). Once the session is gone, every later call raises
 [`StorageSessionLostError`][aun_runtime.StorageSessionLostError] and `on_lost` is called once.
+
+**A commit is on the server's disk when it returns**, whatever the server's settings. What follows a
+commit (an acknowledgement, a reply, a claim's handling) tells others that it is kept; a commit the
+server acknowledges before its write-ahead log is flushed (`synchronous_commit = off`, a common
+tuning, set for the server, a database or a role) is lost if the server crashes within the next
+fraction of a second, and with it, exactly once. So a session that finds `synchronous_commit` off
+sets it `on` for itself, which any role may do; the other values (`local`, `remote_write`, `on`,
+`remote_apply`) all flush locally first, and are kept as the server's owner chose them.
 """
 
 from __future__ import annotations
@@ -77,6 +85,12 @@ def _numbered(sql: str) -> str:
     return _PLACEHOLDER.sub(lambda _: f"${next(counter)}", sql)
 
 
+async def _commit_durably(connection: Any) -> None:
+    """Make the session's commits wait for the server's disk (see the module's docstring)."""
+    if await connection.fetchval("SELECT current_setting('synchronous_commit')") == "off":
+        await connection.execute("SET synchronous_commit = on")
+
+
 def redacted_url(url: str) -> str:
     """`url` with its password (if any) shown as `***`: for logs and pages."""
     parts = urlsplit(url)
@@ -130,6 +144,12 @@ class PostgresStorage:
         except BaseException as exc:
             self._stop_loop()
             raise StorageUnavailableError(f"cannot open the PostgreSQL database {self.location}: {exc}") from exc
+        try:
+            self._wait(_commit_durably(self._connection), CONNECT_TIMEOUT)
+        except BaseException as exc:
+            self._loop.call_soon_threadsafe(self._connection.terminate)
+            self._stop_loop()
+            raise StorageUnavailableError(f"cannot set up the session with {self.location}: {exc}") from exc
         self._connection.add_termination_listener(lambda _connection: self._ended(None))
         #: The server's process id for this session (what `pg_locks.pid` shows for its locks).
         self.backend_pid = int(self._connection.get_server_pid())

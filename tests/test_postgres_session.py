@@ -46,3 +46,17 @@ def test_a_statement_running_when_the_server_ends_the_session_fails_as_a_lost_se
     finally:
         sleeper.join(20)
         storage.close()
+
+
+@pytest.mark.parametrize(("chosen", "used"), [("off", "on"), ("local", "local"), ("remote_apply", "remote_apply")])
+def test_a_session_commits_durably_whatever_the_database_says_and_keeps_a_stronger_choice(
+    postgres_url: str, postgres_server: ExternalPostgres | PostgresServer, chosen: str, used: str
+) -> None:
+    database = postgres_url.rsplit("/", 1)[1]
+    postgres_server.sql(f'ALTER DATABASE "{database}" SET synchronous_commit = {chosen}')
+    for read_only in (False, True):
+        storage = PostgresStorage(postgres_url, read_only=read_only)
+        try:
+            assert storage.fetch("SHOW synchronous_commit") == [(used,)]
+        finally:
+            storage.close()

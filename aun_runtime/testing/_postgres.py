@@ -24,7 +24,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit, urlunsplit
@@ -148,9 +148,12 @@ class PostgresServer(_Databases):
     Args:
         host: the address it listens on (`127.0.0.1`; inside a network namespace, that namespace's).
         port: its port; None picks a free one on `host`.
-        durable: False (the default) turns `fsync`, synchronous commit and full-page writes off: a
-            crash of the machine may lose what a test wrote, which a throwaway server does not mind,
-            and tests run faster. A benchmark that compares stores keeps them on (True).
+        durable: False (the default) turns `fsync` and full-page writes off: a crash of the
+            machine (not of the server, which `crash` makes) may lose what a test wrote, which a
+            throwaway server does not mind, and tests run faster. A benchmark that compares stores
+            keeps them on (True).
+        settings: more server settings (`postgres -c` names), e.g. `{"synchronous_commit": "off"}`,
+            a common tuning under which the runtime's sessions must still commit durably.
         prefix: a command prefix to run the server programs with, e.g. `["ip", "netns", "exec",
             "ns1"]` to run the server inside a network namespace.
         max_connections: the server's connection limit (PostgreSQL's default, 100). A test that
@@ -173,12 +176,14 @@ class PostgresServer(_Databases):
         host: str = "127.0.0.1",
         port: int | None = None,
         durable: bool = False,
+        settings: Mapping[str, str] | None = None,
         prefix: Sequence[str] = (),
         max_connections: int = 100,
     ) -> None:
         self.host = host
         self.port = port
         self.durable = durable
+        self.settings = dict(settings or {})
         self.prefix = list(prefix)
         self.max_connections = max_connections
         self.directory: Path | None = None
@@ -228,8 +233,7 @@ class PostgresServer(_Databases):
             if not fixed:
                 self.port = _free_port(self.host)
             try:
-                self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_path), "-o", self._options(),
-                          "-w", "-t", str(PG_CTL_TIMEOUT), "start")  # fmt: skip
+                self._pg_ctl_start()
                 return
             except PostgresUnavailableError:
                 if fixed or attempt == PORT_ATTEMPTS - 1 or "could not bind" not in self.log():
@@ -243,7 +247,8 @@ class PostgresServer(_Databases):
             "max_connections": str(self.max_connections),
         }
         if not self.durable:
-            options |= {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+            options |= {"fsync": "off", "full_page_writes": "off"}
+        options |= self.settings
         return " ".join(f"-c {key}={value}" for key, value in options.items())
 
     def stop(self) -> None:
@@ -253,6 +258,19 @@ class PostgresServer(_Databases):
             return
         atexit.unregister(self.stop)
         _stop_and_remove(directory, self._bin or postgres_bin_dir(), self._user)
+
+    def crash(self) -> None:
+        """Stop the server as a crash would (`pg_ctl -m immediate`: no checkpoint, every session cut;
+        the next start recovers from the write-ahead log). The data directory stays for `start_again`."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "-t", str(PG_CTL_TIMEOUT), "stop")
+
+    def start_again(self) -> None:
+        """Start the server after `crash`, from the same data directory on the same address and port."""
+        self._pg_ctl_start()
+
+    def _pg_ctl_start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_path), "-o", self._options(),
+                  "-w", "-t", str(PG_CTL_TIMEOUT), "start")  # fmt: skip
 
     def __enter__(self) -> PostgresServer:
         return self.start()

@@ -12,7 +12,7 @@ The databases live on one server per test run:
 * `AUN_TEST_POSTGRES_URL` set: that server (a real one, or the run's own, below), as the URL's user,
   who must be allowed to create databases;
 * otherwise, under pytest-xdist (`-n`), the controlling process starts a throwaway server
-  (`PostgresServer`) before the workers start, hands it to them in
+  (`PostgresServer`, with `RUN_SERVER_SETTINGS`) before the workers start, hands it to them in
   `AUN_TEST_POSTGRES_URL`, and stops it when the run ends;
 * otherwise (one process), the first test that asks starts one, stopped at the end of the session.
 
@@ -32,12 +32,15 @@ import pytest
 from ._namespaces import PrivateNetwork, namespaces_unavailable
 from ._postgres import ExternalPostgres, PostgresServer
 
-__all__ = ["NOT_RUN", "POSTGRES_URL_VARIABLE", "postgres_server", "postgres_url", "private_network"]
+__all__ = ["NOT_RUN", "POSTGRES_URL_VARIABLE", "RUN_SERVER_SETTINGS", "postgres_server", "postgres_url", "private_network"]
 
 #: The environment variable that names the test run's PostgreSQL server (a superuser's URL).
 POSTGRES_URL_VARIABLE = "AUN_TEST_POSTGRES_URL"
 #: How a namespace test that cannot run says why: its skip message starts with this.
 NOT_RUN = "not run across network namespaces: "
+#: The settings of the server the plugin starts: the common tuning under which the runtime's sessions
+#: must still commit durably (they set it back for themselves), so that every test runs under it.
+RUN_SERVER_SETTINGS = {"synchronous_commit": "off"}
 _RUN_SERVER = pytest.StashKey[PostgresServer]()
 #: Namespace tests reported as not run in this process, by reason.
 _not_run: dict[str, int] = {}
@@ -51,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError:  # pytest-xdist is not installed, or was disabled (-p no:xdist)
         parallel = None
     if parallel:
-        server = config.stash[_RUN_SERVER] = PostgresServer().start()
+        server = config.stash[_RUN_SERVER] = PostgresServer(settings=RUN_SERVER_SETTINGS).start()
         os.environ[POSTGRES_URL_VARIABLE] = server.url()
 
 
@@ -69,7 +72,7 @@ def postgres_server() -> Iterator[ExternalPostgres | PostgresServer]:
     if named:
         yield ExternalPostgres(named)
         return
-    with PostgresServer() as server:
+    with PostgresServer(settings=RUN_SERVER_SETTINGS) as server:
         yield server
 
 
