@@ -26,6 +26,7 @@ pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
 SLOW_FILES = (
     "tests/network/test_many_aids.py",
     "tests/distributed/test_service_aids.py",
+    "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_cluster.py",
     "tests/notebooks/test_notebooks_always_answering.py",
     "tests/notebooks/test_notebooks.py",
