@@ -27,6 +27,7 @@ from typing import Any
 from autogen_core import AgentId
 
 from ._agent_state import decoded_state
+from ._storage import open_wal
 
 __all__ = ["PENDING_LIMIT", "SQLiteStateStore"]
 
@@ -76,8 +77,7 @@ class SQLiteStateStore:
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        open_wal(self._db)
         self._db.executescript(_SCHEMA)
         self._pending: dict[_Key, str] = {}  # states to write
         # Agents whose state an instance in memory holds: hidden from readers, kept in the file.

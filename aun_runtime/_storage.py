@@ -17,18 +17,29 @@ one-statement batch insert, locks) the module that owns the tables says so, keye
 
 `open_storage` picks the implementation from the location: a
 `postgresql://` (or `postgres://`) URL is a PostgreSQL server, anything else an SQLite file.
+
+**What an SQLite commit survives** is chosen once for every SQLite file the runtime writes (archive,
+journal, ledgers, agent states, a gateway agent's outbox) by `AUN_SQLITE_SYNCHRONOUS`: `normal`
+(the default) writes each commit to the write-ahead log, which survives a crash of the process (its
+data is the kernel's the moment the commit returns), but not a crash of the machine or a power loss,
+which may take the last commits back (never half of one); `full` also flushes the log to the disk at
+each commit, so that a commit survives those too, at one flush per commit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ._errors import StorageUnavailableError
+
 __all__ = [
     "POSTGRES_SCHEMES",
+    "SQLITE_SYNCHRONOUS_VARIABLE",
     "SQLiteStorage",
     "ScopedSQL",
     "Storage",
@@ -36,6 +47,7 @@ __all__ = [
     "is_missing_table",
     "is_postgres_url",
     "open_storage",
+    "open_wal",
 ]
 
 StorageKind = Literal["sqlite", "postgresql"]
@@ -45,7 +57,28 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: second instance's ledger transaction) before it fails: far over any transaction the runtime makes.
 SQLITE_BUSY_TIMEOUT = 30.0
 
+#: The environment variable that chooses what an SQLite commit survives (see the module's docstring).
+SQLITE_SYNCHRONOUS_VARIABLE = "AUN_SQLITE_SYNCHRONOUS"
+_SQLITE_SYNCHRONOUS = ("normal", "full")
+
 Row = tuple[Any, ...]
+
+
+def open_wal(db: sqlite3.Connection) -> None:
+    """Put `db` in WAL mode with the `synchronous` that `AUN_SQLITE_SYNCHRONOUS` chooses.
+
+    Raises:
+        StorageUnavailableError: the variable holds neither `normal` nor `full` (`db` is closed).
+    """
+    chosen = os.environ.get(SQLITE_SYNCHRONOUS_VARIABLE, "normal").strip().lower() or "normal"
+    if chosen not in _SQLITE_SYNCHRONOUS:
+        db.close()
+        raise StorageUnavailableError(
+            f"{SQLITE_SYNCHRONOUS_VARIABLE}={chosen!r}: say normal (a commit survives a crash of the process)"
+            " or full (also a crash of the machine or a power loss)"
+        )
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={chosen.upper()}")
 
 
 def is_postgres_url(location: str | Path) -> bool:
@@ -135,8 +168,7 @@ class SQLiteStorage:
         self.db = sqlite3.connect(
             self.location, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT
         )
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        open_wal(self.db)
 
     def execute(self, sql: str, args: Sequence[object] = ()) -> None:
         self.db.execute(sql, args)

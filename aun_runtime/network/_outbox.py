@@ -39,6 +39,7 @@ from pathlib import Path
 from protocols.aun import AUNMessage
 
 from .._errors import OutboxFullError, UndeliverableError
+from .._storage import open_wal
 
 __all__ = ["DEFAULT_OUTBOX_CAPACITY", "Outbox", "OutboxItem", "OutboxWriteError"]
 
@@ -101,8 +102,7 @@ class Outbox:
         self.capacity = capacity
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # survives a process crash; a commit per burst
+        open_wal(self._db)  # a commit per burst
         self._db.executescript(_SCHEMA)
         if "trace" not in {column[1] for column in self._db.execute("PRAGMA table_info(outbox)")}:
             self._db.execute("ALTER TABLE outbox ADD COLUMN trace TEXT")  # a file from before it
