@@ -19,11 +19,12 @@ one-statement batch insert, locks) the module that owns the tables says so, keye
 `postgresql://` (or `postgres://`) URL is a PostgreSQL server, anything else an SQLite file.
 
 **What an SQLite commit survives** is chosen once for every SQLite file the runtime writes (archive,
-journal, ledgers, agent states, a gateway agent's outbox) by `AUN_SQLITE_SYNCHRONOUS`: `normal`
-(the default) writes each commit to the write-ahead log, which survives a crash of the process (its
-data is the kernel's the moment the commit returns), but not a crash of the machine or a power loss,
-which may take the last commits back (never half of one); `full` also flushes the log to the disk at
-each commit, so that a commit survives those too, at one flush per commit.
+journal, ledgers, agent states, a gateway agent's outbox, the local gateway's database) by
+`AUN_SQLITE_SYNCHRONOUS`: `normal` (the default) writes each commit to the write-ahead log, which
+survives a crash of the process (its data is the kernel's the moment the commit returns), but not a
+crash of the machine or a power loss, which may take the last commits back (never half of one);
+`full` also flushes the log to the disk at each commit, so that a commit survives those too, at one
+flush per commit.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import pytest
 from aun_runtime import SQLiteStateStore, StorageUnavailableError
 from aun_runtime._storage import SQLITE_SYNCHRONOUS_VARIABLE, SQLiteStorage
 from aun_runtime.distributed._journal import JournalArchive
+from aun_runtime.gateway._database import Database
 from aun_runtime.network._outbox import Outbox
 
 #: PRAGMA synchronous answers with a number.
@@ -43,8 +44,15 @@ def _outbox(path: Path) -> Iterator[sqlite3.Connection]:
     outbox._db.close()
 
 
+def _gateway(path: Path) -> Iterator[sqlite3.Connection]:
+    database = Database(path)
+    yield database.conn
+    database.close()
+
+
 STORES: dict[str, Callable[[Path], Iterator[sqlite3.Connection]]] = {
-    "archive": _storage, "journal": _journal, "agent states": _states, "gateway outbox": _outbox,
+    "archive": _storage, "journal": _journal, "agent states": _states, "gateway agent's outbox": _outbox,
+    "local gateway": _gateway,
 }  # fmt: skip
 
 

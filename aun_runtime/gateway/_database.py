@@ -7,8 +7,10 @@ pushed. A restart therefore loses nothing a sender was told was stored.
 Writes are batched by *group commit*: each operation runs in a savepoint of one open transaction,
 and `Database.commit` commits that transaction once per event-loop turn for every operation
 that wrote during the turn. Twenty concurrent senders cost one commit, not twenty; a lone sender
-costs one commit and no waiting. WAL mode with `synchronous=NORMAL` makes a commit survive a
-crash of the process (what a restart is); only a power loss can drop the last commits.
+costs one commit and no waiting. The file is in WAL mode with the `synchronous` that
+`AUN_SQLITE_SYNCHRONOUS` chooses (`aun_runtime._storage.open_wal`): `normal`, the default, makes a
+commit survive a crash of the process (what a restart is), and a crash of the machine or a power loss
+can drop the last commits; `full` makes it survive those too, at one flush per group commit.
 
 Checkpoints (copying the WAL into the database file, with an fsync) never run on the event loop:
 automatic checkpoints are off for the loop's connection, and a `Checkpointer` thread with its
@@ -58,6 +60,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .._storage import open_wal
 
 __all__ = ["Checkpointer", "Database"]
 
@@ -142,8 +146,7 @@ class Database:
         self.path = path
         # isolation_level=None: transactions are opened and closed here, explicitly.
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        open_wal(self.conn)
         self.conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer thread does it
         self.conn.execute("PRAGMA foreign_keys=OFF")
         self.conn.executescript(_SCHEMA)
