@@ -65,16 +65,25 @@ def worker_secret(archive: str | Path | None) -> str:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole under a temporary name, then linked into place: a process that reads the
-    # file never sees it half-written, and of two processes that make it at once, one wins.
+    # file never sees it half-written, and of two processes that make it at once, one wins. Both
+    # the file and its name are on the disk before the secret is used: the host binds the name to
+    # it for good, so a crash of the machine must not take it back.
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(descriptor, "w") as file:
             file.write(secrets.token_hex(32) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
         with contextlib.suppress(FileExistsError):
             os.link(temporary, path)
     finally:
         temporary.unlink()
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
     return _read(path)
 
 
