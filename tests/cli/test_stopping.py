@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from aun_runtime._stopping import EXIT_DEADLINE, STOP_GRACE
-from tests.distributed.processes import Process, query, start_host
+from tests.distributed.processes import Process, query, start_host, start_worker, wait_until
 
 APPS = "tests.cli.apps"
 #: A stop takes the grace and then a moment to close up; a stop still running at the deadline is
@@ -182,3 +182,21 @@ def test_an_apps_teardown_runs_however_the_run_ends(
     assert marker.read_text().splitlines() == ["set up", "torn down", "on_stop ran"], process.output
     if how == "an error":
         assert "error: the app raised RuntimeError: the app failed on purpose" in process.output
+
+
+def test_a_host_stops_on_sigterm_without_tracebacks(procs: list[Process], tmp_path: Path) -> None:
+    # Two workers with traffic between them: the host has two data streams open, busy, when signalled.
+    host, address = start_host(extra=["--state", str(tmp_path / "host.state")])
+    procs.append(host)
+    procs.append(start_worker(address, "tests.distributed.apps:sink", tmp_path / "sink.sqlite", env={"TALLY_DELAY": "0.01"}))
+    procs.append(start_worker(
+        address, "tests.distributed.apps:source", tmp_path / "source.sqlite",
+        env={"SOURCE_COUNT": "100000", "SOURCE_BURST": "10", "SOURCE_PAUSE": "0.05"},
+    ))
+    handled = "SELECT count(*) FROM archive WHERE owner='sink.local' AND kind='received'"
+    wait_until(lambda: (query(tmp_path / "sink.sqlite", handled) or [(0,)])[0][0] >= 50, what="traffic")
+    code, took = _signal_and_time(host, signal.SIGTERM)
+    assert code == 0, host.output  # a serving command, stopped cleanly
+    assert took < STOPPED_BY, took
+    assert "host: worker" in host.output and "disconnected" in host.output
+    assert "Traceback" not in host.output and "CancelledError" not in host.output, host.output
