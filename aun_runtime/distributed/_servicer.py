@@ -209,6 +209,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         self._groups: dict[str, _Group] = {}
         self._services: dict[str, ServiceRoute] = {}  # service aid -> its instances and routing
         self._control_warned: set[str] = set()
+        self._streams_ended: asyncio.Event | None = None  # set by `end_streams`: the last stream has ended
         self.identities = Identities()
         if state is not None:
             try:
@@ -256,11 +257,13 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         """End every data stream from this side, each call with status OK, and wait up to `timeout`
         seconds for them to close. (A stream still open when the server stops is cancelled, which
         gRPC logs as an error, with a traceback, for each.)"""
+        self._streams_ended = asyncio.Event()
+        if not self._data_connections:
+            return
         for connection in list(self._data_connections.values()):
             await connection.send(_END)
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self._data_connections and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._streams_ended.wait(), timeout)
 
     def close_state(self) -> None:
         if self._state is not None:
@@ -370,6 +373,8 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                     yield message
         finally:
             self._data_connections.pop(client_id, None)
+            if not self._data_connections and self._streams_ended is not None:
+                self._streams_ended.set()
             for future in self._pending_responses.pop(client_id, {}).values():
                 future.cancel()
             await self._on_client_disconnect(client_id)
