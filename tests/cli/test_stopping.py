@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -200,3 +201,28 @@ def test_a_host_stops_on_sigterm_without_tracebacks(procs: list[Process], tmp_pa
     assert took < STOPPED_BY, took
     assert "host: worker" in host.output and "disconnected" in host.output
     assert "Traceback" not in host.output and "CancelledError" not in host.output, host.output
+
+
+def test_a_handler_holding_the_interpreter_does_not_hold_a_signalled_run(procs: list[Process]) -> None:
+    # The handler is inside one call of C code that holds the interpreter lock for hours: no Python
+    # runs until it returns, neither a signal handler nor a timer thread. The run is gone anyway.
+    process = _ready(Process(["run", f"{APPS}:backtracking"]))
+    procs.append(process)
+    time.sleep(0.5)  # well inside the regular expression by now
+    code, took = _signal_and_time_within(process, signal.SIGTERM, EXIT_DEADLINE + 5)
+    assert code == -signal.SIGKILL, process.output
+    assert took >= EXIT_DEADLINE - 1, took
+    output = process.output
+    assert f"still running {EXIT_DEADLINE:g} s after SIGTERM: killing it (exit 137)" in output
+    # Where it was stuck: the handler's own frame, in every thread's stack.
+    assert "most recent call first" in output and 'apps.py", line' in output and "in on_any" in output, output
+
+
+def _signal_and_time_within(process: Process, signum: int, bound: float) -> tuple[int, float]:
+    started = time.monotonic()
+    process.proc.send_signal(signum)
+    try:
+        code = process.finish(timeout=bound)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running {bound:g} s after {signal.Signals(signum).name}:\n{process.output}")
+    return code, time.monotonic() - started
