@@ -226,3 +226,18 @@ def _signal_and_time_within(process: Process, signum: int, bound: float) -> tupl
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running {bound:g} s after {signal.Signals(signum).name}:\n{process.output}")
     return code, time.monotonic() - started
+
+
+def test_a_commands_watchdog_shows_the_stacks_on_demand_and_goes_with_it(procs: list[Process]) -> None:
+    process = _ready(Process(["run", f"{APPS}:quiet"]), "serving; stop with Ctrl-C")
+    procs.append(process)
+    watchdogs = [child for child in psutil.Process(process.proc.pid).children() if "_exit_deadline.py" in " ".join(child.cmdline())]
+    assert len(watchdogs) == 1
+    process.proc.send_signal(signal.SIGUSR2)  # where is each thread? The command carries on.
+    process.wait_for_line(lambda line: "most recent call first" in line)
+    assert process.proc.poll() is None
+    assert process.terminate() == 0, process.output
+    deadline = time.monotonic() + 10
+    while watchdogs[0].is_running() and watchdogs[0].status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the watchdog outlived its command"
+        time.sleep(0.05)
