@@ -132,7 +132,7 @@ async def _follow_reopening(
                     await asyncio.sleep(reconnection.wait())
                     continue
                 follower.is_agent = ArchiveRoles(current)
-                reconnection.back(f"going on after record {follower.last_id}")
+                reconnection.back(f"going on after record id {follower.last_id}")
             try:
                 _print_new_if_written(current, follower, out)
             except Exception as exc:

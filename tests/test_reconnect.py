@@ -21,7 +21,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from aun_runtime import Archive, AUNMessage, RecordKind, TextPayload
+from aun_runtime import (
+    Archive,
+    AUNMessage,
+    RecordKind,
+    StorageSessionLostError,
+    StorageUnavailableError,
+    TextPayload,
+)
+from aun_runtime._reconnect import RECONNECT_FIRST, RECONNECT_MAX, Reconnection, is_connection_lost
 from aun_runtime.testing import PostgresServer
 from tests.distributed.processes import Process, wait_until
 
@@ -157,3 +165,41 @@ def test_the_console_goes_on_across_a_restart(server: PostgresServer) -> None:
     assert output.count("lost the database") == 1, output
     assert output.count("reconnected to") == 1, output
     assert "Traceback" not in output, output
+
+
+def test_a_reconnection_says_so_once_each_way_and_backs_off_to_its_bound() -> None:
+    said: list[str] = []
+    reconnection = Reconnection("postgresql://aun@db/aun", said.append)
+    waits = []
+    for _ in range(8):
+        reconnection.lost(StorageSessionLostError("the session with postgresql://aun@db/aun has ended"))
+        waits.append(reconnection.wait())
+    assert said == [
+        "lost the database postgresql://aun@db/aun (the session with it has ended); reconnecting, every 2 s at most"
+    ]
+    # Doubled from the first wait up to the bound (each measured a moment after it was set).
+    doubling = [min(RECONNECT_FIRST * 2**n, RECONNECT_MAX) for n in range(8)]
+    assert waits == pytest.approx(doubling, abs=0.1)
+    reconnection.back("going on after record id 7")
+    assert said[-1].startswith("reconnected to postgresql://aun@db/aun after ")
+    assert said[-1].endswith("; going on after record id 7")
+    reconnection.back("again")  # not lost since: nothing to say
+    assert len(said) == 2 and reconnection.wait() == 0
+
+
+class _ServerError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(sqlstate)
+        self.sqlstate = sqlstate
+
+
+def test_only_a_database_that_went_away_counts_as_lost() -> None:
+    assert is_connection_lost(StorageSessionLostError("ended"))
+    assert is_connection_lost(StorageUnavailableError("cannot open"))
+    assert is_connection_lost(ConnectionRefusedError())
+    assert is_connection_lost(_ServerError("57P01"))  # admin shutdown
+    assert is_connection_lost(_ServerError("57P03"))  # the server is starting up
+    assert is_connection_lost(_ServerError("08006"))  # connection failure
+    assert not is_connection_lost(_ServerError("42P01"))  # no such table: the reader waits for the writer
+    assert not is_connection_lost(_ServerError("42601"))  # a syntax error is a bug, never retried
+    assert not is_connection_lost(ValueError("not an archive"))

@@ -199,7 +199,7 @@ class ArchiveFeed:
                 self._set_state("waiting", str(exc))
                 return None
             self._reconnection.what = self.archive.shown
-            self._reconnection.back(f"pages go on after the last record each was sent (the newest seen: {self.head})")
+            self._reconnection.back(f"pages go on after the last record each was sent (the newest record id seen: {self.head})")
         return self.archive
 
     def _lost(self, archive: Archive, error: BaseException) -> None:
