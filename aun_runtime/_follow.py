@@ -12,6 +12,7 @@ went wrong (dead letters, loop and budget stops) stands out with `!!`, as in the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -20,8 +21,9 @@ from typing import TextIO
 from protocols.aun import AUNMessage
 
 from ._archive import Archive, ArchiveRecord, RecordKind
+from ._reconnect import Reconnection, is_connection_lost
 from ._storage import is_missing_table
-from ._transcript import message_line, snip
+from ._transcript import ArchiveRoles, message_line, snip
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
 
@@ -44,13 +46,21 @@ class TranscriptFollower:
         return message_line(message, self._number, self.is_agent, tags)
 
     def lines(self, records: Iterable[ArchiveRecord]) -> list[str]:
-        """The lines of `records`, each prefixed with the time it was recorded (HH:MM:SS)."""
+        """The lines of `records`, each prefixed with the time it was recorded (HH:MM:SS).
+
+        All or nothing: if telling an agent raises (its archive went away), the follower is left as
+        it was, so the same records are read and shown again, once, by the next call."""
         out: list[str] = []
-        for record in records:
-            start = len(out)
-            self._record_lines(record, out)
-            stamp = time.strftime("%H:%M:%S", time.localtime(record.recorded_at / 1000))
-            out[start:] = [f"{stamp} {line}" for line in out[start:]]
+        last_id, numbers = self.last_id, dict(self._number)
+        try:
+            for record in records:
+                start = len(out)
+                self._record_lines(record, out)
+                stamp = time.strftime("%H:%M:%S", time.localtime(record.recorded_at / 1000))
+                out[start:] = [f"{stamp} {line}" for line in out[start:]]
+        except BaseException:
+            self.last_id, self._number = last_id, numbers
+            raise
         return out
 
     def _record_lines(self, record: ArchiveRecord, out: list[str]) -> None:
@@ -86,15 +96,73 @@ async def follow_archive(
     *,
     interval: float = DEFAULT_FOLLOW_INTERVAL,
     out: TextIO | None = None,
+    reopen: Callable[[], Archive] | None = None,
 ) -> None:
-    """Print new records' lines every `interval` seconds until cancelled (then once more)."""
+    """Print new records' lines every `interval` seconds until cancelled (then once more).
+
+    With `reopen` (a reader's own read-only archive: it opens the same one again), a database that
+    goes away is opened again, with backoff (`aun_runtime._reconnect`), and the lines go on after
+    the last record shown; one line on stderr says it went away, one that it is back."""
     stream = out or sys.stdout
+    if reopen is not None:
+        await _follow_reopening(archive, follower, reopen, interval, stream)
+        return
     try:
         while True:
             _print_new_if_written(archive, follower, stream)
             await asyncio.sleep(interval)
     finally:
         _print_new_if_written(archive, follower, stream)
+
+
+async def _follow_reopening(
+    archive: Archive, follower: TranscriptFollower, reopen: Callable[[], Archive], interval: float, out: TextIO
+) -> None:
+    current: Archive | None = archive
+    reconnection = Reconnection(archive.shown, _say)
+    try:
+        while True:
+            if current is None:
+                try:
+                    current = await asyncio.to_thread(reopen)  # connecting may wait: never on the loop
+                except Exception as exc:
+                    if not is_connection_lost(exc):
+                        raise
+                    reconnection.lost(exc)
+                    await asyncio.sleep(reconnection.wait())
+                    continue
+                follower.is_agent = ArchiveRoles(current)
+                reconnection.back(f"going on after record id {follower.last_id}")
+            try:
+                _print_new_if_written(current, follower, out)
+            except Exception as exc:
+                if not is_connection_lost(exc):
+                    raise
+                reconnection.lost(exc)
+                _close_lost(current)
+                current = None
+                await asyncio.sleep(reconnection.wait())
+                continue
+            await asyncio.sleep(interval)
+    finally:
+        if current is not None:
+            try:
+                _print_new_if_written(current, follower, out)
+            except Exception as exc:
+                if not is_connection_lost(exc):
+                    raise
+            if current is not archive:  # the caller closes the one it gave
+                current.close()
+
+
+def _close_lost(archive: Archive) -> None:
+    # Its session is gone: closing only lets go of what is left of it (the driver's thread).
+    with contextlib.suppress(Exception):
+        archive.close()
+
+
+def _say(text: str) -> None:
+    print(f"aun-runtime: {text}", file=sys.stderr, flush=True)
 
 
 def _print_new_if_written(archive: Archive, follower: TranscriptFollower, out: TextIO) -> None:

@@ -120,6 +120,7 @@ class PostgresStorage:
         self, url: str, *, read_only: bool = False, on_lost: Callable[[BaseException], None] | None = None
     ) -> None:
         self.location = redacted_url(url)
+        self.read_only = read_only
         self.on_lost = on_lost
         self.lost: BaseException | None = None
         self._lock = threading.RLock()  # one statement (or transaction) at a time on the session
@@ -258,7 +259,9 @@ class PostgresStorage:
         if self._closed or self.lost is not None:
             return
         self.lost = error or StorageSessionLostError("the server closed the connection")
-        logger.error("the database session with %s has ended: %s", self.location, self.lost)
+        # A reader's session is opened again by its reader, which says so itself.
+        level = logging.INFO if self.read_only else logging.ERROR
+        logger.log(level, "the database session with %s has ended: %s", self.location, self.lost)
         if self.on_lost is not None:
             self.on_lost(self.lost)
 

@@ -9,7 +9,9 @@ Every long-running command (`run` with any option, `demo`, `worker`, `host`, `ga
   the application's teardown (each part within `DEFAULT_ON_STOP_TIMEOUT`) and exits.
 * **A second signal** exits at once.
 * **Nothing holds the process**: whatever hangs (a handler that ignores cancellation, a library's
-  shutdown, a thread), the process is gone `EXIT_DEADLINE` seconds after the first signal.
+  shutdown, a thread, a handler running C code that holds the interpreter), the process is gone
+  `EXIT_DEADLINE` seconds after the first signal, its threads' stacks printed: a watchdog process
+  keeps the deadline, since nothing inside the process can (`ExitDeadline`).
   When the command ends by itself, the tasks it left behind (an application's workbench, tasks of
   its own) are cancelled and given `WIND_DOWN` seconds, and are left behind after that; a
   thread it left running holds the process for `WIND_DOWN` seconds at most (`bound_exit`).
@@ -17,7 +19,8 @@ Every long-running command (`run` with any option, `demo`, `worker`, `host`, `ga
 Both signals get a handler of their own (a process started with `&` by a non-interactive shell
 inherits SIGINT ignored, and would otherwise never hear Ctrl-C), installed with `signal.signal`
 rather than on the event loop: a loop blocked by a handler that never awaits never runs its signal
-callbacks, but a Python signal handler still runs, so a second signal and the deadline always work.
+callbacks, but a Python signal handler still runs (between two bytecodes of the main thread), so a
+second signal works; the deadline does not even need that.
 
 **Exit codes**, the same for every command:
 
@@ -26,7 +29,7 @@ callbacks, but a Python signal handler still runs, so a second signal and the de
 | 0 | the way it is meant to end: a run that ends by itself (`--until-idle`, `--for`, `demo`) with no failures recorded; a serving command (`run` without those options, `--console`, `--gateway-url`, `worker`, `host`, `gateway`, `console`) stopped by SIGINT or SIGTERM, cleanly |
 | 1 | it failed: the application (setup or teardown) raised, its traceback printed; or a run that ends by itself recorded dead letters, loop stops or budget stops (one line says how many) |
 | 2 | usage or configuration: a bad option, an application that cannot be loaded, a port in use |
-| 128+N | interrupted by signal N (130: SIGINT, 143: SIGTERM): a run meant to end by itself was stopped before its end, or any command got a second signal or missed `EXIT_DEADLINE` |
+| 128+N | interrupted by signal N (130: SIGINT, 143: SIGTERM): a run meant to end by itself was stopped before its end, or any command got a second signal; 137 (killed): it missed `EXIT_DEADLINE` |
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from collections.abc import Awaitable, Callable
 from enum import IntEnum
 from types import FrameType
 from typing import Any, TypeVar
+
+from ._exit_deadline import ExitDeadline
 
 __all__ = [
     "EXIT_DEADLINE",
@@ -94,6 +99,8 @@ class StopRequest:
         self.signal: int | None = None
         self._event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Keeps `EXIT_DEADLINE` from outside the process when set (see `ExitDeadline`).
+        self.deadline: ExitDeadline | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Tie the request to the loop the command runs on."""
@@ -110,9 +117,11 @@ class StopRequest:
             os._exit(128 + signum)
         self.signal = signum
         _say(f"{name}: stopping; turns in flight get {STOP_GRACE:g} s (a second {name} exits at once)")
-        deadline = threading.Timer(EXIT_DEADLINE, self._overdue, (signum,))
-        deadline.daemon = True
-        deadline.start()
+        if self.deadline is None or not self.deadline.watching:
+            # No watchdog (it could not start): a timer keeps the deadline, unless the interpreter is held.
+            deadline = threading.Timer(EXIT_DEADLINE, self._overdue, (signum,))
+            deadline.daemon = True
+            deadline.start()
         if self._loop is not None and self._event is not None:
             with contextlib.suppress(RuntimeError):  # the loop has closed: the command is ending anyway
                 self._loop.call_soon_threadsafe(self._event.set)
@@ -174,6 +183,9 @@ def run_command(main: Callable[[StopRequest], Awaitable[int]], *, serving: bool)
     # Signal handlers belong to the main thread; a command run from another thread (a test) has none.
     handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
     previous = {signum: signal.signal(signum, stop.on_signal) for signum in handled}
+    if handled:
+        stop.deadline = ExitDeadline(EXIT_DEADLINE)
+        stop.deadline.start()
     try:
         stop.attach(loop)
         return loop.run_until_complete(main(stop))
@@ -183,6 +195,8 @@ def run_command(main: Callable[[StopRequest], Awaitable[int]], *, serving: bool)
         finally:
             asyncio.set_event_loop(None)  # as asyncio.run: a library's atexit hook finds no loop
             loop.close()
+            if stop.deadline is not None:
+                stop.deadline.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 

@@ -190,7 +190,8 @@ async def _follow_transcript(stop: StopRequest, location: str) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.FAILED
     follower = TranscriptFollower(is_agent=ArchiveRoles(archive))
-    follow = asyncio.create_task(follow_archive(archive, follower))
+    # A database that goes away is opened again, and the lines go on after the last one shown.
+    follow = asyncio.create_task(follow_archive(archive, follower, reopen=lambda: Archive(location, read_only=True)))
     try:
         await stop.wait()
     finally:

@@ -48,6 +48,7 @@ SLOW_FILES = (
     "tests/cli/test_run.py",
     "tests/distributed/test_host_rules.py",
     "tests/distributed/test_merged_transcript.py",
+    "tests/test_reconnect.py",
     "tests/gateway/test_frame_fuzz.py",
     "tests/test_type_checking_outside.py",
     "tests/agents/test_agentchat.py",

@@ -14,7 +14,8 @@ record it was sent), a page at a time. So
 The archive is opened lazily: a console pointed at a file that no runtime has created yet waits for
 it, and says so, instead of failing; pointed at a PostgreSQL archive (the database the workers of
 several machines share, every worker's messages in one place), it waits the same way for a server
-that is not up yet, and opens a new session when one ends.
+that is not up yet, and when its database goes away (a restart, a crash) it opens it again with
+backoff, saying so once each way (`aun_runtime._reconnect`); each page goes on from its own cursor.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from .._archive import AgentEntry, Archive, ArchiveRow
-from .._errors import StorageSessionLostError, StorageUnavailableError
+from .._errors import StorageUnavailableError
+from .._reconnect import Reconnection, is_connection_lost
 from .._storage import is_missing_table
 from .._waiting import wait_set
 from ..agentmd import AgentMDError, parse_agent_md
@@ -119,6 +121,7 @@ class ArchiveFeed:
         self._changed = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self._reconnection = Reconnection("", logger.warning)  # named once the archive is open
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -164,11 +167,10 @@ class ArchiveFeed:
         except sqlite3.DatabaseError as exc:  # not an archive at all: say so, and keep looking
             self._set_state("error", f"{archive.shown} cannot be read as an archive: {exc}")
             return
-        except StorageSessionLostError as exc:  # the PostgreSQL server went away: open it again next time
-            self.archive = None
-            self._set_state("waiting", str(exc))
-            return
         except Exception as exc:
+            if is_connection_lost(exc):  # the PostgreSQL server went away: open it again, with backoff
+                self._lost(archive, exc)
+                return
             if not is_missing_table(exc):
                 raise
             self._set_state("waiting", f"{archive.shown}: no runtime has written it yet ({exc})")
@@ -187,12 +189,25 @@ class ArchiveFeed:
 
     def _open(self) -> Archive | None:
         if self.archive is None:
+            if self._reconnection.wait() > 0:
+                return None
             try:
                 self.archive = self._opener()
             except (FileNotFoundError, StorageUnavailableError) as exc:  # no file, or no server, yet
+                if self._reconnection.down_since is not None:
+                    self._reconnection.lost(exc)  # still away: wait longer before the next attempt
                 self._set_state("waiting", str(exc))
                 return None
+            self._reconnection.what = self.archive.shown
+            self._reconnection.back(f"pages go on after the last record each was sent (the newest record id seen: {self.head})")
         return self.archive
+
+    def _lost(self, archive: Archive, error: BaseException) -> None:
+        self.archive = None
+        self._reconnection.lost(error)
+        with contextlib.suppress(Exception):  # its session is gone: this lets go of what is left of it
+            archive.close()
+        self._set_state("waiting", str(error))
 
     def _set_state(self, state: str, detail: str) -> bool:
         if (state, detail) == (self.state, self.detail):
@@ -223,9 +238,9 @@ class ArchiveFeed:
             return []
         try:
             return archive.rows_after(after_id, limit=limit)
-        except (sqlite3.DatabaseError, StorageSessionLostError):
-            return []  # no tables yet, not an archive, or no server: the feed's state says which
+        except sqlite3.DatabaseError:
+            return []  # no tables yet, or not an archive: the feed's state says which
         except Exception as exc:
-            if not is_missing_table(exc):
+            if not (is_missing_table(exc) or is_connection_lost(exc)):  # a lost server: the feed opens it again
                 raise
             return []

@@ -96,8 +96,12 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         self._serve_task = asyncio.get_running_loop().create_task(self._server.wait_for_termination())
 
     async def stop(self, grace: int = 5) -> None:
-        """Stop serving; the state file (if any) holds everything, and its lock is let go."""
+        """Stop serving; the state file (if any) holds everything, and its lock is let go.
+
+        The workers' streams are ended first, each call cleanly (its worker reconnects to the
+        next host), within `grace` seconds; the server then stops."""
         try:
+            await self._aun_servicer.end_streams(timeout=grace)
             await super().stop(grace=grace)
         finally:
             self._aun_servicer.close_state()

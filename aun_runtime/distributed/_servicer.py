@@ -33,6 +33,7 @@ On top of autogen-ext's routing it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -166,6 +167,12 @@ class _DataConnection(CallbackChannelConnection[agent_worker_pb2.Message, agent_
         """The next message waiting to be sent, if one is waiting already (never waits)."""
         return None if self._send_queue.empty() else self._send_queue.get_nowait()
 
+    async def stop_receiving(self) -> None:
+        """Stop reading the client's side of the stream (this side is ending it)."""
+        self._receiving_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
+            await self._receiving_task
+
 
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
@@ -202,6 +209,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         self._groups: dict[str, _Group] = {}
         self._services: dict[str, ServiceRoute] = {}  # service aid -> its instances and routing
         self._control_warned: set[str] = set()
+        self._streams_ended: asyncio.Event | None = None  # set by `end_streams`: the last stream has ended
         self.identities = Identities()
         if state is not None:
             try:
@@ -244,6 +252,18 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         except HostStateError as exc:
             logger.error("host: %s", exc)
             raise Refusal(_Status.UNAVAILABLE, "the host cannot write its state file now; try again") from None
+
+    async def end_streams(self, timeout: float) -> None:
+        """End every data stream from this side, each call with status OK, and wait up to `timeout`
+        seconds for them to close. (A stream still open when the server stops is cancelled, which
+        gRPC logs as an error, with a traceback, for each.)"""
+        self._streams_ended = asyncio.Event()
+        if not self._data_connections:
+            return
+        for connection in list(self._data_connections.values()):
+            await connection.send(_END)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._streams_ended.wait(), timeout)
 
     def close_state(self) -> None:
         if self._state is not None:
@@ -345,11 +365,16 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             async for first in connection:
                 # A worker that reads frames gets what waits for it by now in one write (see ._frames).
                 for message in pack(drain(first, connection.queued)) if client.frames else (first,):
-                    if message is _END and connection.refusal is not None:
-                        await self._abort(context, f"a message on its data stream (client {client_id[:8]})", connection.refusal)
+                    if message is _END:
+                        if connection.refusal is not None:
+                            await self._abort(context, f"a message on its data stream (client {client_id[:8]})", connection.refusal)
+                        await connection.stop_receiving()  # the host is stopping: the call ends, status OK
+                        return
                     yield message
         finally:
             self._data_connections.pop(client_id, None)
+            if not self._data_connections and self._streams_ended is not None:
+                self._streams_ended.set()
             for future in self._pending_responses.pop(client_id, {}).values():
                 future.cancel()
             await self._on_client_disconnect(client_id)

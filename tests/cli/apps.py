@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -131,3 +132,25 @@ async def slow_jobs(runtime: AUNRuntime) -> None:
     await runtime.register_agent("slow.local", Slow)
     for number in range(3):
         await runtime.send("slow.local", f"job {number}")
+
+
+# -- a handler that holds the interpreter (tests/cli/test_stopping.py) ---------------------------------
+
+
+class Backtracking(AUNAgent):
+    """Matches a regular expression that backtracks for hours, in C, holding the interpreter lock."""
+
+    def __init__(self) -> None:
+        super().__init__("holds the interpreter")
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        print("handler stuck", flush=True)
+        re.match(r"(a+)+$", "a" * 34 + "b")  # 2**34 ways to fail: hours
+
+
+async def backtracking(runtime: AUNRuntime) -> None:
+    """``regex.local`` is sent a message at start, and is held by its regular expression from then on."""
+    await runtime.register_agent("regex.local", Backtracking)
+    inbox = await runtime.open_inbox("app.local")
+    await inbox.send("regex.local", "match")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import psutil
 import pytest
 
 from aun_runtime._stopping import EXIT_DEADLINE, STOP_GRACE
-from tests.distributed.processes import Process, query, start_host
+from tests.distributed.processes import Process, query, start_host, start_worker, wait_until
 
 APPS = "tests.cli.apps"
 #: A stop takes the grace and then a moment to close up; a stop still running at the deadline is
@@ -182,3 +183,61 @@ def test_an_apps_teardown_runs_however_the_run_ends(
     assert marker.read_text().splitlines() == ["set up", "torn down", "on_stop ran"], process.output
     if how == "an error":
         assert "error: the app raised RuntimeError: the app failed on purpose" in process.output
+
+
+def test_a_host_stops_on_sigterm_without_tracebacks(procs: list[Process], tmp_path: Path) -> None:
+    # Two workers with traffic between them: the host has two data streams open, busy, when signalled.
+    host, address = start_host(extra=["--state", str(tmp_path / "host.state")])
+    procs.append(host)
+    procs.append(start_worker(address, "tests.distributed.apps:sink", tmp_path / "sink.sqlite", env={"TALLY_DELAY": "0.01"}))
+    procs.append(start_worker(
+        address, "tests.distributed.apps:source", tmp_path / "source.sqlite",
+        env={"SOURCE_COUNT": "100000", "SOURCE_BURST": "10", "SOURCE_PAUSE": "0.05"},
+    ))
+    handled = "SELECT count(*) FROM archive WHERE owner='sink.local' AND kind='received'"
+    wait_until(lambda: (query(tmp_path / "sink.sqlite", handled) or [(0,)])[0][0] >= 50, what="traffic")
+    code, took = _signal_and_time(host, signal.SIGTERM)
+    assert code == 0, host.output  # a serving command, stopped cleanly
+    assert took < STOPPED_BY, took
+    assert "host: worker" in host.output and "disconnected" in host.output
+    assert "Traceback" not in host.output and "CancelledError" not in host.output, host.output
+
+
+def test_a_handler_holding_the_interpreter_does_not_hold_a_signalled_run(procs: list[Process]) -> None:
+    # The handler is inside one call of C code that holds the interpreter lock for hours: no Python
+    # runs until it returns, neither a signal handler nor a timer thread. The run is gone anyway.
+    process = _ready(Process(["run", f"{APPS}:backtracking"]))
+    procs.append(process)
+    time.sleep(0.5)  # well inside the regular expression by now
+    code, took = _signal_and_time_within(process, signal.SIGTERM, EXIT_DEADLINE + 5)
+    assert code == -signal.SIGKILL, process.output
+    assert took >= EXIT_DEADLINE - 1, took
+    output = process.output
+    assert f"still running {EXIT_DEADLINE:g} s after SIGTERM: killing it (exit 137)" in output
+    # Where it was stuck: the handler's own frame, in every thread's stack.
+    assert "most recent call first" in output and 'apps.py", line' in output and "in on_any" in output, output
+
+
+def _signal_and_time_within(process: Process, signum: int, bound: float) -> tuple[int, float]:
+    started = time.monotonic()
+    process.proc.send_signal(signum)
+    try:
+        code = process.finish(timeout=bound)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running {bound:g} s after {signal.Signals(signum).name}:\n{process.output}")
+    return code, time.monotonic() - started
+
+
+def test_a_commands_watchdog_shows_the_stacks_on_demand_and_goes_with_it(procs: list[Process]) -> None:
+    process = _ready(Process(["run", f"{APPS}:quiet"]), "serving; stop with Ctrl-C")
+    procs.append(process)
+    watchdogs = [child for child in psutil.Process(process.proc.pid).children() if "_exit_deadline.py" in " ".join(child.cmdline())]
+    assert len(watchdogs) == 1
+    process.proc.send_signal(signal.SIGUSR2)  # where is each thread? The command carries on.
+    process.wait_for_line(lambda line: "most recent call first" in line)
+    assert process.proc.poll() is None
+    assert process.terminate() == 0, process.output
+    deadline = time.monotonic() + 10
+    while watchdogs[0].is_running() and watchdogs[0].status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the watchdog outlived its command"
+        time.sleep(0.05)
