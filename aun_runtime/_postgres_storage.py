@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ._errors import StorageSessionLostError, StorageUnavailableError
+from ._postgres_refusal import refusal
 
 __all__ = ["CONNECT_TIMEOUT", "SESSION_TIMEOUT", "STATEMENT_WAIT", "PostgresStorage", "redacted_url"]
 
@@ -129,7 +130,7 @@ class PostgresStorage:
             )
         except BaseException as exc:
             self._stop_loop()
-            raise StorageUnavailableError(f"cannot open the PostgreSQL database {self.location}: {exc}") from exc
+            raise refusal(exc, self.location) from exc
         self._connection.add_termination_listener(lambda _connection: self._ended(None))
         #: The server's process id for this session (what `pg_locks.pid` shows for its locks).
         self.backend_pid = int(self._connection.get_server_pid())
