@@ -103,9 +103,13 @@ async def serve_app(
                     print("serving; stop with Ctrl-C", flush=True)
                 await stop.unless_stopped(asyncio.sleep(seconds) if seconds is not None else stop.wait())
     finally:
-        await runtime.stop(grace=STOP_GRACE)
-        follow.cancel()
-        await asyncio.wait({follow})
+        try:
+            await runtime.stop(grace=STOP_GRACE)
+        finally:
+            follow.cancel()
+            await asyncio.wait({follow})
+            if not follow.cancelled():
+                follow.exception()  # a follower that failed failed with the archive, which is reported
     print_counters(runtime, archive)
     runtime.archive.close()
     return ended(stop, runtime, app_failed=run.failed)

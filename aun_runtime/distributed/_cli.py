@@ -22,9 +22,8 @@ from typing import Any
 
 from protocols.aun import ROUND_ROBIN
 
-from .._errors import StorageSessionLostError
-from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
-from ._errors import HostStateError
+from .._errors import ConfigurationError, StorageSessionLostError
+from .._stopping import STOP_GRACE, StopRequest, run_command
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._tls import HostTLS, TLSConfig
 
@@ -112,11 +111,7 @@ def _run_host(args: argparse.Namespace) -> int:
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
     async def serve(stop: StopRequest) -> int:
-        try:
-            host = AUNHost(args.address, tls=tls, state=args.state)
-        except HostStateError as exc:  # a configuration error: the file given is no state file
-            print(f"error: {exc}", file=sys.stderr)
-            return ExitCode.USAGE
+        host = AUNHost(args.address, tls=tls, state=args.state)  # a state file it cannot use: exit 2
         await host.open()
         print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
         if host.state_path is None:
@@ -187,6 +182,8 @@ def _run_worker(args: argparse.Namespace) -> int:
     services = dict(_service(spec) for spec in args.service)
 
     async def serve(stop: StopRequest) -> int:
+        # What stops it here is reported by the command line's one reporter: a database or state
+        # it cannot use (exit 2), or a host that does not answer in time (exit 1).
         try:
             runtime = worker_runtime(
                 args.host,
@@ -198,9 +195,8 @@ def _run_worker(args: argparse.Namespace) -> int:
                 service_dir=args.service_ledger or args.service_dir,
             )
             await runtime.start()
-        except Exception as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return ExitCode.FAILED
+        except (ValueError, OSError) as exc:  # options that do not go together, a file it cannot read
+            raise ConfigurationError(str(exc)) from exc
         core = runtime.core
         run = AppRun(app, runtime)
         try:
