@@ -21,6 +21,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 from protocols.errors import AUNError
 
@@ -28,7 +29,10 @@ from ._errors import ConfigurationError
 from ._postgres_storage import redacted_url
 from ._stopping import ExitCode
 
-__all__ = ["add_debug_option", "option_values", "report_errors", "shown_line"]
+__all__ = ["CommandParser", "add_debug_option", "address", "option_values", "port_number", "report_errors", "shown_line"]
+
+#: The ports a socket can have (0: any free one, where a command allows it).
+PORTS = range(0, 65536)
 
 # `scheme://user:password@`: the password part, wherever a URL appears in a message.
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)(?P<password>[^\s@/]+)@")
@@ -38,6 +42,34 @@ def shown_line(text: str) -> str:
     """`text` as one line, with the password of any URL in it shown as `***`."""
     line = " ".join(part.strip() for part in text.splitlines() if part.strip())
     return _URL_PASSWORD.sub(lambda match: f"{match['head']}***@", line)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line too: what is wrong, and where the help is
+    (argparse's own prints the whole usage first). Its subcommands' parsers are of its class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE, f"error: {message} (see {self.prog} --help)\n")
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a port, 0 to 65535 (a socket library would take 99999 as 34463)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
+    if port not in PORTS:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number: give 0 to 65535 (0: any free port)")
+    return port
+
+
+def address(text: str) -> str:
+    """An argparse type: `host:port`, with a port from 0 to 65535."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host:
+        raise argparse.ArgumentTypeError(f"{text!r} is not host:port (for example 127.0.0.1:50051)")
+    port_number(port)
+    return text
 
 
 def add_debug_option(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:

@@ -29,7 +29,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 from ._app import App, AppRun, load_app
 from ._archive import Archive
-from ._command_errors import add_debug_option, option_values, report_errors
+from ._command_errors import CommandParser, add_debug_option, option_values, report_errors
 from ._errors import ConfigurationError
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
@@ -253,7 +253,7 @@ def _serve_console(app: App, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from .console._cli import add_console_command, add_console_options
 
-    parser = argparse.ArgumentParser(prog="aun-runtime", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="aun-runtime", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")

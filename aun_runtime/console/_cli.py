@@ -16,6 +16,7 @@ from typing import Any
 
 from .._app import App, AppRun
 from .._archive import Archive
+from .._command_errors import port_number
 from .._runtime import AUNRuntime
 from .._stopping import STOP_GRACE, StopRequest, run_command
 from .._storage import is_postgres_url
@@ -42,7 +43,7 @@ def _add_listen_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         default=DEFAULT_PORT,
         help=f"the console's port (default: {DEFAULT_PORT}; 0: any free port)",
     )

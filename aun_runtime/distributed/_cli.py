@@ -22,6 +22,7 @@ from typing import Any
 
 from protocols.aun import ROUND_ROBIN
 
+from .._command_errors import address
 from .._errors import ConfigurationError, StorageSessionLostError
 from .._stopping import STOP_GRACE, StopRequest, run_command
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
@@ -37,6 +38,7 @@ def add_commands(commands: Any) -> None:
     host = commands.add_parser("host", help="serve the host of a cluster of workers")
     host.add_argument(
         "--address",
+        type=address,
         default=DEFAULT_HOST_ADDRESS,
         help=f"host:port to bind (default {DEFAULT_HOST_ADDRESS}; port 0 picks one)",
     )
@@ -52,7 +54,7 @@ def add_commands(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
     worker.add_argument(
-        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+        "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
     )
     worker.add_argument(
         "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
@@ -92,7 +94,7 @@ def add_commands(commands: Any) -> None:
 
     status = commands.add_parser("status", help="print a host's counters and directory as JSON")
     status.add_argument(
-        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+        "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
     )
     status.add_argument("--tls-ca", help="PEM CA to trust: connect with TLS")
     status.add_argument("--tls-server-name", help="name to check the host certificate against")
@@ -178,6 +180,7 @@ def _run_worker(args: argparse.Namespace) -> int:
     tls = None
     if args.tls_ca:
         tls = TLSConfig(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+        tls.channel_credentials()  # its PEM files are read now: one it cannot read is refused before anything starts
     app = load_app(args.app)
     services = dict(_service(spec) for spec in args.service)
 

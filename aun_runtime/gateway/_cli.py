@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._command_errors import add_debug_option, option_values, report_errors
+from .._command_errors import CommandParser, add_debug_option, option_values, port_number, report_errors
 from .._stopping import StopRequest, run_command
 from ._limits import GatewayLimits
 from ._server import GatewayServer
@@ -31,7 +31,7 @@ def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
+        "--port", type=port_number, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
     )
     parser.add_argument(
         "--data",
@@ -86,7 +86,7 @@ def run_gateway(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m aun_runtime.gateway`: the same command without the `aun-runtime` prefix."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command")

@@ -209,6 +209,34 @@ def test_gateway_data_that_is_no_directory_is_one_line(tmp_path: Path) -> None:
     assert data.read_text() == "not a directory"
 
 
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["host", "--address", "127.0.0.1:99999"], "argument --address: 99999 is not a port number"),
+        (["console", "--archive", "a.sqlite", "--port", "99999"], "argument --port: 99999 is not a port number"),
+        (["gateway", "--port", "99999"], "argument --port: 99999 is not a port number"),
+        (["status", "--host", "no-port"], "argument --host: 'no-port' is not host:port"),
+        (["run", "agents.demo:app", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        (["host", "--address", "127.0.0.1:0", "--tls-cert", "/no/cert.pem", "--tls-key", "/no/key.pem"],
+         "--tls-key: cannot read the PEM file /no/key.pem"),
+        (["worker", "--app", "agents.demo:app", "--tls-ca", "/no/ca.pem", "--connect-timeout", "1"],
+         "--tls-ca: cannot read the PEM file /no/ca.pem"),
+        (["status", "--tls-ca", "/no/ca.pem"], "--tls-ca: cannot read the PEM file /no/ca.pem"),
+    ],
+    ids=["host port", "console port", "gateway port", "status address", "unknown option", "host TLS", "worker TLS",
+         "status TLS"],
+)
+def test_ports_addresses_and_files_are_checked_before_anything_serves(
+    tmp_path: Path, command: list[str], said: str
+) -> None:
+    # A port past 65535 is not wrapped around (99999 would serve on 34463), nor a missing PEM file
+    # found only when the first connection is tried.
+    done = subprocess.run([sys.executable, "-m", "aun_runtime", *command], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=TIMEOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _refused(done, said=said)
+    assert done.stdout == ""  # nothing served, not even for a moment
+
+
 # -- a runtime failure, and a bug --------------------------------------------------------------------------------
 
 
