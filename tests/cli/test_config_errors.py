@@ -162,6 +162,15 @@ def test_a_database_the_runtime_made_carries_its_mark_and_is_used_again(postgres
     assert again.returncode == 0 and "alice.local" in again.stdout, again.stderr
 
 
+def test_a_database_marked_with_another_schema_version_is_refused(postgres_url: str) -> None:
+    asyncio.run(_fetch(postgres_url, "CREATE TABLE aun_runtime_schema (name TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+                                     "created_at BIGINT NOT NULL)"))
+    asyncio.run(_fetch(postgres_url, "INSERT INTO aun_runtime_schema VALUES ('aun-runtime', 2, 0)"))
+    _refused(_command("run", "agents.demo:app", "--until-idle", "--archive", postgres_url),
+             said="holds aun-runtime tables of schema version 2; this aun-runtime reads version 1")
+    assert _objects(postgres_url) == ["aun_runtime_schema", "aun_runtime_schema_pkey"]
+
+
 def test_debug_shows_the_traceback_of_a_configuration_error(postgres_server: ExternalPostgres | PostgresServer) -> None:
     _, url = _missing_database(postgres_server)
     done = _command("run", "agents.demo:app", "--until-idle", "--archive", url, "--debug")
