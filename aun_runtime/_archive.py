@@ -84,6 +84,7 @@ from typing import NamedTuple, TypeAlias
 from protocols.aun import AUNMessage
 
 from ._archive_writer import ArchiveWriter
+from ._schema_marker import claim_schema, is_marked
 from ._storage import Storage, is_missing_table, open_storage
 
 __all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "MessageRow", "PendingRecord", "RecordKind"]
@@ -232,6 +233,7 @@ def create_tables(storage: Storage, sqlite_schema: str, postgres_schema: str) ->
         return
     with storage.transaction():
         storage.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+        claim_schema(storage, postgres_schema)  # a database whose tables are not ours is refused, untouched
         storage.script(postgres_schema)
 _batch_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
 
@@ -399,16 +401,22 @@ class Archive:
         self.read_only = read_only
         db = open_storage(self.path, read_only=read_only)
         self._row_block_end = 0  # PostgreSQL: the end of this archive's block of message row numbers
-        if read_only:
-            self._next_message_row = 0  # never written
-        else:
-            create_tables(db, _SCHEMA, _PG_SCHEMA)
-            if db.kind == "sqlite":
-                db.script(_BATCH_SCHEMA)
-                self._next_message_row = int(db.fetch("SELECT COALESCE(MAX(id), 0) + 1 FROM messages")[0][0])
+        try:
+            if read_only:
+                self._next_message_row = 0  # never written
+                if db.kind == "postgresql":  # no mark and no tables: nothing written yet, which a reader waits for
+                    is_marked(db, _PG_SCHEMA)
             else:
-                self._next_message_row = _row_block(db)
-                self._row_block_end = self._next_message_row + MESSAGE_ROW_BLOCK
+                create_tables(db, _SCHEMA, _PG_SCHEMA)
+                if db.kind == "sqlite":
+                    db.script(_BATCH_SCHEMA)
+                    self._next_message_row = int(db.fetch("SELECT COALESCE(MAX(id), 0) + 1 FROM messages")[0][0])
+                else:
+                    self._next_message_row = _row_block(db)
+                    self._row_block_end = self._next_message_row + MESSAGE_ROW_BLOCK
+        except BaseException:  # refused (tables not ours), or failed: the session is not left open
+            db.close()
+            raise
         #: Which database holds the archive: ``"sqlite"`` or ``"postgresql"``.
         self.storage_kind = db.kind
         self._message_rows: OrderedDict[tuple[str, str], int] = OrderedDict()

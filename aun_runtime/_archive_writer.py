@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from protocols.errors import AUNError
 
+from ._errors import StorageSessionLostError
 from ._storage import Storage
 
 __all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter"]
@@ -75,6 +76,7 @@ class ArchiveWriter:
         self._queue: queue.Queue[Batch | _Barrier | None] = queue.Queue(MAX_QUEUED_BATCHES)
         self._failed: list[Batch] = []
         self._error: BaseException | None = None
+        self._said_lost = False  # whether the loss of the database session has been logged
         self._failures = 0  # batches that failed to commit, ever
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, name="aun-archive-writer", daemon=True)
@@ -176,7 +178,11 @@ class ArchiveWriter:
                 self._write_batches(self._db, taken)
             self.transactions += 1
         except Exception as exc:
-            logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)
+            if not isinstance(exc, StorageSessionLostError):
+                logger.error("archive write failed; the batch is kept for the next flush", exc_info=exc)
+            elif not self._said_lost:  # the environment failed, not the code: said once, in a line
+                self._said_lost = True
+                logger.error("archive write failed; the batch is kept for the next flush: %s", exc)
             self._failed.extend(taken)
             self._error = exc
             self._failures += 1

@@ -151,9 +151,27 @@ class ModelBudgetExceeded(BudgetExceeded):
     refused = "model call refused"
 
 
-class StorageUnavailableError(AUNError):
+class ConfigurationError(AUNError):
+    """A setting cannot work as given: a database that refuses the connection or holds tables that
+    are not the runtime's, a file that is no file of the kind asked for, an address that cannot be
+    served. Found before anything is created or changed; on the command line, one line and exit 2.
+
+    Args:
+        message: what is wrong, and what to do about it.
+        value: the value of the setting, as it may be shown (a URL without its password): lets a
+            command name the option that was given it.
+    """
+
+    def __init__(self, message: str, *, value: str | None = None) -> None:
+        super().__init__(message)
+        #: The setting's value, as it may be shown (None: not known).
+        self.value = value
+
+
+class StorageUnavailableError(ConfigurationError):
     """The database of an archive, journal or ledger cannot be opened: a PostgreSQL server that
-    cannot be reached or refuses the connection, or asyncpg not installed."""
+    cannot be reached or refuses the connection, a database that does not exist or holds tables
+    that are not the runtime's, or asyncpg not installed."""
 
 
 class StorageSessionLostError(AUNError):

@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Sequence
 
 from ._archive import Archive, ArchiveRecord
+from ._storage import is_missing_table
 from ._transcript import ArchiveRoles, render_transcript
 
 __all__ = ["merge_records", "merged_transcript"]
@@ -22,8 +23,13 @@ _PAGE = 10_000
 
 def _all_records(archive: Archive) -> list[ArchiveRecord]:
     records: list[ArchiveRecord] = []
-    while page := archive.records_after(records[-1].id if records else 0, limit=_PAGE):
-        records.extend(page)
+    try:
+        while page := archive.records_after(records[-1].id if records else 0, limit=_PAGE):
+            records.extend(page)
+    except Exception as exc:
+        if not is_missing_table(exc):
+            raise
+        return []  # a database no runtime has written yet: nothing to show
     return records
 
 

@@ -41,6 +41,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ._errors import StorageSessionLostError, StorageUnavailableError
+from ._postgres_refusal import refusal
 
 __all__ = ["CONNECT_TIMEOUT", "SESSION_TIMEOUT", "STATEMENT_WAIT", "PostgresStorage", "redacted_url"]
 
@@ -144,7 +145,7 @@ class PostgresStorage:
             )
         except BaseException as exc:
             self._stop_loop()
-            raise StorageUnavailableError(f"cannot open the PostgreSQL database {self.location}: {exc}") from exc
+            raise refusal(exc, self.location) from exc
         try:
             self._wait(_commit_durably(self._connection), CONNECT_TIMEOUT)
         except BaseException as exc:

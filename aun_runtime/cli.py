@@ -24,16 +24,16 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
 
 from ._app import App, AppRun, load_app
 from ._archive import Archive
-from ._errors import StorageUnavailableError
+from ._command_errors import CommandParser, add_debug_option, option_values, report_errors
+from ._errors import ConfigurationError
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
-from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
+from ._stopping import STOP_GRACE, StopRequest, bound_exit, run_command
 from ._transcript import ArchiveRoles, archive_counts
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
@@ -103,9 +103,13 @@ async def serve_app(
                     print("serving; stop with Ctrl-C", flush=True)
                 await stop.unless_stopped(asyncio.sleep(seconds) if seconds is not None else stop.wait())
     finally:
-        await runtime.stop(grace=STOP_GRACE)
-        follow.cancel()
-        await asyncio.wait({follow})
+        try:
+            await runtime.stop(grace=STOP_GRACE)
+        finally:
+            follow.cancel()
+            await asyncio.wait({follow})
+            if not follow.cancelled():
+                follow.exception()  # a follower that failed failed with the archive, which is reported
     print_counters(runtime, archive)
     runtime.archive.close()
     return ended(stop, runtime, app_failed=run.failed)
@@ -177,8 +181,8 @@ def _run_transcript(args: argparse.Namespace) -> int:
         return run_command(lambda stop: _follow_transcript(stop, args.archive[0]), serving=True)
     try:
         print(merged_transcript(args.archive))
-    except (OSError, ValueError, StorageUnavailableError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    except (OSError, ValueError) as exc:  # no such file, or not an archive: a reader never creates one
+        raise ConfigurationError(str(exc)) from exc
     return 0
 
 
@@ -186,9 +190,8 @@ async def _follow_transcript(stop: StopRequest, location: str) -> int:
     """Print the archive's transcript as it grows, until stopped."""
     try:
         archive = Archive(location, read_only=True)
-    except (OSError, StorageUnavailableError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.FAILED
+    except OSError as exc:  # no such file: a reader never creates one
+        raise ConfigurationError(str(exc), value=location) from exc
     follower = TranscriptFollower(is_agent=ArchiveRoles(archive))
     # A database that goes away is opened again, and the lines go on after the last one shown.
     follow = asyncio.create_task(follow_archive(archive, follower, reopen=lambda: Archive(location, read_only=True)))
@@ -251,7 +254,7 @@ def _serve_console(app: App, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from .console._cli import add_console_command, add_console_options
 
-    parser = argparse.ArgumentParser(prog="aun-runtime", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="aun-runtime", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")
@@ -315,20 +318,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_console_command(commands)
     add_gateway_parser(commands)
     add_distributed_commands(commands)
+    add_debug_option(parser)
+    for command in commands.choices.values():
+        add_debug_option(command, subcommand=True)
     args = parser.parse_args(argv)
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    # Every subcommand names its own entry point: one way to dispatch.
-    try:
-        code = int(args.run(args))
-    except SystemExit as exc:
-        if not isinstance(exc.code, str):
-            raise
-        # A usage or configuration error that says what to do: its own exit code, as argparse's.
-        print(exc.code, file=sys.stderr, flush=True)
-        raise SystemExit(ExitCode.USAGE) from None
+    # Every subcommand names its own entry point: one way to dispatch, and to report what stops it.
+    code = report_errors(lambda: args.run(args), debug=args.debug, options=option_values(args))
     if argv is None:  # the command is the program: nothing the app left running may hold its exit
         bound_exit(code)
     return code

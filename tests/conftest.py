@@ -45,6 +45,7 @@ SLOW_FILES = (
     "tests/console/test_browser.py",
     "tests/network/test_queue_members.py",
     "tests/gateway/test_client_group_e2ee.py",
+    "tests/cli/test_config_errors.py",
     "tests/cli/test_run.py",
     "tests/distributed/test_host_rules.py",
     "tests/distributed/test_merged_transcript.py",

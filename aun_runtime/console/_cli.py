@@ -15,8 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .._app import App, AppRun
+from .._archive import Archive
+from .._command_errors import port_number
 from .._runtime import AUNRuntime
 from .._stopping import STOP_GRACE, StopRequest, run_command
+from .._storage import is_postgres_url
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
@@ -40,7 +43,7 @@ def _add_listen_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         default=DEFAULT_PORT,
         help=f"the console's port (default: {DEFAULT_PORT}; 0: any free port)",
     )
@@ -91,8 +94,17 @@ def run_console(args: argparse.Namespace) -> int:
             "error: --allow-send needs the runtime in this process; a console on an archive file can only "
             "watch. Use `aun-runtime demo --console --allow-send` or `aun-runtime run APP --console --allow-send`."
         )
+    _refuse_what_never_appears(args.archive)
     console = Console(args.archive, host=args.host, port=args.port, poll_interval=args.poll_interval)
     return run_command(lambda stop: _serve_archive(stop, console), serving=True)
+
+
+def _refuse_what_never_appears(location: str) -> None:
+    """A reader never creates: a PostgreSQL database that does not exist (or refuses this URL, or
+    holds tables that are not the runtime's) is refused at start, since no runtime will ever make it
+    readable. An SQLite file not there yet is waited for: the runtime that writes it makes it."""
+    if is_postgres_url(location):
+        Archive(location, read_only=True).close()  # StorageUnavailableError: exit 2, nothing touched
 
 
 async def _serve_archive(stop: StopRequest, console: Console) -> int:

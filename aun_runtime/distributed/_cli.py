@@ -22,9 +22,9 @@ from typing import Any
 
 from protocols.aun import ROUND_ROBIN
 
-from .._errors import StorageSessionLostError
-from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
-from ._errors import HostStateError
+from .._command_errors import address
+from .._errors import ConfigurationError, StorageSessionLostError
+from .._stopping import STOP_GRACE, StopRequest, run_command
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._tls import HostTLS, TLSConfig
 
@@ -38,6 +38,7 @@ def add_commands(commands: Any) -> None:
     host = commands.add_parser("host", help="serve the host of a cluster of workers")
     host.add_argument(
         "--address",
+        type=address,
         default=DEFAULT_HOST_ADDRESS,
         help=f"host:port to bind (default {DEFAULT_HOST_ADDRESS}; port 0 picks one)",
     )
@@ -53,7 +54,7 @@ def add_commands(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
     worker.add_argument(
-        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+        "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
     )
     worker.add_argument(
         "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
@@ -93,7 +94,7 @@ def add_commands(commands: Any) -> None:
 
     status = commands.add_parser("status", help="print a host's counters and directory as JSON")
     status.add_argument(
-        "--host", default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+        "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
     )
     status.add_argument("--tls-ca", help="PEM CA to trust: connect with TLS")
     status.add_argument("--tls-server-name", help="name to check the host certificate against")
@@ -112,11 +113,7 @@ def _run_host(args: argparse.Namespace) -> int:
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
     async def serve(stop: StopRequest) -> int:
-        try:
-            host = AUNHost(args.address, tls=tls, state=args.state)
-        except HostStateError as exc:  # a configuration error: the file given is no state file
-            print(f"error: {exc}", file=sys.stderr)
-            return ExitCode.USAGE
+        host = AUNHost(args.address, tls=tls, state=args.state)  # a state file it cannot use: exit 2
         await host.open()
         print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
         if host.state_path is None:
@@ -183,10 +180,13 @@ def _run_worker(args: argparse.Namespace) -> int:
     tls = None
     if args.tls_ca:
         tls = TLSConfig(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+        tls.channel_credentials()  # its PEM files are read now: one it cannot read is refused before anything starts
     app = load_app(args.app)
     services = dict(_service(spec) for spec in args.service)
 
     async def serve(stop: StopRequest) -> int:
+        # What stops it here is reported by the command line's one reporter: a database or state
+        # it cannot use (exit 2), or a host that does not answer in time (exit 1).
         try:
             runtime = worker_runtime(
                 args.host,
@@ -198,9 +198,8 @@ def _run_worker(args: argparse.Namespace) -> int:
                 service_dir=args.service_ledger or args.service_dir,
             )
             await runtime.start()
-        except Exception as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return ExitCode.FAILED
+        except (ValueError, OSError) as exc:  # options that do not go together, a file it cannot read
+            raise ConfigurationError(str(exc)) from exc
         core = runtime.core
         run = AppRun(app, runtime)
         try:

@@ -31,17 +31,28 @@ import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import Any
 
 from ._errors import HostStateError
 
-__all__ = ["STATE_FORMAT", "HostStateFile", "lock_path"]
+__all__ = ["MAX_STATE_BYTES", "STATE_FORMAT", "HostStateFile", "lock_path"]
 
 #: The version of the file's layout; a file of another version is refused, not guessed at.
 STATE_FORMAT = 1
+#: Bytes a state file may hold, and the most that is ever read of one: a larger file is refused as
+#: no state file. The host writes about 150 bytes per AID, worker or group member it keeps: room for
+#: more than a million of them.
+MAX_STATE_BYTES = 256 * 1024 * 1024
 _SECTIONS = ("workers", "aids", "services", "groups")
 
 Snapshot = dict[str, Any]
+
+
+def _kind(mode: int) -> str:
+    kinds = ((S_ISDIR, "a directory"), (S_ISCHR, "a character device"), (S_ISBLK, "a block device"),
+             (S_ISFIFO, "a FIFO"), (S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "something else")
 
 
 def lock_path(path: Path) -> Path:
@@ -60,14 +71,21 @@ class HostStateFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+        #: The path as the host was given it (how an error names the setting it came from).
+        self.given = str(path)
+        self._refuse_unless_file(os.stat)  # before anything is made: no lock file beside a device
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise HostStateError(f"cannot keep a host state file at {self.path}: {exc}", value=self.given) from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
             raise HostStateError(
-                f"{self.path} is the state file of another host that is running: each host keeps a state file of its own"
+                f"{self.path} is the state file of another host that is running: each host keeps a state file of its own",
+                value=self.given,
             ) from None
         self._lock: int | None = descriptor
         self._written: Snapshot | None = None
@@ -81,20 +99,53 @@ class HostStateFile:
             self.close()
             raise
 
+    def _refuse_unless_file(self, stat: Callable[[Any], os.stat_result], opened: int | str | None = None) -> None:
+        """Refuse a path that is something else than a regular file of at most `MAX_STATE_BYTES`
+        (a directory, a device, a FIFO, a huge file): such a thing is never read, nor written."""
+        try:
+            info = stat(self.path if opened is None else opened)
+        except FileNotFoundError:
+            return  # made on the first write
+        except OSError as exc:
+            raise HostStateError(f"cannot use {self.path} as the host's state file: {exc}", value=self.given) from None
+        if not S_ISREG(info.st_mode):
+            raise HostStateError(
+                f"{self.path} is {_kind(info.st_mode)}, not a regular file: give the path of the host's state file"
+                " (made on its first write)",
+                value=self.given,
+            )
+        if info.st_size > MAX_STATE_BYTES:
+            raise self._too_large(info.st_size)
+
+    def _too_large(self, size: int) -> HostStateError:
+        return HostStateError(
+            f"{self.path} holds {size} bytes, more than a host state file may (MAX_STATE_BYTES, {MAX_STATE_BYTES}"
+            " bytes): give the path of the host's state file",
+            value=self.given,
+        )
+
     def _load(self) -> Snapshot:
         """What the file holds (every section empty if there is no file yet)."""
         try:
-            text = self.path.read_text()
+            # Non-blocking: a FIFO put there since the look above is never waited on.
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             return {section: {} for section in _SECTIONS}
+        except OSError as exc:
+            raise HostStateError(f"cannot read the host's state file {self.path}: {exc}", value=self.given) from None
+        with os.fdopen(descriptor, "rb") as file:
+            self._refuse_unless_file(os.fstat, file.fileno())
+            data = file.read(MAX_STATE_BYTES + 1)
+        if len(data) > MAX_STATE_BYTES:  # it grew since the look: still never read past the bound
+            raise self._too_large(len(data))
         try:
-            state = json.loads(text)
+            state = json.loads(data)
         except ValueError as exc:
-            raise HostStateError(f"{self.path} is not a host state file (not JSON: {exc})") from None
+            raise HostStateError(f"{self.path} is not a host state file (not JSON: {exc})", value=self.given) from None
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise HostStateError(f"{self.path} is not a host state file of format {STATE_FORMAT}")
+            raise HostStateError(f"{self.path} is not a host state file of format {STATE_FORMAT}", value=self.given)
         if not all(isinstance(state.get(section), dict) for section in _SECTIONS):
-            raise HostStateError(f"{self.path} lacks one of its sections ({', '.join(_SECTIONS)})")
+            raise HostStateError(f"{self.path} lacks one of its sections ({', '.join(_SECTIONS)})", value=self.given)
         self._written = {section: state[section] for section in _SECTIONS}
         return self._written
 

@@ -215,7 +215,9 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             try:
                 self._restore(state.loaded)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise HostStateError(f"{state.path} holds an entry this host cannot read ({exc!r})") from None
+                raise HostStateError(
+                    f"{state.path} holds an entry this host cannot read ({exc!r})", value=state.given
+                ) from None
 
     def _restore(self, known: Snapshot) -> None:
         """Start from a state file: everything in it is away (on no stream) until its owner is back."""

@@ -13,11 +13,20 @@ from typing import Any
 
 import grpc
 
+from .._errors import ConfigurationError
+
 __all__ = ["HostTLS", "TLSConfig"]
 
 
 def _read(path: str | Path | None) -> bytes | None:
-    return None if path is None else Path(path).read_bytes()
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:  # a setting that names no readable file: said in one line, exit 2
+        raise ConfigurationError(
+            f"cannot read the PEM file {path}: {exc.strerror or exc}: give the path of a readable PEM file", value=str(path)
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._stopping import ExitCode, StopRequest, run_command
-from ._errors import GatewayStartError
+from .._command_errors import CommandParser, add_debug_option, option_values, port_number, report_errors
+from .._stopping import StopRequest, run_command
 from ._limits import GatewayLimits
 from ._server import GatewayServer
 
@@ -31,7 +31,7 @@ def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
+        "--port", type=port_number, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
     )
     parser.add_argument(
         "--data",
@@ -80,18 +80,16 @@ async def serve(stop: StopRequest, args: argparse.Namespace) -> int:
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    try:
-        return run_command(lambda stop: serve(stop, args), serving=True)
-    except GatewayStartError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+    """Serve until SIGINT/SIGTERM; a data directory or address it cannot use raises `GatewayStartError`."""
+    return run_command(lambda stop: serve(stop, args), serving=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m aun_runtime.gateway`: the same command without the `aun-runtime` prefix."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command")
-    add_gateway_parser(commands)
-    return run_gateway(parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)]))
+    add_debug_option(add_gateway_parser(commands))
+    args = parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)])
+    return report_errors(lambda: run_gateway(args), debug=args.debug, options=option_values(args))

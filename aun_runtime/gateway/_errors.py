@@ -14,6 +14,8 @@ from typing import Any
 
 from protocols.errors import AUNError
 
+from .._errors import ConfigurationError
+
 __all__ = ["ErrorCode", "GatewayError", "GatewayStartError", "RPCError"]
 
 
@@ -61,8 +63,9 @@ class GatewayError(AUNError):
     """Base class of the errors the gateway raises in Python."""
 
 
-class GatewayStartError(GatewayError):
-    """The gateway could not start: the data directory is unusable or the address is taken."""
+class GatewayStartError(GatewayError, ConfigurationError):
+    """The gateway could not start: the data directory is unusable or the address is taken (a
+    configuration error: exit 2 on the command line)."""
 
 
 class RPCError(GatewayError):

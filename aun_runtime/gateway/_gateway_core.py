@@ -110,7 +110,7 @@ class GatewayCore:
             data_dir.mkdir(parents=True, exist_ok=True)
             self.db = Database(data_dir / "gateway.sqlite3")
         except OSError as exc:
-            raise GatewayStartError(f"cannot use data directory {data_dir}: {exc}") from exc
+            raise GatewayStartError(f"cannot use data directory {data_dir}: {exc}", value=str(data_dir)) from exc
         stored = self.db.meta("issuer_domain")
         if stored and issuer and stored != issuer:
             self.db.close()

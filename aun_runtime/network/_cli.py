@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 from aun_runtime import AUNRuntime
 
 from .._app import App, AppRun
-from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
+from .._errors import ConfigurationError
+from .._stopping import STOP_GRACE, StopRequest, run_command
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._errors import GatewayAgentError
@@ -88,9 +89,8 @@ def run_on_network(app: App, args: argparse.Namespace, summary: Summary) -> int:
     quiet_client_logs(args)
     try:
         return run_command(lambda stop: _serve(stop, app, args, summary), serving=True)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+    except (OSError, ValueError) as exc:  # a gateway URL or data directory it cannot use
+        raise ConfigurationError(str(exc)) from exc
 
 
 def _emit(args: argparse.Namespace, event: str, **fields: Any) -> None:

@@ -83,7 +83,7 @@ async def test_a_name_without_its_secret_is_refused_and_takes_no_aid_while_its_w
     # While the worker is live, a process presenting its name (another archive: another secret) is refused.
     impostor = _worker_with_name(address, tmp_path / "impostor.sqlite", name)
     procs.append(impostor)
-    assert impostor.finish() == 1
+    assert impostor.finish() == 2  # its name is taken: a configuration error
     assert f"refused worker {name}" in impostor.output and "another secret" in impostor.output
     assert "Traceback" not in impostor.output
     host.wait_for_line(lambda s: "refused a data stream" in s and "UNAUTHENTICATED" in s and name in s)
@@ -100,7 +100,7 @@ async def test_a_name_without_its_secret_is_refused_and_takes_no_aid_while_its_w
     again = _worker_with_name(address, tmp_path / "again.sqlite", name)
     thief = _worker_with_name(address, tmp_path / "thief.sqlite", None)
     procs += [again, thief]
-    assert again.finish() == 1 and "another secret" in again.output
+    assert again.finish() == 2 and "another secret" in again.output
     assert thief.finish() == 1 and f"sink.local belongs to worker {name}, which is away" in thief.output
     assert (await host_stats(address))["aids"] == {"sink.local": [name, "away"], "source.local": [ANY, "held"]}
 

@@ -89,7 +89,7 @@ async def test_after_a_restart_the_host_refuses_claimants_and_the_real_workers_g
             app=f"{SERVICE_APPS}:instance",
         )  # fmt: skip
         procs += [impostor, thief, usurper]
-        assert impostor.finish() == 1 and "another secret" in impostor.output
+        assert impostor.finish() == 2 and "another secret" in impostor.output  # its --name is taken
         assert thief.finish() == 1 and f"sink.local belongs to worker {sink_name}, which is away" in thief.output
         assert usurper.finish() == 1 and "not the secret of the service's instances" in usurper.output
     finally:
@@ -167,7 +167,7 @@ async def test_a_file_that_is_not_a_host_state_file_is_refused_with_what_it_is(t
     state.write_text(text)
     host = Process(["host", "--address", "127.0.0.1:0", "--state", str(state)])
     assert host.finish() == 2  # a configuration error (see aun_runtime._stopping)
-    assert f"error: {state} {said}" in host.output and "Traceback" not in host.output
+    assert f"error: --state: {state} {said}" in host.output and "Traceback" not in host.output
     assert state.read_text() == text  # left as it was
     for _ in range(2):  # the second time too: a refused file's lock is let go of, not held
         with pytest.raises(HostStateError, match=said.replace("(", r"\(")):

@@ -19,14 +19,14 @@ def test_a_worker_on_a_shared_database_needs_a_name_and_its_ledger_there(
 ) -> None:
     nameless = _worker(host, "--archive", postgres_url)
     procs.append(nameless)
-    assert nameless.finish() == 1
+    assert nameless.finish() == 2  # a configuration error
     assert "needs a name (--name)" in nameless.output
 
     elsewhere = _worker(
         host, "--archive", str(tmp_path / "w.sqlite"), "--service", "svc.local", "--service-ledger", postgres_url
     )
     procs.append(elsewhere)
-    assert elsewhere.finish() == 1
+    assert elsewhere.finish() == 2
     assert "a PostgreSQL service ledger needs the worker's archive in the same database" in elsewhere.output
 
 

@@ -170,11 +170,12 @@ async def test_a_new_instance_joining_takes_work(host: str, procs: list[Process]
     assert Counter(text for share in shares for _, text in share) == Counter(str(n) for n in range(first + more))
 
 
-def _refused(host: str, tmp_path: Path, name: str, extra: list[str]) -> str:
+def _refused(host: str, tmp_path: Path, name: str, extra: list[str], *, code: int = 1) -> str:
+    """Run a worker the host refuses (exit 1), or that refuses its own options (`code` 2); its output."""
     worker = Process(
         ["worker", "--host", host, "--app", f"{APPS}:instance", "--archive", str(tmp_path / f"{name}.sqlite"), *extra]
     )
-    assert worker.finish() == 1
+    assert worker.finish() == code
     return worker.output
 
 
@@ -197,12 +198,12 @@ async def test_mixing_plain_and_service_registrations_or_policies_is_refused(
     assert worker.finish() == 1
     assert "sink.local is held as a plain AID by worker" in worker.output
 
-    assert "unknown policy 'nearest'" in _refused(host, tmp_path, "bad", ["--service", f"{AID}=nearest", *service])
+    assert "unknown policy 'nearest'" in _refused(host, tmp_path, "bad", ["--service", f"{AID}=nearest", *service], code=2)
     # A worker that does not share the instances' ledger (so not its secret) is no instance.
     output = _refused(host, tmp_path, "elsewhere", ["--service", AID, "--service-dir", str(tmp_path / "elsewhere")])
     assert "not the secret of the service's instances" in output
     worker = Process(["worker", "--host", host, "--app", f"{APPS}:instance", "--service", AID])  # no archive
-    assert worker.finish() == 1
+    assert worker.finish() == 2  # a configuration error
     assert "a service instance needs a durable archive" in worker.output
 
 
