@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-quick lint docs bench clean
+.PHONY: demo test test-quick lint docs bench gate gate-update clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +37,21 @@ demo: $(DEMO_STAMP)
 TEST_WORKERS ?= 4
 PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
+# The suite includes the instruction gate (tests/test_instruction_gate.py): a delivery on an in-process
+# core may not cost 3 % more instructions than bench/instructions_baseline.json. It is a test file,
+# not a step of its own, so that it runs on one worker while the others go on (about a minute of two
+# valgrind processes, started first among the slow files), adding nothing to the suite's wall time.
 test: $(STAMP)
 	sh scripts/install-test-deps.sh
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)
+
+# The instruction gate alone, and the rewrite of its baseline for a change that must cost more (commit
+# the new baseline with the change, and say why in its message).
+gate: $(STAMP)
+	$(BIN)/python bench/instruction_gate.py
+
+gate-update: $(STAMP)
+	$(BIN)/python bench/instruction_gate.py --update
 
 # Everything but the files that take seconds (marked slow in tests/conftest.py): about a minute.
 test-quick: $(STAMP)

@@ -15,7 +15,10 @@ probed for it:
   **directory** of AIDs and groups held by other processes, if there are any, and the **mailbox
   options** it was given, if it was given any;
 * its **lifecycle**: start (a worker's start connects to its host, so it may be awaited), idle, stop
-  when idle, stop, close.
+  when idle, stop, close;
+* **publishing a group post's copies** in one call ([`AUNCore.publish_copies`][aun_runtime.AUNCore.publish_copies]), the one
+  way the fan-out publishes them. A core without a batch form of its own takes
+  `PublishesCopiesOneByOne`'s: a `publish_message` per copy, in order.
 
 Three cores implement it: [`AUNActorRuntime`][aun_runtime.AUNActorRuntime] (the default),
 [`AUNSingleThreadedRuntime`][aun_runtime.AUNSingleThreadedRuntime] (autogen-core's own runtime with AUN rules) and the
@@ -25,10 +28,10 @@ distributed worker ([`aun_runtime.distributed.WorkerRuntime`][aun_runtime.distri
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from autogen_core import AgentId, AgentRuntime
+from autogen_core import AgentId, AgentRuntime, TopicId
 
 from ._mailbox import Mailbox, MailboxOptions
 
@@ -36,7 +39,14 @@ if TYPE_CHECKING:
     from ._archive import Archive
     from ._directory import Directory
 
-__all__ = ["AUNCore", "InProcessCore", "MailboxProvider", "MailboxReleasedHook", "UndeliverableHook"]
+__all__ = [
+    "AUNCore",
+    "InProcessCore",
+    "MailboxProvider",
+    "MailboxReleasedHook",
+    "PublishesCopiesOneByOne",
+    "UndeliverableHook",
+]
 
 #: Gives the mailbox of an agent (None: not one the facade knows; the core makes its own).
 MailboxProvider: TypeAlias = Callable[[AgentId], Mailbox | None]
@@ -101,6 +111,26 @@ class AUNCore(AgentRuntime, Protocol):
     async def close(self) -> None:
         """Stop and release what the core holds (agents' instances, connections)."""
         ...
+
+    async def publish_copies(
+        self, message: Any, topic_ids: Sequence[TopicId], *, sender: AgentId | None = None, message_id: str
+    ) -> None:
+        """Publish `message` on each of `topic_ids` in turn, as that many `publish_message` calls
+        would (the copies of one group post, each on its member's inbox topic)."""
+        ...
+
+
+class PublishesCopiesOneByOne:
+    """The default [`AUNCore.publish_copies`][aun_runtime.AUNCore.publish_copies], for a core
+    without a batch form: one `publish_message` per copy, in the order given."""
+
+    async def publish_copies(
+        self, message: Any, topic_ids: Sequence[TopicId], *, sender: AgentId | None = None, message_id: str
+    ) -> None:
+        """Publish `message` on each of `topic_ids` in turn."""
+        publish = self.publish_message  # type: ignore[attr-defined]  # the core this is mixed into
+        for topic_id in topic_ids:
+            await publish(message, topic_id, sender=sender, message_id=message_id)
 
 
 class InProcessCore:

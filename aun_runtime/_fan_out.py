@@ -28,11 +28,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from autogen_core import AgentRuntime
+from autogen_core import AgentId
 
 from protocols.aun import AUNMessage, aid_domain
 
 from ._archive import Archive, RecordKind
+from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
 from ._errors import NotAGroupMemberError, UnknownGroupError
 from ._failures import FailureLog
@@ -66,7 +67,7 @@ class GroupFanOut:
         self,
         *,
         archive: Archive,
-        core: AgentRuntime,
+        core: AUNCore,
         failures: FailureLog,
         endpoints: Mapping[str, Endpoint],
         placement: Placement,
@@ -78,8 +79,6 @@ class GroupFanOut:
         self.endpoints = endpoints
         self.placement = placement
         self.mailbox_rule = mailbox_rule
-        # A core that publishes a post's copies in one call (the actor core's `publish_copies`).
-        self._publish_copies = getattr(core, "publish_copies", None)
         #: Group members already warned about as registered nowhere (one warning per AID).
         self._warned_absent: set[str] = set()
 
@@ -96,42 +95,53 @@ class GroupFanOut:
         if sender not in group.members:
             self._refuse_outsider(sender, group_id, AUNMessage(**fields))
         message_id = fields["message_id"]
+        rule = self.mailbox_rule
         reserved: dict[str, Mailbox] = {}
         for aid in copy_recipients(group, placement.delivery_order(group_id), sender):
             endpoint = self.endpoints.get(aid)
-            if endpoint is not None and await self.mailbox_rule.hold_place_for_copy(endpoint.mailbox, message_id, sender):
+            if endpoint is not None and await rule.hold_place_for_copy(endpoint.mailbox, message_id, sender):
                 reserved[aid] = endpoint.mailbox
         # Membership may have changed while waiting for room: the members seen now receive it.
         copies = copy_recipients(placement.group(group_id) or group, placement.delivery_order(group_id), sender)
         for aid in set(reserved) - set(copies):
-            reserved.pop(aid).cancel_reservation(message_id)
+            rule.give_back(reserved.pop(aid), message_id)
         try:
             # Its place in the group is taken only now: seq follows publish order, and membership
             # spans are measured in it.
             message = AUNMessage.assemble(**fields, seq=placement.next_seq(group_id))
             self.archive.record(sender, RecordKind.SENT, message)
             core_sender = agent_id(sender) if sender in self.endpoints else None
-            if self._publish_copies is not None and all(placement.where(aid) is Where.HERE for aid in copies):
-                # Every copy stays in this process: one call of the core publishes them all, in order.
-                topics = [inbox_topic(aid) for aid in copies]
-                await self._publish_copies(message, topics, sender=core_sender, message_id=message_id)
-                reserved.clear()
-                return message
+            # The copies the core carries are published together, one call of the core for each run
+            # of them between copies that go elsewhere: every copy still leaves in delivery order.
+            run: list[str] = []
             for aid in copies:
                 where = placement.where(aid)
                 if where in IN_CLUSTER:
-                    await self.core.publish_message(message, inbox_topic(aid), sender=core_sender, message_id=message_id)
-                    reserved.pop(aid, None)
-                elif where is Where.NETWORK:
+                    run.append(aid)
+                    continue
+                if run:
+                    await self._publish(message, run, core_sender, message_id, reserved)
+                    run = []
+                if where is Where.NETWORK:
                     await send_copy_out(placement, message, aid, self.failures)
                 else:  # a member nobody holds: its copy is a dead letter
                     self._warn_if_absent(group_id, aid)
                     self.failures.dead_letter(aid, message, placement.no_agent(aid))
+            if run:
+                await self._publish(message, run, core_sender, message_id, reserved)
         except BaseException:
             for mailbox in reserved.values():  # places held for copies that were never published
-                mailbox.cancel_reservation(message_id)
+                rule.give_back(mailbox, message_id)
             raise
         return message
+
+    async def _publish(
+        self, message: AUNMessage, aids: list[str], sender: AgentId | None, message_id: str, reserved: dict[str, Mailbox]
+    ) -> None:
+        """Publish the copies of `aids`, in that order, in one call of the core."""
+        await self.core.publish_copies(message, [inbox_topic(aid) for aid in aids], sender=sender, message_id=message_id)
+        for aid in aids:  # published: their places are the core's now
+            reserved.pop(aid, None)
 
     def _refuse_outsider(self, sender: str, group_id: str, message: AUNMessage) -> NoReturn:
         """A post from outside the group: the sender's dead letter, and its error."""

@@ -7,13 +7,19 @@ publish to the recipient's mailbox, making its publisher wait for room, and runs
 messages one at a time; any other core hands every message over at once, and delivery applies
 the mailbox instead. The runtime picks one `MailboxRule` for its core when it is made
 (`mailbox_rule`); the agent, its endpoint, the group
-fan-out and the facade ask that rule, and none of them asks which kind of core it is.
+fan-out, the send path and the facade ask that rule, and none of them asks which kind of core it is.
+
+Places before a publish are held through the rule too: a direct message reserves its place in the
+recipient's mailbox on either kind of core (`hold_place_for_direct`: a fast sender waits for a slow
+receiver under `block`, or is refused under `dead_letter`), a group copy only where delivery
+applies the mailbox (`hold_place_for_copy`: a draining core makes the publish itself wait), and
+a place held for a message that is not published after all is given back with `give_back`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeAlias
 
 from autogen_core import MessageContext
@@ -53,9 +59,19 @@ class MailboxRule(Protocol):
         """Hand a message that arrived for `endpoint` to its agent's `dispatch` (a coroutine to await)."""
         ...
 
+    def hold_place_for_direct(self, mailbox: Mailbox, message_id: str, sender: str) -> Awaitable[None] | None:
+        """Before a direct message is published to `mailbox`: reserve its place. None when it is
+        reserved at once (the usual case, no coroutine); else an awaitable that waits for room and
+        raises `MailboxFullError` if none comes (or the policy refuses at once)."""
+        ...
+
     async def hold_place_for_copy(self, mailbox: Mailbox, message_id: str, sender: str) -> bool:
         """Before a group copy is published to `mailbox`: wait for its place if this rule waits at
-        the sender. True if a place is now reserved (cancel it if the copy is not published)."""
+        the sender. True if a place is now reserved (give it back if the copy is not published)."""
+        ...
+
+    def give_back(self, mailbox: Mailbox, message_id: str) -> None:
+        """A place held for `message_id` before its publish: the message was not published after all."""
         ...
 
     def undelivered(self, mailbox: Mailbox, message_id: str) -> None:
@@ -63,7 +79,19 @@ class MailboxRule(Protocol):
         ...
 
 
-class CoreDrainsMailboxes:
+class _DirectPlaces:
+    """What both rules do alike: a direct message reserves its place before it is published."""
+
+    def hold_place_for_direct(self, mailbox: Mailbox, message_id: str, sender: str) -> Awaitable[None] | None:
+        if mailbox.try_reserve(message_id):
+            return None
+        return mailbox.reserve(message_id, sender)
+
+    def give_back(self, mailbox: Mailbox, message_id: str) -> None:
+        mailbox.cancel_reservation(message_id)
+
+
+class CoreDrainsMailboxes(_DirectPlaces):
     """The core admits every message to the mailbox and takes the turns: delivery only handles."""
 
     def deliver(
@@ -79,7 +107,7 @@ class CoreDrainsMailboxes:
         return None  # the core took the place back itself
 
 
-class DeliveryAppliesMailboxes:
+class DeliveryAppliesMailboxes(_DirectPlaces):
     """The core hands messages over at once: delivery admits them and takes turns, and a sender
     under `block` waits for room before it publishes."""
 

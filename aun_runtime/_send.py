@@ -9,7 +9,8 @@ code outside any agent:
 2. **The loop guard and the thread budgets.** A send past `max_hops` is refused as a loop stop;
    one past its thread's budgets as a budget stop. Either is recorded, then raised.
 3. **Routing.** A direct message goes where `Placement.where`
-   says its recipient lives. Here: it reserves its place in the recipient's mailbox, takes its
+   says its recipient lives. Here: it reserves its place in the recipient's mailbox (through the
+   mailbox rule, `aun_runtime._mailbox_rule`), takes its
    inbox `seq` and is published on the AID's inbox topic. Elsewhere in the cluster (or away):
    published on that topic for the process that holds it. On the network: handed to the
    outbound route (see `aun_runtime._route`). Nowhere: a dead letter (kept, too, by a cluster
@@ -25,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autogen_core import AgentRuntime
-
 from protocols.aun import (
     AUNMessage,
     Mention,
@@ -40,6 +39,7 @@ from protocols.aun import (
 from ._acting import INBOUND
 from ._archive import Archive, RecordKind
 from ._budgets import BudgetLedger
+from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
 from ._errors import HopLimitExceeded, MailboxFullError, ThreadBudgetExceeded, UnknownAIDError
 from ._failures import FailureLog
@@ -74,7 +74,7 @@ class SendPath:
         self,
         *,
         archive: Archive,
-        core: AgentRuntime,
+        core: AUNCore,
         ledger: BudgetLedger,
         failures: FailureLog,
         endpoints: Mapping[str, Endpoint],
@@ -89,6 +89,7 @@ class SendPath:
         self.endpoints = endpoints
         self.placement = placement
         self.max_hops = max_hops
+        self.mailbox_rule = mailbox_rule
         self.groups = GroupFanOut(
             archive=archive, core=core, failures=failures, endpoints=endpoints, placement=placement,
             mailbox_rule=mailbox_rule,
@@ -175,11 +176,13 @@ class SendPath:
         """A direct message to an AID registered in this runtime."""
         target = self.endpoints[to]
         message_id = fields["message_id"]
-        try:
-            if not target.mailbox.try_reserve(message_id):
-                await target.mailbox.reserve(message_id, fields["from_aid"])
-        except MailboxFullError as exc:
-            raise self.failures.refused(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
+        rule = self.mailbox_rule
+        waiting = rule.hold_place_for_direct(target.mailbox, message_id, fields["from_aid"])
+        if waiting is not None:
+            try:
+                await waiting
+            except MailboxFullError as exc:
+                raise self.failures.refused(AUNMessage(**fields), MailboxFullError(f"{to}: {exc}")) from None
         try:
             # The inbox position is taken only now, after any wait for room: seq follows arrival order.
             message = AUNMessage.assemble(**fields, seq=target.next_seq())
@@ -188,6 +191,6 @@ class SendPath:
             # and an agent may well write to itself.
             await self.core.publish_message(message, inbox_topic(to), message_id=message_id)
         except BaseException:
-            target.mailbox.cancel_reservation(message_id)
+            rule.give_back(target.mailbox, message_id)
             raise
         return message

@@ -35,7 +35,14 @@ from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
 from opentelemetry.trace import TracerProvider
 
 from ._actor_tracing import tracing_provider
-from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, MailboxReleasedHook, UndeliverableHook
+from ._core_protocol import (
+    AUNCore,
+    InProcessCore,
+    MailboxProvider,
+    MailboxReleasedHook,
+    PublishesCopiesOneByOne,
+    UndeliverableHook,
+)
 from ._errors import AgentCreationError, MessageDroppedError, RuntimeStoppedError
 from ._intervention import PublishInterventions, begin_publish
 from ._mailbox import MailboxOptions
@@ -44,7 +51,7 @@ from ._no_rpc import RefusesRPC
 __all__ = ["AUNSingleThreadedRuntime"]
 
 
-class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRuntime):
+class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, PublishesCopiesOneByOne, SingleThreadedAgentRuntime):
     """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted per-delivery work.
 
     It takes autogen-core's constructor arguments, with the same meaning:

@@ -12,6 +12,9 @@ rules below hold alike on the actor core, autogen-core's single-threaded core an
   message becomes a dead letter and the agent takes its next one. One timer per runtime, set for the
   earliest deadline, watches every turn: a turn costs a clock read and two dict operations, where a
   timer of its own (`asyncio.timeout`) would cost a timer handle per message on the delivery path.
+  Nor does a turn cost an object of its own: a turn that ends as it should (not cut off, nothing to
+  summarise) leaves its `Turn` to the next one, so a drain that takes message after message reuses
+  one object for all of them.
   A handler that catches the cancellation and carries on cannot be cut off (asyncio cancels, it
   cannot kill); one that blocks the event loop without awaiting cannot be either.
 * **Stopping.** [`close`][aun_runtime.Inbox.close] holds back every turn not yet begun (a message whose turn comes waits
@@ -110,6 +113,7 @@ class TurnWatch:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = _NEVER
         self._on_end = on_end
+        self._spare: Turn | None = None  # the last turn that ended plainly: the next one reuses it
         self._idle: asyncio.Event | None = None  # set when the last turn ends, while someone waits
         self._released: asyncio.Event | None = None  # set once held messages are to fail
         #: True while the runtime stops: no new turn begins.
@@ -123,7 +127,16 @@ class TurnWatch:
         task = asyncio.current_task(loop)
         assert task is not None  # every core runs handlers in tasks
         turns = self._turns
-        turn = Turn(task, aid, what, message, loop.time(), timeout, turns.get(task))
+        turn = self._spare
+        if turn is None:
+            turn = Turn(task, aid, what, message, loop.time(), timeout, turns.get(task))
+        else:  # as Turn() would make it (an ended plain turn has cause, flags and repeats unset)
+            self._spare = None
+            turn.task, turn.aid, turn.what, turn.message = task, aid, what, message
+            turn.started = started = loop.time()
+            turn.timeout = timeout
+            turn.deadline = _NEVER if timeout is None else started + timeout
+            turn.outer = turns.get(task)
         turns[task] = turn
         if turn.deadline < self._timer_at:
             self._arm(loop, turn.deadline)
@@ -151,8 +164,12 @@ class TurnWatch:
             turn.settled = True
             turn.task.uncancel()
             logger.warning("%s of %s caught the cancellation at its handler_timeout and went on", turn.what, turn.aid)
-        if turn.repeats and self._on_end is not None:
-            self._on_end(turn)
+        if turn.repeats:
+            if self._on_end is not None:
+                self._on_end(turn)
+        elif not turn.cancelled:  # nothing refers to it any more: the next turn may have it
+            turn.message = turn.outer = None
+            self._spare = turn
         if self._idle is not None and not self._turns:
             self._idle.set()
 

@@ -2,6 +2,8 @@
 # What the test suite needs beyond the pip packages, from Debian's packages:
 #   chromium    the console's browser tests drive it (never a browser build of its own);
 #   postgresql  the tests start a throwaway PostgreSQL server of their own (initdb, pg_ctl);
+#   valgrind    the instruction gate counts a delivery's instructions with its callgrind
+#               (tests/test_instruction_gate.py, bench/instruction_gate.py);
 #   iproute2    the tests across network namespaces make them with `ip netns` (as root only:
 #               elsewhere those tests are reported as not run, with the reason).
 # As root the missing ones are installed with apt-get, in one go; otherwise this stops at once
@@ -25,6 +27,7 @@ has_postgres() {
 missing=""
 [ -x "$chromium" ] || missing="$missing chromium"
 has_postgres || missing="$missing postgresql"
+command -v valgrind >/dev/null 2>&1 || missing="$missing valgrind"
 if $root && ! command -v ip >/dev/null 2>&1; then
     missing="$missing iproute2"
 fi
@@ -44,9 +47,14 @@ if $root; then
         echo "error: apt-get installed postgresql, but no /usr/lib/postgresql/*/bin/initdb is there" >&2
         exit 1
     fi
+    if ! command -v valgrind >/dev/null 2>&1; then
+        echo "error: apt-get installed valgrind, but no valgrind is on PATH" >&2
+        exit 1
+    fi
 else
     echo "error: the tests need Debian's $missing (the console's browser tests drive chromium;" >&2
-    echo "the PostgreSQL tests start a throwaway server with postgresql's initdb and pg_ctl)." >&2
+    echo "the PostgreSQL tests start a throwaway server with postgresql's initdb and pg_ctl;" >&2
+    echo "the instruction gate counts instructions with valgrind's callgrind)." >&2
     echo "Install once with:  sudo apt-get install -y $missing   then run make test again." >&2
     exit 1
 fi

@@ -28,6 +28,7 @@ SLOW_FILES = (
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_cluster.py",
+    "tests/test_instruction_gate.py",
     "tests/notebooks/test_notebooks_always_answering.py",
     "tests/notebooks/test_notebooks.py",
     "tests/gateway/test_wire_limits.py",

@@ -58,7 +58,7 @@ from protocols.aun import AUNMessage
 
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
-from .._core_protocol import MailboxProvider, MailboxReleasedHook, UndeliverableHook
+from .._core_protocol import MailboxProvider, MailboxReleasedHook, PublishesCopiesOneByOne, UndeliverableHook
 from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
@@ -118,7 +118,7 @@ class WorkerStats:
     kept: int = 0
 
 
-class WorkerRuntime(RefusesRPC, GrpcWorkerAgentRuntime):
+class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime):
     """A worker of a cluster whose host is [`AUNHost`][aun_runtime.distributed.AUNHost].
 
     It is an `AUNCore` (structurally: it has every member the
