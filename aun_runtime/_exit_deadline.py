@@ -14,7 +14,8 @@ runs between two bytecodes of the main thread. So the deadline is kept from outs
 * The first SIGINT or SIGTERM byte starts the watchdog's clock. At the deadline, if the command's
   process is still its parent, it says so on stderr, has the process print every thread's stack
   (`faulthandler`, registered on `DUMP_SIGNAL`: its C handler needs no lock either) and, half a
-  second later, kills it (SIGKILL: exit 137).
+  second later, kills it (SIGKILL: exit 137). A second signal brings the deadline to
+  `SECOND_SIGNAL_GRACE` seconds: the process exits at once by itself whenever it can.
 * When the command ends, the pipe is closed and the watchdog exits; it exits as well when its
   parent is gone (the pipe closes with it), and it never acts on a process that is no longer its
   parent, so a reused process id is never signalled. It ignores SIGINT and SIGTERM and runs in a
@@ -35,12 +36,15 @@ import subprocess
 import sys
 import time
 
-__all__ = ["DUMP_SIGNAL", "ExitDeadline"]
+__all__ = ["DUMP_SIGNAL", "SECOND_SIGNAL_GRACE", "ExitDeadline"]
 
 #: The signal on which a command prints every thread's stack (and which the watchdog sends).
 DUMP_SIGNAL = signal.SIGUSR2
 #: Seconds before the deadline at which the stacks are printed: they are written by then.
 _DUMP_LEAD = 0.5
+#: Seconds a second SIGINT or SIGTERM leaves the process: it exits at once by itself (exit 128 + N)
+#: whenever its signal handler can run; when the interpreter is held, the watchdog ends it then.
+SECOND_SIGNAL_GRACE = 2.0
 #: Seconds between two looks at whether the watchdog's parent is still there.
 _PARENT_CHECK = 1.0
 #: Seconds a command that ends waits for its watchdog to exit.
@@ -110,15 +114,11 @@ def _say(text: str) -> None:
         os.write(2, f"aun-runtime: {text}\n".encode())
 
 
-def _first_stop_signal(data: bytes) -> int | None:
-    return next((byte for byte in data if byte in (signal.SIGINT, signal.SIGTERM)), None)
-
-
 def watch(parent: int, fd: int, seconds: float) -> None:
     """The watchdog's loop: wait for a stop signal's byte on `fd`, then keep the deadline on `parent`."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
-    received: int | None = None
+    received: list[int] = []  # the stop signals so far
     due = float("inf")  # when the stacks are printed
     while os.getppid() == parent:
         wait = min(_PARENT_CHECK, max(0.0, due - time.monotonic()))
@@ -126,11 +126,15 @@ def watch(parent: int, fd: int, seconds: float) -> None:
             data = os.read(fd, 256)
             if not data:
                 return  # the command has ended (or its process is gone)
-            if received is None and (received := _first_stop_signal(data)) is not None:
-                due = time.monotonic() + seconds - _DUMP_LEAD
+            for byte in data:
+                if byte in (signal.SIGINT, signal.SIGTERM):
+                    received.append(byte)
+                    grace = seconds if len(received) == 1 else min(seconds, SECOND_SIGNAL_GRACE)
+                    due = min(due, time.monotonic() + grace - _DUMP_LEAD)
         if time.monotonic() >= due and os.getppid() == parent:
-            name = signal.Signals(received or signal.SIGTERM).name
-            _say(f"still running {seconds:g} s after {name}: killing it (exit 137); where each thread is:")
+            name = signal.Signals(received[-1]).name
+            why = f"{seconds:g} s after {name}" if len(received) == 1 else f"{SECOND_SIGNAL_GRACE:g} s after a second {name}"
+            _say(f"still running {why}: killing it (exit 137); where each thread is:")
             os.kill(parent, DUMP_SIGNAL)
             time.sleep(_DUMP_LEAD)
             if os.getppid() == parent:

@@ -137,20 +137,35 @@ async def slow_jobs(runtime: AUNRuntime) -> None:
 # -- a handler that holds the interpreter (tests/cli/test_stopping.py) ---------------------------------
 
 
-class Backtracking(AUNAgent):
-    """Matches a regular expression that backtracks for hours, in C, holding the interpreter lock."""
+class HoldingTheInterpreter(AUNAgent):
+    """Runs one call of C code for hours, holding the interpreter lock all along: a regular
+    expression that backtracks (it runs Python's signal handlers now and then), or a sum over a
+    range (it never does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, how: str) -> None:
         super().__init__("holds the interpreter")
+        self.how = how
 
     @event
     async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
         print("handler stuck", flush=True)
-        re.match(r"(a+)+$", "a" * 34 + "b")  # 2**34 ways to fail: hours
+        if self.how == "regex":
+            re.match(r"(a+)+$", "a" * 34 + "b")  # 2**34 ways to fail: hours
+        else:
+            sum(range(10**13))  # days
 
 
 async def backtracking(runtime: AUNRuntime) -> None:
-    """``regex.local`` is sent a message at start, and is held by its regular expression from then on."""
-    await runtime.register_agent("regex.local", Backtracking)
+    """``stuck.local`` is sent a message at start, and is held by its regular expression from then on."""
+    await _held(runtime, "regex")
+
+
+async def summing(runtime: AUNRuntime) -> None:
+    """``stuck.local`` is sent a message at start, and is held by its sum from then on."""
+    await _held(runtime, "sum")
+
+
+async def _held(runtime: AUNRuntime, how: str) -> None:
+    await runtime.register_agent("stuck.local", lambda: HoldingTheInterpreter(how))
     inbox = await runtime.open_inbox("app.local")
-    await inbox.send("regex.local", "match")
+    await inbox.send("stuck.local", "go")

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from aun_runtime._exit_deadline import SECOND_SIGNAL_GRACE
 from aun_runtime._stopping import EXIT_DEADLINE, STOP_GRACE
 from tests.distributed.processes import Process, query, start_host, start_worker, wait_until
 
@@ -203,12 +204,14 @@ def test_a_host_stops_on_sigterm_without_tracebacks(procs: list[Process], tmp_pa
     assert "Traceback" not in host.output and "CancelledError" not in host.output, host.output
 
 
-def test_a_handler_holding_the_interpreter_does_not_hold_a_signalled_run(procs: list[Process]) -> None:
-    # The handler is inside one call of C code that holds the interpreter lock for hours: no Python
-    # runs until it returns, neither a signal handler nor a timer thread. The run is gone anyway.
-    process = _ready(Process(["run", f"{APPS}:backtracking"]))
+@pytest.mark.parametrize("app", ["backtracking", "summing"])
+def test_a_handler_holding_the_interpreter_does_not_hold_a_signalled_run(app: str, procs: list[Process]) -> None:
+    # The handler is inside one call of C code that holds the interpreter lock for hours: no other
+    # thread runs until it returns, a timer thread included (and while it sums, not even the
+    # signal handler). The run is gone at the deadline anyway.
+    process = _ready(Process(["run", f"{APPS}:{app}"]))
     procs.append(process)
-    time.sleep(0.5)  # well inside the regular expression by now
+    time.sleep(0.5)  # well inside the C code by now
     code, took = _signal_and_time_within(process, signal.SIGTERM, EXIT_DEADLINE + 5)
     assert code == -signal.SIGKILL, process.output
     assert took >= EXIT_DEADLINE - 1, took
@@ -216,6 +219,19 @@ def test_a_handler_holding_the_interpreter_does_not_hold_a_signalled_run(procs: 
     assert f"still running {EXIT_DEADLINE:g} s after SIGTERM: killing it (exit 137)" in output
     # Where it was stuck: the handler's own frame, in every thread's stack.
     assert "most recent call first" in output and 'apps.py", line' in output and "in on_any" in output, output
+
+
+def test_a_second_signal_ends_a_run_whose_handler_holds_the_interpreter(procs: list[Process]) -> None:
+    # The sum never lets the signal handler run: the watchdog, woken by the second signal, ends it.
+    process = _ready(Process(["run", f"{APPS}:summing"]))
+    procs.append(process)
+    time.sleep(0.5)
+    process.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    code, took = _signal_and_time_within(process, signal.SIGTERM, SECOND_SIGNAL_GRACE + 5)
+    assert code == -signal.SIGKILL, process.output
+    assert took < EXIT_DEADLINE - 3, took  # not the first signal's deadline
+    assert f"still running {SECOND_SIGNAL_GRACE:g} s after a second SIGTERM: killing it (exit 137)" in process.output
 
 
 def _signal_and_time_within(process: Process, signum: int, bound: float) -> tuple[int, float]:
