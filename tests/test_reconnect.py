@@ -43,16 +43,6 @@ def server() -> Iterator[PostgresServer]:
         yield started
 
 
-def _crash(server: PostgresServer) -> None:
-    """Stop the server as a crash would: no checkpoint, every session cut."""
-    server._run("pg_ctl", "-D", str(server.data_dir), "-m", "immediate", "-w", "-t", "60", "stop")
-
-
-def _start_again(server: PostgresServer) -> None:
-    server._run("pg_ctl", "-D", str(server.data_dir), "-l", str(server.log_path), "-o", server._options(),
-                "-w", "-t", "60", "start")  # fmt: skip
-
-
 class Writer(threading.Thread):
     """Writes one record every 50 ms through an archive of its own, opening it again whenever a
     write fails; each attempt's text is new (`m<n>.<attempt>`), so a record is never mistaken for
@@ -101,9 +91,9 @@ def _across_a_restart(server: PostgresServer, url: str, shown: Iterator[int]) ->
     writer = Writer(url)
     writer.start()
     wait_until(lambda: writer.written >= 20 and next(shown) >= 10, timeout=60, what="records before the restart")
-    _crash(server)
+    server.crash()
     time.sleep(DOWN_FOR)
-    _start_again(server)
+    server.start_again()
     after = writer.written
     wait_until(lambda: writer.written >= after + 30, timeout=60, what="records after the restart")
     writer.stop.set()
