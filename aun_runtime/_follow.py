@@ -78,6 +78,8 @@ class TranscriptFollower:
             out.append(f"!! LOOP GUARD stopped {record.owner}: {record.reason}")
         elif record.kind is RecordKind.BUDGET_STOP:
             out.append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
+        elif record.kind is RecordKind.MODEL_ANOMALY:
+            out.append(f"!! MODEL ANOMALY for {record.owner}: {record.reason}")
 
 
 async def follow_archive(

@@ -690,6 +690,11 @@ class AUNRuntime:
         call). Archived as `budget_stop`, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
         self._failures.budget_stop(owner, error, message)
 
+    def record_model_anomaly(self, owner: str, detail: str, message: AUNMessage | None = None) -> None:
+        """Record that the model of `owner` answered something that is not an answer. Archived as
+        `model_anomaly`, counted in [`stats`][aun_runtime.AgentHost.stats], logged."""
+        self._failures.model_anomaly(owner, detail, message)
+
     def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record that `message` could not be delivered to, or handled by, `owner` because of
         `error` (None: what failed was not a message, e.g. a proactive action). Archived as a dead

@@ -40,6 +40,7 @@ SLOW_FILES = (
     "tests/distributed/test_docs_several_machines.py",
     "tests/testing/test_private_network.py",
     "tests/agents/test_model_shapes.py",
+    "tests/agents/test_model_storm.py",
     "tests/gateway/test_delivery_mode.py",
     "tests/console/test_browser.py",
     "tests/network/test_queue_members.py",

@@ -131,6 +131,8 @@ export function ingest(records) {
         e.budgetStops.push({ owner: r.owner, reason: r.reason });
         if (m.from_aid === r.owner) e.budgetRefused = true;
         failure(r, e.id);
+      } else if (r.kind === "model_anomaly") {
+        failure(r, e.id);  // an answer of the model that was not one, while this message was handled
       }
     } else if (r.kind === "thought") {
       const t = { owner: r.owner, text: r.text || "", at: r.recorded_at, id: r.id };
@@ -144,7 +146,7 @@ export function ingest(records) {
         if (!S.looseThoughts.has(r.owner)) S.looseThoughts.set(r.owner, []);
         S.looseThoughts.get(r.owner).push(t);
       }
-    } else if (r.kind === "dead_letter" || r.kind === "loop_stop" || r.kind === "budget_stop") {
+    } else if (r.kind === "dead_letter" || r.kind === "loop_stop" || r.kind === "budget_stop" || r.kind === "model_anomaly") {
       failure(r, null);
     }
   }

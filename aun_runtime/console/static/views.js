@@ -125,6 +125,7 @@ const FAILURE_LOOK = {
   dead_letter: { cls: "dead-letter", label: "dead letter at " },
   loop_stop: { cls: "loop-stop", label: "loop guard stopped " },
   budget_stop: { cls: "budget-stop", label: "budget stop for " },
+  model_anomaly: { cls: "model-anomaly", label: "model anomaly for " },
 };
 
 function drawFailure(f) {
@@ -180,10 +181,11 @@ export function drawSide() {
   const count = (kind) => S.failures.filter((f) => f.kind === kind).length;
   const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
   const dead = count("dead_letter"), loops = count("loop_stop"), budgets = count("budget_stop");
+  const anomalies = count("model_anomaly");
   const link = $("failures-link");
   // Budget stops are named only when there are some, so the usual line stays short.
   link.textContent = S.failures.length
-    ? `${plural(dead, "dead letter")} · ${plural(loops, "loop stop")}${budgets ? ` · ${plural(budgets, "budget stop")}` : ""}`
+    ? `${plural(dead, "dead letter")} · ${plural(loops, "loop stop")}${budgets ? ` · ${plural(budgets, "budget stop")}` : ""}${anomalies ? ` · ${anomalies} model ${anomalies === 1 ? "anomaly" : "anomalies"}` : ""}`
     : "none";
   link.className = `item${S.failures.length ? " has-failures" : ""}${v.type === "failures" ? " active" : ""}`;
 }
