@@ -17,6 +17,9 @@ here, inside the agent. Each use is shown to the conversation as `tool_call` / `
 payloads from the agent itself: annotations for viewers, never requests to anyone (a receiver runs
 nothing, and a model-backed receiver spends no model call on them).
 
+An answer that is not one (tool arguments that do not parse, a tool that does not exist) is fed back
+to the model as an error result, as a model can correct itself, and recorded as a `model_anomaly`.
+
 The code keeps the cost bounded, whatever the model does:
 
 * a message from the agent itself, or a tool annotation from anyone, costs no model call;
@@ -257,6 +260,9 @@ class AutonomousAgent(AUNAgent):
                     if not isinstance(arguments, dict):
                         raise ToolArgumentError("the arguments must be a JSON object")
                 except (json.JSONDecodeError, ToolArgumentError) as exc:
+                    self.aun.record_model_anomaly(
+                        self.aid, f"tool call {call.name!r} with arguments that are not a JSON object ({exc})", about
+                    )
                     outcomes.append(
                         FunctionExecutionResult(
                             content=f"bad arguments: {exc}", name=call.name, call_id=call.id, is_error=True
@@ -343,6 +349,7 @@ class AutonomousAgent(AUNAgent):
         """Run a local tool, announcing the call and its outcome to the conversation."""
         known = {schema["name"] for schema in await self._local_tool_schemas()}
         if self.local_tools is None or name not in known:
+            self.aun.record_model_anomaly(self.aid, f"a call of a tool that does not exist: {name!r}", about)
             return f"there is no tool named {name!r}", True
         await self._annotate(about, ToolCallPayload(call_id=call_id, name=name, arguments=arguments))
         text, failed = await self.local_tools.call(name, arguments, call_id)
