@@ -61,9 +61,11 @@ from autogen_core.models import (
 from autogen_core.tools import BaseTool, ToolSchema, Workbench
 
 from aun_runtime import (
+    DEFAULT_TURN_RETRY,
     AUNAgent,
     AUNMessage,
     MessageContext,
+    TurnRetry,
     event,
 )
 from aun_runtime.models import ModelConfig
@@ -142,6 +144,8 @@ class AutonomousAgent(AUNAgent):
         max_rounds: model calls one turn may make.
         tool_timeout: seconds one local tool call may take before it is cancelled (None: no limit
             of its own; the turn's handler timeout still holds).
+        turn_retry: how a turn that failed for a passing cause (its model rate-limited or down) is
+            tried again before its message is a retryable dead letter (None: not tried again).
         description: one line for metadata and consoles.
 
     Raises:
@@ -166,10 +170,12 @@ class AutonomousAgent(AUNAgent):
         context_records: int = DEFAULT_CONTEXT_RECORDS,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        turn_retry: TurnRetry | None = DEFAULT_TURN_RETRY,
         description: str = "a model-backed agent that thinks, and speaks through its send tools",
     ) -> None:
         super().__init__(description)
         self.model = use_model(model)
+        self.turn_retry = turn_retry
         if not self.model.model_info.get("function_calling", False):
             source = model.describe() if isinstance(model, ModelConfig) else type(model).__name__
             raise FunctionCallingRequiredError(

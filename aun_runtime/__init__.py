@@ -80,12 +80,14 @@ from ._single_threaded import AUNSingleThreadedRuntime
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
 from ._storage import Storage
+from ._turn_retry import DEFAULT_TURN_RETRY, TurnRetry
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
     "DEFAULT_BUDGETS",
     "DEFAULT_HANDLER_TIMEOUT",
+    "DEFAULT_TURN_RETRY",
     "RUNTIME_DEFAULT",
     "AUNActorRuntime",
     "AUNAgent",
@@ -145,6 +147,7 @@ __all__ = [
     "ToolCallPayload",
     "ToolResultPayload",
     "TransientError",
+    "TurnRetry",
     "UndeliverableError",
     "UnknownAIDError",
     "UnknownGroupError",

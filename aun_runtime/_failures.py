@@ -31,6 +31,7 @@ from protocols.errors import AUNError
 from ._archive import Archive, RecordKind
 from ._errors import BudgetExceeded, HandlerTimeoutError, HopLimitExceeded
 from ._stats import RuntimeStats
+from ._turn_retry import RETRYABLE, is_retryable
 from ._turns import Turn, TurnWatch
 
 __all__ = ["FailureLog"]
@@ -63,6 +64,8 @@ class FailureLog:
         if isinstance(error, HandlerTimeoutError):
             stats.handler_timeouts += 1
         reason = f"{type(error).__name__}: {error}"
+        if is_retryable(error):
+            reason = RETRYABLE + reason  # what `dead-letters retry` and `redrive` look for
         self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
         if isinstance(error, AUNError):
             self._warn(("dead letter", owner, type(error).__name__), f"dead letter for {owner}: {reason}")

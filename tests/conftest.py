@@ -41,6 +41,8 @@ SLOW_FILES = (
     "tests/testing/test_private_network.py",
     "tests/agents/test_model_shapes.py",
     "tests/agents/test_model_storm.py",
+    "tests/agents/test_model_anomalies.py",
+    "tests/agents/test_turn_retry.py",
     "tests/gateway/test_delivery_mode.py",
     "tests/console/test_browser.py",
     "tests/network/test_queue_members.py",

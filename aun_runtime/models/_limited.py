@@ -111,7 +111,9 @@ class LimitedChatCompletionClient(ChatCompletionClient):
         inner: the client that sends the requests.
         base_url: the endpoint's base URL; with `model`, the limiter's key.
         model: the model name.
-        max_concurrent, backoff, max_backoff: the limiter's settings (its first user's count).
+        max_concurrent: calls in flight at once at the endpoint (the limiter's first user's count).
+        backoff: seconds of the first wait after a failure without `Retry-After`.
+        max_backoff: the longest such wait.
         patience: seconds one call may wait and retry before it gives up.
         max_retries: requests sent again after a transient failure, at most.
         answer_retries: requests sent again after an answer that cannot be read.

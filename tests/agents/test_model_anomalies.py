@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from agents.autonomous import AutonomousAgent
-from aun_runtime import AUNRuntime, RecordKind
+from aun_runtime import DEFAULT_TURN_RETRY, AUNRuntime, RecordKind, TurnRetry
 from aun_runtime.models import ModelConfig
 from tests.models.openai_stand_in import OpenAIStandIn, Reply, ToolCalls, openai_stand_in
 
@@ -48,11 +48,11 @@ def config(stand_in: OpenAIStandIn) -> ModelConfig:
     return ModelConfig(source="openai", model="stand-in", base_url=stand_in.base_url, model_info=INFO, backoff=0.05)
 
 
-async def one_question(script: Script) -> AUNRuntime:
+async def one_question(script: Script, retry: TurnRetry | None = DEFAULT_TURN_RETRY) -> AUNRuntime:
     with openai_stand_in(script) as stand_in:
         runtime = AUNRuntime()
         model = config(stand_in)
-        await runtime.register_agent("bot.local", lambda: AutonomousAgent(model))
+        await runtime.register_agent("bot.local", lambda: AutonomousAgent(model, turn_retry=retry))
         human = await runtime.open_inbox("alice.local")
         await runtime.start()
         await human.send("bot.local", "hello?")
@@ -84,11 +84,12 @@ async def test_an_empty_choices_is_asked_again_and_recorded() -> None:
 
 
 async def test_a_model_that_keeps_answering_nothing_readable_gives_up_with_a_clear_error() -> None:
-    runtime = await one_question(Script(Reply(body={**completion({}), "choices": []})))
+    runtime = await one_question(Script(Reply(body={**completion({}), "choices": []})), TurnRetry(2, 0.1))
     assert answered(runtime) == []
-    assert len(anomalies(runtime)) >= 3  # the first answer and each answer retry, for each try of the turn
+    assert len(anomalies(runtime)) == 2 * 3  # the first answer and its two answer retries, on each try of the turn
     [dead] = runtime.archive.dead_letters()
-    assert "ModelAnswerError" in (dead.reason or "") and "not a completion" in (dead.reason or "")
+    assert (dead.reason or "").startswith("retryable: ModelAnswerError: ")
+    assert "not a completion" in (dead.reason or "")
     await runtime.close()
 
 
@@ -112,4 +113,28 @@ async def test_unreadable_arguments_and_unknown_tools_are_fed_back_and_recorded(
     assert len(found) == 2 and runtime.stats.model_anomalies == 2
     assert "'reply' with arguments that are not a JSON object" in found[0]
     assert "does not exist: 'teleport'" in found[1]
+    await runtime.close()
+async def test_after_a_storm_500s_empty_answers_and_slow_answers_lose_nothing() -> None:
+    def bad_day(body: dict[str, Any]) -> Reply | ToolCalls:
+        with lock:
+            count[0] += 1
+            n = count[0]
+        return [Reply(status=500), Reply(body={**completion({}), "choices": []}), Reply(answer=REPLY, delay=2.0),
+                Reply(status=503, headers={"Retry-After": "0.2"}), Reply(answer=REPLY)][n % 5]
+
+    lock, count = threading.Lock(), [0]
+    with openai_stand_in(bad_day) as stand_in:
+        runtime = AUNRuntime()
+        model = config(stand_in)
+        for n in range(5):
+            await runtime.register_agent(f"b{n}.local", lambda: AutonomousAgent(model))
+        human = await runtime.open_inbox("alice.local")
+        await runtime.start()
+        for n in range(5):
+            await human.send(f"b{n}.local", "status?")
+        await asyncio.wait_for(runtime.settle(), timeout=90)
+    assert len(answered(runtime)) == 5, runtime.transcript()
+    assert runtime.stats.dead_letters == 0
+    assert runtime.stats.model_retries >= 1
+    assert runtime.stats.model_anomalies == len(anomalies(runtime)) >= 1
     await runtime.close()
