@@ -346,7 +346,7 @@ class AUNAgent(RoutedAgent):
             return message_id
         inbound = INBOUND.get()
         turn = self.aun.turns.current() if inbound is not None else None
-        if turn is None or turn.message is not inbound:
+        if inbound is None or turn is None or turn.message is not inbound:
             return None  # a proactive turn: nothing to derive from
         turn.sends += 1
         return derived_message_id(inbound, turn.sends - 1)

@@ -55,7 +55,7 @@ class TurnRetry:
 
     def delay(self, tried: int) -> float:
         """Seconds to wait after try number `tried` (1 is the first) failed."""
-        return min(self.max_backoff, self.backoff * 2 ** min(tried - 1, 30))
+        return min(self.max_backoff, self.backoff * 2.0 ** min(tried - 1, 30))
 
 
 #: The policy of the model-backed agents: three tries, five and ten seconds apart. Each try already
