@@ -155,7 +155,8 @@ class TransientError(AUNError):
     """A failure that may pass by itself (a model endpoint rate-limiting, down or answering
     nonsense for a while). A turn that ends with one is tried again under its agent's
     [`TurnRetry`][aun_runtime.TurnRetry] policy, and after the last try its message is a dead letter
-    marked retryable, which can be delivered again later."""
+    marked retryable, which [`AUNRuntime.redrive`][aun_runtime.AUNRuntime.redrive] (or `aun-runtime
+    dead-letters retry`) can deliver again later."""
 
 
 class StorageUnavailableError(AUNError):

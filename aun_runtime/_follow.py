@@ -80,6 +80,8 @@ class TranscriptFollower:
             out.append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
         elif record.kind is RecordKind.MODEL_ANOMALY:
             out.append(f"!! MODEL ANOMALY for {record.owner}: {record.reason}")
+        elif record.kind in (RecordKind.REDRIVEN, RecordKind.DROPPED):
+            out.append(f"-- {record.reason} of {record.owner} {record.kind.value}")
 
 
 async def follow_archive(

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
@@ -52,7 +53,7 @@ from protocols.contract import contract_classes
 from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
 from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
-from ._archive import Archive
+from ._archive import Archive, ArchiveRecord, RecordKind
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core_protocol import AUNCore
@@ -73,6 +74,7 @@ from ._mailbox_rule import MailboxRule, mailbox_rule
 from ._on_stop import DEFAULT_ON_STOP_TIMEOUT, StopCallback, StopCallbacks
 from ._payload import PayloadLike
 from ._placement import IN_CLUSTER, Placement
+from ._redrive import DeadLetterFilter, close_dead_letter, open_dead_letters
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
@@ -251,6 +253,30 @@ class AUNRuntime:
         for endpoint in list(self._endpoints.values()):
             if endpoint.eager:
                 await self._start_agent(endpoint)
+
+    async def redrive(
+        self,
+        *,
+        aid: str | None = None,
+        cause: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ArchiveRecord]:
+        """Deliver again the open dead letters marked retryable of this runtime's agents (filtered by
+        the agent's AID, text in the cause, and when they were recorded), each recorded as
+        `redriven` first. A redriven turn that fails again is a new dead letter. Returns the dead
+        letters redriven, oldest first."""
+        redriven: list[ArchiveRecord] = []
+        for record in open_dead_letters(self.archive, DeadLetterFilter(aid, cause, since, until)):
+            message = record.message
+            endpoint = self._endpoints.get(record.owner)
+            if message is None or endpoint is None or not self.is_agent(record.owner):
+                continue  # not a message, or not an agent of this runtime: another runtime redrives it
+            close_dead_letter(self.archive, record, RecordKind.REDRIVEN)
+            endpoint.channel.forget((message.from_aid, message.message_id))
+            await self._sending.redeliver(record.owner, message)
+            redriven.append(record)
+        return redriven
 
     async def settle(self) -> None:
         """Wait until every message sent so far, and everything it caused, has been handled.

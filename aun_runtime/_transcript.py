@@ -174,6 +174,9 @@ def render_transcript(
         elif record.kind is RecordKind.MODEL_ANOMALY:
             where = message.message_id if message is not None else None
             notes[where].append(f"!! MODEL ANOMALY for {record.owner}: {record.reason}")
+        elif record.kind in (RecordKind.REDRIVEN, RecordKind.DROPPED):
+            where = message.message_id if message is not None else None
+            notes[where].append(f"-- {record.reason} of {record.owner} {record.kind.value}")
     number = {message_id: n for n, message_id in enumerate(sent, start=1)}
     lines: list[str] = []
 

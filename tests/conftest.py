@@ -43,6 +43,7 @@ SLOW_FILES = (
     "tests/agents/test_model_storm.py",
     "tests/agents/test_model_anomalies.py",
     "tests/agents/test_turn_retry.py",
+    "tests/agents/test_redrive.py",
     "tests/gateway/test_delivery_mode.py",
     "tests/console/test_browser.py",
     "tests/network/test_queue_members.py",
