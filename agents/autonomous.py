@@ -358,7 +358,14 @@ class AutonomousAgent(AUNAgent):
             self.aun.record_model_anomaly(self.aid, f"a call of a tool that does not exist: {name!r}", about)
             return f"there is no tool named {name!r}", True
         await self._annotate(about, ToolCallPayload(call_id=call_id, name=name, arguments=arguments))
-        text, failed = await self.local_tools.call(name, arguments, call_id)
+        turn = self.aun.turns.current()
+        if turn is not None:
+            turn.wait_for("tool")  # shown by runtime.busy(): the turn waits for its tool
+        try:
+            text, failed = await self.local_tools.call(name, arguments, call_id)
+        finally:
+            if turn is not None:
+                turn.wait_for(None)
         outcome = (
             ToolResultPayload(call_id=call_id, ok=False, error=text)
             if failed

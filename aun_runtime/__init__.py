@@ -46,6 +46,7 @@ from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._archive_writer import ArchiveWriteError
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
+from ._busy import AgentBusy
 from ._core_protocol import AUNCore
 from ._errors import (
     AgentCreationError,
@@ -97,6 +98,7 @@ __all__ = [
     "AUNMessage",
     "AUNRuntime",
     "AUNSingleThreadedRuntime",
+    "AgentBusy",
     "AgentCard",
     "AgentCreationError",
     "AgentHost",

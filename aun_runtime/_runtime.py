@@ -55,6 +55,7 @@ from ._actor_runtime import AUNActorRuntime
 from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
+from ._busy import AgentBusy, busy_agents
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
@@ -253,6 +254,11 @@ class AUNRuntime:
         for endpoint in list(self._endpoints.values()):
             if endpoint.eager:
                 await self._start_agent(endpoint)
+
+    def busy(self) -> list[AgentBusy]:
+        """Each agent with a turn in flight or messages waiting: since when, waiting for what (model
+        limiter, model, tool, retry), which try, its mailbox's depth and oldest message's age."""
+        return busy_agents(self.turns.in_flight, self._endpoints)
 
     async def redrive(
         self,

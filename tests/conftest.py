@@ -44,6 +44,7 @@ SLOW_FILES = (
     "tests/agents/test_model_anomalies.py",
     "tests/agents/test_turn_retry.py",
     "tests/agents/test_redrive.py",
+    "tests/agents/test_busy.py",
     "tests/gateway/test_delivery_mode.py",
     "tests/console/test_browser.py",
     "tests/network/test_queue_members.py",

@@ -7,6 +7,7 @@
 | `GET /api/agents` | the AIDs registered with the runtime (AID, role, mode, description, card) |
 | `GET /api/records` | `?after=ID&limit=N`: the first N records after ID, oldest first |
 | `GET /api/events` | the live stream: `records` events whose SSE id is the last record's id |
+| `GET /api/busy` | each agent with a turn in flight or messages waiting: what it waits for, since when, its mailbox (`[]` for a console on an archive alone) |
 | `POST /api/send` | send as a local agent; refused with 403 unless sending was enabled |
 
 Errors are JSON: `{"error": {"code": ..., "message": ..., "field": ...}}`, where `code` is the
@@ -128,6 +129,10 @@ def build_app(state: ConsoleState) -> web.Application:
             text=state.feed.agents_json, content_type="application/json", headers=_SECURITY_HEADERS
         )
 
+    async def get_busy(request: web.Request) -> web.Response:
+        busy = [entry.as_dict() for entry in state.runtime.busy()] if state.runtime is not None else []
+        return web.json_response(busy, headers=_SECURITY_HEADERS)
+
     async def get_records(request: web.Request) -> web.Response:
         try:
             after = _int_param(request, "after", 0)
@@ -222,6 +227,7 @@ def build_app(state: ConsoleState) -> web.Application:
     app.router.add_get("/api/info", get_info)
     app.router.add_get("/api/agents", get_agents)
     app.router.add_get("/api/records", get_records)
+    app.router.add_get("/api/busy", get_busy)
     app.router.add_get("/api/events", events)
     app.router.add_post("/api/send", send)
     return app

@@ -18,6 +18,7 @@ export const S = {
   pendingThoughts: new Map(), // message_id -> [thought] seen before the message
   looseThoughts: new Map(), // aid -> [thought] about no message
   failures: [], // {id, kind, owner, reason, messageId, at}
+  busy: new Map(), // aid -> what GET api/busy says of it (a turn in flight, its mailbox)
   caughtUpAt: 0, // the archive's head when the page connected: records up to it are backlog
   view: null, // {type: "conv", key} | {type: "agent", aid} | {type: "failures"}
   threadEls: new Map(), // root message_id -> element, for the conversation on screen

@@ -65,6 +65,17 @@ function updateConversation(c, touched) {
   if (stick) scrollToBottom();
 }
 
+// One line for what an agent is busy with (see GET api/busy), or that it is idle.
+export function busyText(b) {
+  if (!b) return "idle";
+  const s = (x) => `${Math.round(x)} s`;
+  const turn = b.turn_seconds === null ? "no turn in flight"
+    : b.waiting_for ? `waiting for ${b.waiting_for} ${s(b.waiting_seconds)} (turn ${s(b.turn_seconds)}, try ${b.attempt})`
+    : `working (turn ${s(b.turn_seconds)}, try ${b.attempt})`;
+  const oldest = b.oldest_seconds === null ? "" : `, oldest ${s(b.oldest_seconds)}`;
+  return `${turn} · ${b.mailbox} in mailbox${oldest}`;
+}
+
 function drawAgent(aid) {
   const a = S.agents.get(aid) || { aid, role: "unknown", mode: "?", description: "", card: null };
   let sent = 0, received = 0, filtered = 0;
@@ -81,7 +92,8 @@ function drawAgent(aid) {
       h("dt", { text: "mode" }), h("dd", { text: a.mode }),
       h("dt", { text: "role" }), h("dd", { text: a.role === "inbox" ? "application inbox" : a.role }),
       h("dt", { text: "description" }), h("dd", { text: a.description || "—" }),
-      h("dt", { text: "traffic" }), h("dd", { text: `${sent} sent · ${received} received · ${filtered} filtered (archived)` })),
+      h("dt", { text: "traffic" }), h("dd", { text: `${sent} sent · ${received} received · ${filtered} filtered (archived)` }),
+      h("dt", { text: "now" }), h("dd", { class: "busy", text: busyText(S.busy.get(aid)) })),
     agentMd(a),
     h("h3", { text: "Conversations" }),
     h("ul", { class: "links" }, [...convs].map((key) => h("li", {}, h("a", { href: `#c=${encodeURIComponent(key)}`, text: convTitle(S.convs.get(key)) })))),
@@ -176,7 +188,8 @@ export function drawSide() {
   $("groups").replaceChildren(...(groups.length ? groups : [none()]));
   $("directs").replaceChildren(...(directs.length ? directs : [none()]));
   const agents = [...S.agents.values()].map((a) => sideItem(`#a=${encodeURIComponent(a.aid)}`, v.type === "agent" && v.aid === a.aid,
-    a.aid, a.role === "inbox" ? "inbox" : a.mode, 0, `role-${a.role}`));
+    a.aid, a.role === "inbox" ? "inbox" : S.busy.has(a.aid) ? (S.busy.get(a.aid).waiting_for ? `waiting: ${S.busy.get(a.aid).waiting_for}` : "busy") : a.mode,
+    0, `role-${a.role}`));
   $("agents").replaceChildren(...(agents.length ? agents : [none()]));
   const count = (kind) => S.failures.filter((f) => f.kind === kind).length;
   const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
