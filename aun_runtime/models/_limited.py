@@ -221,7 +221,7 @@ class LimitedChatCompletionClient(ChatCompletionClient):
                         ) from exc
                     continue
                 except BaseException:
-                    limiter.release(failed=False)  # cancelled (a turn cut off): the slot is free again
+                    limiter.release(failed=False, cancelled=True)  # a turn cut off: the slot is free again
                     raise
                 limiter.release(failed=False, retry_after=retry_after_of(headers, exhausted_only=True))
                 return result

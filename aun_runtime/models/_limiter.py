@@ -154,13 +154,18 @@ class EndpointLimiter:
         self.stats.requests += 1
         return True
 
-    def release(self, *, failed: bool, retry_after: float | None = None, what: str = "") -> float:
-        """The call that held a slot is over; a failure closes the gate. Returns the wait it set."""
+    def release(
+        self, *, failed: bool, retry_after: float | None = None, what: str = "", cancelled: bool = False
+    ) -> float:
+        """The call that held a slot is over; a failure closes the gate, a success opens it (a
+        `cancelled` call says nothing of the endpoint). Returns the wait it set."""
         self._in_flight -= 1
         self._probing = False
         wait = 0.0
         loop = asyncio.get_running_loop()
-        if failed:
+        if cancelled:
+            pass  # the next waiter probes instead
+        elif failed:
             self.failures += 1
             self.stats.failures += 1
             self.last_failure = what
