@@ -40,6 +40,7 @@ class DeadLetterFilter:
         since: only those recorded at or after this time.
         until: only those recorded before this time.
         retryable_only: only those marked retryable (False: every open one).
+        record_id: only the dead letter of this archive record id.
     """
 
     aid: str | None = None
@@ -47,13 +48,15 @@ class DeadLetterFilter:
     since: datetime | None = None
     until: datetime | None = None
     retryable_only: bool = True
+    record_id: int | None = None
 
     def takes(self, record: ArchiveRecord) -> bool:
         """Does `record` (a dead letter) pass this filter?"""
         reason = record.reason or ""
         at = datetime.fromtimestamp(record.recorded_at / 1000, UTC)
         return (
-            (self.aid is None or record.owner == self.aid)
+            (self.record_id is None or record.id == self.record_id)
+            and (self.aid is None or record.owner == self.aid)
             and (self.cause is None or self.cause.lower() in reason.lower())
             and (self.since is None or at >= self.since)
             and (self.until is None or at < self.until)

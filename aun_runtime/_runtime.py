@@ -267,13 +267,14 @@ class AUNRuntime:
         cause: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        record_id: int | None = None,
     ) -> list[ArchiveRecord]:
         """Deliver again the open dead letters marked retryable of this runtime's agents (filtered by
-        the agent's AID, text in the cause, and when they were recorded), each recorded as
+        the agent's AID, text in the cause, when they were recorded, or one archive record id), each recorded as
         `redriven` first. A redriven turn that fails again is a new dead letter. Returns the dead
         letters redriven, oldest first."""
         redriven: list[ArchiveRecord] = []
-        for record in open_dead_letters(self.archive, DeadLetterFilter(aid, cause, since, until)):
+        for record in open_dead_letters(self.archive, DeadLetterFilter(aid, cause, since, until, record_id=record_id)):
             message = record.message
             endpoint = self._endpoints.get(record.owner)
             if message is None or endpoint is None or not self.is_agent(record.owner):

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from aun_runtime import (
     Archive,
     AUNAgent,
@@ -26,6 +28,7 @@ from aun_runtime import (
     TransientError,
     event,
 )
+from aun_runtime.console import Console
 from tests.agents.redrive_app import AGENTS, app
 from tests.models.model_shapes import asker
 from tests.models.openai_stand_in import OpenAIStandIn, Reply, ToolCalls, openai_stand_in
@@ -167,4 +170,33 @@ async def test_redrive_works_on_a_postgresql_archive(postgres_url: str) -> None:
     assert redriven.message is not None and redriven.message.text == "three"
     await asyncio.wait_for(runtime.settle(), timeout=30)
     assert [m.text for m in human.received] == ["fine now"]
+    await runtime.close()
+
+
+async def test_the_console_redrives_one_dead_letter_and_only_when_it_may_send() -> None:
+    runtime = AUNRuntime()
+    await runtime.register_agent("flaky.local", Flaky)
+    human = await runtime.open_inbox("alice.local")
+    await runtime.start()
+    Flaky.failing = True
+    await human.send("flaky.local", "one")
+    await human.send("flaky.local", "two")
+    await asyncio.wait_for(runtime.settle(), timeout=30)
+    first, second = runtime.archive.dead_letters()
+    Flaky.failing = False
+    async with (
+        Console(runtime, port=0) as read_only,
+        aiohttp.ClientSession() as http,
+        http.post(read_only.url + "api/redrive", json={"record_id": first.id}) as refused,
+    ):
+        assert refused.status == 403
+    async with Console(runtime, port=0, allow_send=True) as console, aiohttp.ClientSession() as http:
+        async with http.post(console.url + "api/redrive", json={"record_id": "one"}) as bad:
+            assert bad.status == 400 and (await bad.json())["error"]["field"] == "record_id"
+        async with http.post(console.url + "api/redrive", json={"record_id": first.id}) as done:
+            assert (await done.json()) == {"redriven": [first.id]}
+        await asyncio.wait_for(runtime.settle(), timeout=30)
+    assert [m.text for m in human.received] == ["fine now"]
+    assert [r.id for r in await runtime.redrive(aid="nobody.local")] == []
+    assert [r.id for r in await runtime.redrive()] == [second.id]
     await runtime.close()

@@ -19,6 +19,7 @@ export const S = {
   looseThoughts: new Map(), // aid -> [thought] about no message
   failures: [], // {id, kind, owner, reason, messageId, at}
   busy: new Map(), // aid -> what GET api/busy says of it (a turn in flight, its mailbox)
+  redriven: new Map(), // dead letter id -> "redriven" | "dropped" (such a record names "dead letter #<id>")
   caughtUpAt: 0, // the archive's head when the page connected: records up to it are backlog
   view: null, // {type: "conv", key} | {type: "agent", aid} | {type: "failures"}
   threadEls: new Map(), // root message_id -> element, for the conversation on screen
@@ -107,6 +108,11 @@ export function ingest(records) {
   for (const r of records) {
     if (r.id <= S.lastId) continue; // never twice, whatever the network did
     S.lastId = r.id;
+    if (r.kind === "redriven" || r.kind === "dropped") {
+      const closed = /#(\d+)/.exec(r.reason || "");
+      if (closed) S.redriven.set(Number(closed[1]), r.kind);
+      continue;  // what became of a dead letter: shown on it, not as a message of its own
+    }
     const m = r.message;
     if (m) {
       const e = entryFor(m, r.id, touched);

@@ -147,7 +147,23 @@ function drawFailure(f) {
     h("time", { text: clock(f.at) }), " ",
     look.label,
     h("b", { text: f.owner }), `: ${snip(f.reason, MAX_ALERT_TEXT)}`,
-    e ? h("a", { class: "open", href: `#c=${encodeURIComponent(e.conv)}`, text: ` open ${convTitle(S.convs.get(e.conv))}` }) : null);
+    e ? h("a", { class: "open", href: `#c=${encodeURIComponent(e.conv)}`, text: ` open ${convTitle(S.convs.get(e.conv))}` }) : null,
+    redriveButton(f));
+}
+
+// A retryable dead letter, on a console that may act: a button that delivers it again (POST api/redrive).
+function redriveButton(f) {
+  if (f.kind !== "dead_letter" || !f.reason.startsWith("retryable: ") || S.info.read_only !== false) return null;
+  if (S.redriven.has(f.id)) return h("span", { class: "redriven", text: ` ${S.redriven.get(f.id)}` });
+  const button = h("button", { class: "redrive", type: "button", text: "retry" });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const r = await fetch("api/redrive", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ record_id: f.id }) });
+    if (r.ok) S.redriven.set(f.id, "redriven");
+    button.replaceWith(h("span", { class: "redriven", text: r.ok ? " redriven" : " not redriven" }));
+  });
+  return button;
 }
 
 function drawFailures() {
