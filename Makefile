@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/frame_read.py
 	$(BIN)/python bench/exposed_aids.py
 	$(BIN)/python bench/model_cost.py
+	$(BIN)/python bench/model_storm.py
 	$(BIN)/python bench/postgres_driver.py
 	$(BIN)/python bench/service_postgres.py
 

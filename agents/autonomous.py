@@ -17,6 +17,9 @@ here, inside the agent. Each use is shown to the conversation as `tool_call` / `
 payloads from the agent itself: annotations for viewers, never requests to anyone (a receiver runs
 nothing, and a model-backed receiver spends no model call on them).
 
+An answer that is not one (tool arguments that do not parse, a tool that does not exist) is fed back
+to the model as an error result, as a model can correct itself, and recorded as a `model_anomaly`.
+
 The code keeps the cost bounded, whatever the model does:
 
 * a message from the agent itself, or a tool annotation from anyone, costs no model call;
@@ -58,9 +61,11 @@ from autogen_core.models import (
 from autogen_core.tools import BaseTool, ToolSchema, Workbench
 
 from aun_runtime import (
+    DEFAULT_TURN_RETRY,
     AUNAgent,
     AUNMessage,
     MessageContext,
+    TurnRetry,
     event,
 )
 from aun_runtime.models import ModelConfig
@@ -139,6 +144,8 @@ class AutonomousAgent(AUNAgent):
         max_rounds: model calls one turn may make.
         tool_timeout: seconds one local tool call may take before it is cancelled (None: no limit
             of its own; the turn's handler timeout still holds).
+        turn_retry: how a turn that failed for a passing cause (its model rate-limited or down) is
+            tried again before its message is a retryable dead letter (None: not tried again).
         description: one line for metadata and consoles.
 
     Raises:
@@ -163,10 +170,12 @@ class AutonomousAgent(AUNAgent):
         context_records: int = DEFAULT_CONTEXT_RECORDS,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        turn_retry: TurnRetry | None = DEFAULT_TURN_RETRY,
         description: str = "a model-backed agent that thinks, and speaks through its send tools",
     ) -> None:
         super().__init__(description)
         self.model = use_model(model)
+        self.turn_retry = turn_retry
         if not self.model.model_info.get("function_calling", False):
             source = model.describe() if isinstance(model, ModelConfig) else type(model).__name__
             raise FunctionCallingRequiredError(
@@ -257,6 +266,9 @@ class AutonomousAgent(AUNAgent):
                     if not isinstance(arguments, dict):
                         raise ToolArgumentError("the arguments must be a JSON object")
                 except (json.JSONDecodeError, ToolArgumentError) as exc:
+                    self.aun.record_model_anomaly(
+                        self.aid, f"tool call {call.name!r} with arguments that are not a JSON object ({exc})", about
+                    )
                     outcomes.append(
                         FunctionExecutionResult(
                             content=f"bad arguments: {exc}", name=call.name, call_id=call.id, is_error=True
@@ -343,9 +355,17 @@ class AutonomousAgent(AUNAgent):
         """Run a local tool, announcing the call and its outcome to the conversation."""
         known = {schema["name"] for schema in await self._local_tool_schemas()}
         if self.local_tools is None or name not in known:
+            self.aun.record_model_anomaly(self.aid, f"a call of a tool that does not exist: {name!r}", about)
             return f"there is no tool named {name!r}", True
         await self._annotate(about, ToolCallPayload(call_id=call_id, name=name, arguments=arguments))
-        text, failed = await self.local_tools.call(name, arguments, call_id)
+        turn = self.aun.turns.current()
+        if turn is not None:
+            turn.wait_for("tool")  # shown by runtime.busy(): the turn waits for its tool
+        try:
+            text, failed = await self.local_tools.call(name, arguments, call_id)
+        finally:
+            if turn is not None:
+                turn.wait_for(None)
         outcome = (
             ToolResultPayload(call_id=call_id, ok=False, error=text)
             if failed

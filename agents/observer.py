@@ -26,7 +26,16 @@ from collections.abc import Iterable
 
 from autogen_core.models import CreateResult, LLMMessage, SystemMessage, UserMessage
 
-from aun_runtime import ArchiveRecord, AUNAgent, AUNMessage, MessageContext, RecordKind, event
+from aun_runtime import (
+    DEFAULT_TURN_RETRY,
+    ArchiveRecord,
+    AUNAgent,
+    AUNMessage,
+    MessageContext,
+    RecordKind,
+    TurnRetry,
+    event,
+)
 from protocols.observer import (
     ObserverDecision,
     ObserverOutput,
@@ -59,6 +68,8 @@ class ObserverAgent(AUNAgent):
             noted, never answered.
         context_messages: how many earlier messages of the conversation the model sees.
         stream: read the model's output as a stream and stop a silent one early.
+        turn_retry: how a turn that failed for a passing cause (its model rate-limited or down) is
+            tried again before its message is a retryable dead letter (None: not tried again).
     """
 
     def __init__(
@@ -69,9 +80,11 @@ class ObserverAgent(AUNAgent):
         allow_from: Iterable[str] | None = None,
         context_messages: int = DEFAULT_CONTEXT_MESSAGES,
         stream: bool = False,
+        turn_retry: TurnRetry | None = DEFAULT_TURN_RETRY,
     ) -> None:
         super().__init__("observes the group and speaks only when it should")
         self.model = use_model(model)
+        self.turn_retry = turn_retry
         self.persona = persona
         self.allow_from = frozenset(allow_from) if allow_from is not None else None
         self.context_messages = context_messages

@@ -46,6 +46,7 @@ from ._agent_state import AgentStateStore, MemoryStateStore
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._archive_writer import ArchiveWriteError
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
+from ._busy import AgentBusy
 from ._core_protocol import AUNCore
 from ._errors import (
     AgentCreationError,
@@ -68,6 +69,7 @@ from ._errors import (
     StorageSessionLostError,
     StorageUnavailableError,
     ThreadBudgetExceeded,
+    TransientError,
     UndeliverableError,
     UnknownAIDError,
     UnknownGroupError,
@@ -80,12 +82,14 @@ from ._single_threaded import AUNSingleThreadedRuntime
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
 from ._storage import Storage
+from ._turn_retry import DEFAULT_TURN_RETRY, TurnRetry
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .agentmd import AgentCard, AgentMDError
 
 __all__ = [
     "DEFAULT_BUDGETS",
     "DEFAULT_HANDLER_TIMEOUT",
+    "DEFAULT_TURN_RETRY",
     "RUNTIME_DEFAULT",
     "AUNActorRuntime",
     "AUNAgent",
@@ -95,6 +99,7 @@ __all__ = [
     "AUNMessage",
     "AUNRuntime",
     "AUNSingleThreadedRuntime",
+    "AgentBusy",
     "AgentCard",
     "AgentCreationError",
     "AgentHost",
@@ -145,6 +150,8 @@ __all__ = [
     "ThreadBudgetExceeded",
     "ToolCallPayload",
     "ToolResultPayload",
+    "TransientError",
+    "TurnRetry",
     "UndeliverableError",
     "UnknownAIDError",
     "UnknownGroupError",

@@ -53,11 +53,14 @@ from ._errors import (
     HandlerDefinitionError,
     HopLimitExceeded,
     RPCForbiddenError,
+    TransientError,
 )
+from ._turn_retry import TurnRetry, derived_message_id
 
 if TYPE_CHECKING:
     from ._agent_host import AgentHost
     from ._payload import PayloadLike
+    from ._turns import Turn
 
 __all__ = ["AUNAgent", "AgentFactory", "AgentMaker", "event"]
 
@@ -160,6 +163,11 @@ class AUNAgent(RoutedAgent):
     #: instance is dropped, and a new one gets :meth:`load_state` before its next message. A class
     #: that keeps state it does not save (or that code outside holds on to) sets this to True.
     stay_resident: ClassVar[bool] = False
+    #: How a turn that failed for a passing cause ([`TransientError`][aun_runtime.TransientError]) is
+    #: tried again (see [`TurnRetry`][aun_runtime.TurnRetry]); None: its message is a (retryable) dead
+    #: letter at once. With a policy, each send of a handler turn gets an id derived from the message
+    #: answered and its place in the turn, so that a second try sends nothing twice.
+    turn_retry: TurnRetry | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -267,9 +275,10 @@ class AUNAgent(RoutedAgent):
             return super().on_message_impl(message, ctx)
         return endpoint.runtime.mailbox_rule.deliver(endpoint, self._dispatch, message, ctx)
 
-    async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
+    async def _dispatch(self, message: Any, ctx: MessageContext, tried: int = 1) -> None:
         """Run the matching handler for one admitted message, as one turn under the agent's
-        handler timeout (see `aun_runtime._turns`); failures become dead letters."""
+        handler timeout (see `aun_runtime._turns`); failures become dead letters, and a transient
+        one is tried again first, holding the mailbox (see `aun_runtime._turn_retry`)."""
         envelope = message if isinstance(message, AUNMessage) else None
         endpoint = self._endpoint
         assert endpoint is not None  # only an attached agent's endpoint dispatches
@@ -277,7 +286,11 @@ class AUNAgent(RoutedAgent):
         turn = turns.begin(self.aid, envelope, endpoint.handler_timeout)
         token = INBOUND.set(envelope)
         acting = ACTING.set(self)
+        again = False
         try:
+            if tried > 1:
+                turn.attempt = tried
+                await self._wait_to_try(turn, tried - 1)
             target = message
             if isinstance(message, AUNMessage) and type(message.payload) is JsonPayload:
                 contract = decode_contract(message.payload)
@@ -302,12 +315,41 @@ class AUNAgent(RoutedAgent):
             if cause is None:
                 raise  # cancelled by the core (the runtime stopping), not by the watch
             self.aun.record_dead_letter(self.aid, envelope, cause)
+        except TransientError as exc:
+            policy = self.turn_retry
+            again = policy is not None and tried < policy.tries and not turns.closing
+            if again:
+                self.aun.stats.turn_retries += 1
+                self.think(f"try {tried} of this turn failed ({type(exc).__name__}: {exc}); trying again")
+            else:
+                self.aun.record_dead_letter(self.aid, envelope, exc)
         except Exception as exc:
             self.aun.record_dead_letter(self.aid, envelope, turns.cut_off(turn) or exc)
         finally:
             turns.end(turn)
             ACTING.reset(acting)
             INBOUND.reset(token)
+        if again:
+            await self._dispatch(message, ctx, tried + 1)
+
+    async def _wait_to_try(self, turn: Turn, tried: int) -> None:
+        """Before the next try of a turn: its policy's wait, shown as the turn waiting for `retry`."""
+        assert self.turn_retry is not None
+        turn.wait_for("retry")
+        await asyncio.sleep(self.turn_retry.delay(tried))
+        turn.wait_for(None)
+
+    def _send_id(self, message_id: str | None) -> str | None:
+        """The id of a send: the caller's; else, in a handler turn of an agent with a retry policy,
+        one derived from the message answered and the send's place in the turn."""
+        if message_id is not None or self.turn_retry is None:
+            return message_id
+        inbound = INBOUND.get()
+        turn = self.aun.turns.current() if inbound is not None else None
+        if inbound is None or turn is None or turn.message is not inbound:
+            return None  # a proactive turn: nothing to derive from
+        turn.sends += 1
+        return derived_message_id(inbound, turn.sends - 1)
 
     async def on_unhandled_message(self, message: Any, ctx: MessageContext) -> None:
         """A message no handler takes. It is archived already; silence is a legal answer."""
@@ -342,7 +384,9 @@ class AUNAgent(RoutedAgent):
             in_reply_to: the message (or its id) this one answers, if any.
             message_id: a caller-chosen id (for idempotent retries); default: a fresh one.
         """
-        return await self.aun.send_as(self.aid, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
+        return await self.aun.send_as(
+            self.aid, payload, to=to, in_reply_to=in_reply_to, message_id=self._send_id(message_id)
+        )
 
     async def group_send(
         self,
@@ -368,7 +412,7 @@ class AUNAgent(RoutedAgent):
             group_id=group_id,
             mentions=mentions,
             in_reply_to=in_reply_to,
-            message_id=message_id,
+            message_id=self._send_id(message_id),
         )
 
     async def reply(

@@ -113,6 +113,10 @@ class AgentHost(Protocol):
         """Record that a budget stopped `owner` (a send, with the message refused, or a model call)."""
         ...
 
+    def record_model_anomaly(self, owner: str, detail: str, message: AUNMessage | None = None) -> None:
+        """Record that the model of `owner` answered something that is not an answer (`detail`)."""
+        ...
+
     def is_local(self, aid: str) -> bool:
         """True if `aid` is registered in this runtime."""
         ...

@@ -25,7 +25,7 @@ messages                              -- one row per message, however many agent
 records                               -- one row per agent a message (or thought) concerns
     id           INTEGER PRIMARY KEY   -- insertion order, the archive's clock
     owner        TEXT NOT NULL         -- whose view (an AID); indexed with id
-    kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop | budget_stop
+    kind         TEXT NOT NULL         -- sent | received | filtered | thought | dead_letter | loop_stop | budget_stop | model_anomaly | redriven | dropped
     reason       TEXT                  -- why filtered / dead-lettered / stopped; for a thought, the
                                        -- id of the message it is about
     message      INTEGER               -- messages.id (NULL for thoughts and message-less events)
@@ -100,6 +100,9 @@ class RecordKind(StrEnum):
     DEAD_LETTER = "dead_letter"  #: could not be delivered or handled; ``reason`` says why
     LOOP_STOP = "loop_stop"  #: the loop guard refused a send that would exceed the hop limit
     BUDGET_STOP = "budget_stop"  #: a budget refused a send or a model call; ``reason`` says which
+    MODEL_ANOMALY = "model_anomaly"  #: the model answered something that is not an answer; ``reason`` says what
+    REDRIVEN = "redriven"  #: a dead letter was delivered again; ``reason`` names it (``dead letter #<id>``)
+    DROPPED = "dropped"  #: a dead letter was given up on by hand; ``reason`` names it (``dead letter #<id>``)
 
 
 # The archive view, the same in both databases.

@@ -75,6 +75,13 @@ class Channel:
         """The remembered (sender, message_id) keys, oldest first."""
         return tuple(self._order)
 
+    def forget(self, key: tuple[str, str]) -> None:
+        """Take `(sender, message_id)` out of the window: the message is to be delivered again on
+        purpose (a dead letter redriven), and must not be taken for a redelivery."""
+        if key in self._seen:
+            self._seen.discard(key)
+            self._order.remove(key)
+
     def admit(self, message: AUNMessage) -> Admission:
         """Decide what happens to `message` and archive it (once)."""
         key = (message.from_aid, message.message_id)

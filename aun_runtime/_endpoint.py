@@ -142,6 +142,12 @@ class Endpoint:
         self._mailbox = made
         return made
 
+    @property
+    def occupancy(self) -> int:
+        """Messages the mailbox holds now (0 if it has none), without making one."""
+        mailbox = self._mailbox
+        return mailbox.occupancy if isinstance(mailbox, Mailbox) else 0
+
     def mailbox_released(self, mailbox: Mailbox) -> None:
         """The core holds `mailbox` no longer: drop it if it is this AID's and at rest, keeping its counts."""
         if mailbox is self._mailbox and mailbox.at_rest:

@@ -168,6 +168,14 @@ class ConfigurationError(AUNError):
         self.value = value
 
 
+class TransientError(AUNError):
+    """A failure that may pass by itself (a model endpoint rate-limiting, down or answering
+    nonsense for a while). A turn that ends with one is tried again under its agent's
+    [`TurnRetry`][aun_runtime.TurnRetry] policy, and after the last try its message is a dead letter
+    marked retryable, which [`AUNRuntime.redrive`][aun_runtime.AUNRuntime.redrive] (or `aun-runtime
+    dead-letters retry`) can deliver again later."""
+
+
 class StorageUnavailableError(ConfigurationError):
     """The database of an archive, journal or ledger cannot be opened: a PostgreSQL server that
     cannot be reached or refuses the connection, a database that does not exist or holds tables

@@ -1,12 +1,14 @@
 """`FailureLog`: where a runtime records what went wrong, so that nothing fails in silence.
 
-Three kinds of failure are recorded, each archived, counted in [`RuntimeStats`][aun_runtime.RuntimeStats]
+Four kinds of failure are recorded, each archived, counted in [`RuntimeStats`][aun_runtime.RuntimeStats]
 and logged:
 
 * a **dead letter**: a message that could not be delivered (unknown AID, no route, unknown group, a
   sender outside the group, a full mailbox) or whose handler raised, with the reason;
 * a **loop stop**: a send refused by the loop guard (the thread passed `max_hops`);
-* a **budget stop**: a send or a model call refused by a budget.
+* a **budget stop**: a send or a model call refused by a budget;
+* a **model anomaly**: a model answered something that is not an answer (no choices, neither text
+  nor tool calls, tool arguments that do not parse, a tool that does not exist).
 
 A handler that times out is a dead letter whose reason is a `HandlerTimeoutError`;
 it is counted in `handler_timeouts` as well.
@@ -29,6 +31,7 @@ from protocols.errors import AUNError
 from ._archive import Archive, RecordKind
 from ._errors import BudgetExceeded, HandlerTimeoutError, HopLimitExceeded
 from ._stats import RuntimeStats
+from ._turn_retry import RETRYABLE, is_retryable
 from ._turns import Turn, TurnWatch
 
 __all__ = ["FailureLog"]
@@ -61,6 +64,8 @@ class FailureLog:
         if isinstance(error, HandlerTimeoutError):
             stats.handler_timeouts += 1
         reason = f"{type(error).__name__}: {error}"
+        if is_retryable(error):
+            reason = RETRYABLE + reason  # what `dead-letters retry` and `redrive` look for
         self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)
         if isinstance(error, AUNError):
             self._warn(("dead letter", owner, type(error).__name__), f"dead letter for {owner}: {reason}")
@@ -83,6 +88,13 @@ class FailureLog:
         self.stats.budget_stops += 1
         self.archive.record_event(owner, RecordKind.BUDGET_STOP, error.reason, message)
         self._warn(("budget stop", owner), f"budget stop for {owner}: {error}")
+
+    def model_anomaly(self, owner: str, detail: str, message: AUNMessage | None = None) -> None:
+        """Record that the model of `owner` answered something that is not an answer (`detail`),
+        while `owner` handled `message`."""
+        self.stats.model_anomalies += 1
+        self.archive.record_event(owner, RecordKind.MODEL_ANOMALY, detail, message)
+        self._warn(("model anomaly", owner), f"model anomaly for {owner}: {detail}")
 
     def _warn(self, key: tuple[Any, ...], line: str) -> None:
         turn = self.turns.current() if self.turns is not None else None

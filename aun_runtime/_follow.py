@@ -88,6 +88,10 @@ class TranscriptFollower:
             out.append(f"!! LOOP GUARD stopped {record.owner}: {record.reason}")
         elif record.kind is RecordKind.BUDGET_STOP:
             out.append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
+        elif record.kind is RecordKind.MODEL_ANOMALY:
+            out.append(f"!! MODEL ANOMALY for {record.owner}: {record.reason}")
+        elif record.kind in (RecordKind.REDRIVEN, RecordKind.DROPPED):
+            out.append(f"-- {record.reason} of {record.owner} {record.kind.value}")
 
 
 async def follow_archive(

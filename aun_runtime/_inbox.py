@@ -39,7 +39,7 @@ class Inbox(AUNAgent):
         self._cursor = 0
         self._arrived = asyncio.Event()
 
-    async def _dispatch(self, message: Any, ctx: MessageContext) -> None:
+    async def _dispatch(self, message: Any, ctx: MessageContext, tried: int = 1) -> None:
         if isinstance(message, AUNMessage):
             self.received.append(message)
             if len(self.received) > self.capacity:

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
@@ -52,8 +53,9 @@ from protocols.contract import contract_classes
 from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
 from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
-from ._archive import Archive
+from ._archive import Archive, ArchiveRecord, RecordKind
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
+from ._busy import AgentBusy, busy_agents
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
@@ -73,6 +75,7 @@ from ._mailbox_rule import MailboxRule, mailbox_rule
 from ._on_stop import DEFAULT_ON_STOP_TIMEOUT, StopCallback, StopCallbacks
 from ._payload import PayloadLike
 from ._placement import IN_CLUSTER, Placement
+from ._redrive import DeadLetterFilter, close_dead_letter, open_dead_letters
 from ._route import OutboundRoute, deliver_remote
 from ._send import SendPath
 from ._stats import RuntimeStats
@@ -251,6 +254,36 @@ class AUNRuntime:
         for endpoint in list(self._endpoints.values()):
             if endpoint.eager:
                 await self._start_agent(endpoint)
+
+    def busy(self) -> list[AgentBusy]:
+        """Each agent with a turn in flight or messages waiting: since when, waiting for what (model
+        limiter, model, tool, retry), which try, its mailbox's depth and oldest message's age."""
+        return busy_agents(self.turns.in_flight, self._endpoints)
+
+    async def redrive(
+        self,
+        *,
+        aid: str | None = None,
+        cause: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        record_id: int | None = None,
+    ) -> list[ArchiveRecord]:
+        """Deliver again the open dead letters marked retryable of this runtime's agents (filtered by
+        the agent's AID, text in the cause, when they were recorded, or one archive record id), each recorded as
+        `redriven` first. A redriven turn that fails again is a new dead letter. Returns the dead
+        letters redriven, oldest first."""
+        redriven: list[ArchiveRecord] = []
+        for record in open_dead_letters(self.archive, DeadLetterFilter(aid, cause, since, until, record_id=record_id)):
+            message = record.message
+            endpoint = self._endpoints.get(record.owner)
+            if message is None or endpoint is None or not self.is_agent(record.owner):
+                continue  # not a message, or not an agent of this runtime: another runtime redrives it
+            close_dead_letter(self.archive, record, RecordKind.REDRIVEN)
+            endpoint.channel.forget((message.from_aid, message.message_id))
+            await self._sending.redeliver(record.owner, message)
+            redriven.append(record)
+        return redriven
 
     async def settle(self) -> None:
         """Wait until every message sent so far, and everything it caused, has been handled.
@@ -689,6 +722,11 @@ class AUNRuntime:
         """Record that a budget stopped `owner` (a send, with the message refused, or a model
         call). Archived as `budget_stop`, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
         self._failures.budget_stop(owner, error, message)
+
+    def record_model_anomaly(self, owner: str, detail: str, message: AUNMessage | None = None) -> None:
+        """Record that the model of `owner` answered something that is not an answer. Archived as
+        `model_anomaly`, counted in [`stats`][aun_runtime.AgentHost.stats], logged."""
+        self._failures.model_anomaly(owner, detail, message)
 
     def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
         """Record that `message` could not be delivered to, or handled by, `owner` because of

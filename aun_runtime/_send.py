@@ -172,6 +172,18 @@ class SendPath:
             )
         return message
 
+    async def redeliver(self, to: str, message: AUNMessage) -> None:
+        """Deliver `message`, as it was, to the local AID `to` once more (a dead letter redriven:
+        the caller has taken it out of `to`'s dedup window). Nothing is recorded as sent again."""
+        target = self.endpoints[to]
+        if not target.mailbox.try_reserve(message.message_id):
+            await target.mailbox.reserve(message.message_id, message.from_aid)
+        try:
+            await self.core.publish_message(message, inbox_topic(to), message_id=message.message_id)
+        except BaseException:
+            target.mailbox.cancel_reservation(message.message_id)
+            raise
+
     async def _publish_here(self, to: str, fields: dict[str, Any]) -> AUNMessage:
         """A direct message to an AID registered in this runtime."""
         target = self.endpoints[to]

@@ -20,3 +20,10 @@ class RuntimeStats:
     budget_stops: int = 0
     #: Dead letters whose handler ran past its handler timeout (counted in ``dead_letters`` too).
     handler_timeouts: int = 0
+    #: Answers of a model that were not answers (no choices, nothing said, a tool call that cannot
+    #: be read or names no tool): each is archived as a ``model_anomaly``.
+    model_anomalies: int = 0
+    #: Model requests sent again after a 429, a 5xx, a timeout or a dropped connection.
+    model_retries: int = 0
+    #: Turns tried again after a transient failure (see ``TurnRetry``).
+    turn_retries: int = 0

@@ -84,6 +84,7 @@ class ArchiveCounts:
         dead_letters: dead letters.
         loop_stops: sends the loop guard refused.
         budget_stops: sends and model calls a budget refused.
+        model_anomalies: answers of a model that were not answers.
     """
 
     messages: int = 0
@@ -92,6 +93,7 @@ class ArchiveCounts:
     dead_letters: int = 0
     loop_stops: int = 0
     budget_stops: int = 0
+    model_anomalies: int = 0
 
 
 def archive_counts(records: Sequence[ArchiveRecord]) -> ArchiveCounts:
@@ -109,6 +111,7 @@ def archive_counts(records: Sequence[ArchiveRecord]) -> ArchiveCounts:
         dead_letters=kinds[RecordKind.DEAD_LETTER],
         loop_stops=kinds[RecordKind.LOOP_STOP],
         budget_stops=kinds[RecordKind.BUDGET_STOP],
+        model_anomalies=kinds[RecordKind.MODEL_ANOMALY],
     )
 
 
@@ -168,6 +171,12 @@ def render_transcript(
             else:
                 where = message.message_id
             notes[where].append(f"!! BUDGET STOP for {record.owner}: {record.reason}")
+        elif record.kind is RecordKind.MODEL_ANOMALY:
+            where = message.message_id if message is not None else None
+            notes[where].append(f"!! MODEL ANOMALY for {record.owner}: {record.reason}")
+        elif record.kind in (RecordKind.REDRIVEN, RecordKind.DROPPED):
+            where = message.message_id if message is not None else None
+            notes[where].append(f"-- {record.reason} of {record.owner} {record.kind.value}")
     number = {message_id: n for n, message_id in enumerate(sent, start=1)}
     lines: list[str] = []
 

@@ -69,8 +69,8 @@ RuntimeDefault: TypeAlias = Literal[_Default.RUNTIME]
 class Turn:
     """One turn in flight: whose, on what, since when, and how it was cut off if it was."""
 
-    __slots__ = ("aid", "cancelled", "cause", "deadline", "message", "outer", "prior", "repeats",
-                 "settled", "started", "task", "timeout", "what")
+    __slots__ = ("aid", "attempt", "cancelled", "cause", "deadline", "message", "outer", "prior", "repeats",
+                 "sends", "settled", "started", "task", "timeout", "waiting", "waiting_since", "what")
 
     def __init__(
         self,
@@ -99,6 +99,18 @@ class Turn:
         self.prior = 0  # the task's cancellation count before the watch cancelled it
         #: Warnings of one kind this turn repeated: {key: [count, first line]} (see FailureLog).
         self.repeats: dict[Any, list[Any]] | None = None
+        #: What the turn waits for now (`model`, `model limiter`, `tool`), and since when (loop time).
+        self.waiting: str | None = None
+        self.waiting_since = started
+        #: Which try of its message this turn is (1: the first; see TurnRetry).
+        self.attempt = 1
+        #: Sends made so far in this turn: the place of the next one, for its derived message id.
+        self.sends = 0
+
+    def wait_for(self, what: str | None) -> None:
+        """Show what the turn waits for from now (None: it is working)."""
+        self.waiting = what
+        self.waiting_since = asyncio.get_running_loop().time()
 
 
 class TurnWatch:

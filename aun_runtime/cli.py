@@ -13,6 +13,8 @@ web console beside the runtime until Ctrl-C; `aun-runtime console --archive FILE
 archive of a runtime running elsewhere (see `aun_runtime.console`), and `aun-runtime transcript
 --archive A --archive B` prints the archives of several runtimes as one transcript (`--archive
 postgresql://...`: the archive the workers of several machines share; `--follow`: as it grows).
+`aun-runtime dead-letters list|retry|drop --archive A` shows the open dead letters of an archive,
+delivers them again through an app's agents, or gives them up (see `aun_runtime._dead_letters_cli`).
 
 Every command stops the same way on SIGINT or SIGTERM, within a grace, and says how it ended in its
 exit code (the docs' page Running and stopping says how).
@@ -30,6 +32,7 @@ from importlib.metadata import EntryPoint, entry_points
 from ._app import App, AppRun, load_app
 from ._archive import Archive
 from ._command_errors import CommandParser, add_debug_option, option_values, report_errors
+from ._dead_letters_cli import add_dead_letters_parser
 from ._errors import ConfigurationError
 from ._follow import TranscriptFollower, follow_archive
 from ._runtime import AUNRuntime
@@ -316,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     transcript.set_defaults(run=_run_transcript)
     add_console_command(commands)
+    add_dead_letters_parser(commands)
     add_gateway_parser(commands)
     add_distributed_commands(commands)
     add_debug_option(parser)

@@ -7,6 +7,8 @@
 | `GET /api/agents` | the AIDs registered with the runtime (AID, role, mode, description, card) |
 | `GET /api/records` | `?after=ID&limit=N`: the first N records after ID, oldest first |
 | `GET /api/events` | the live stream: `records` events whose SSE id is the last record's id |
+| `GET /api/busy` | each agent with a turn in flight or messages waiting: what it waits for, since when, its mailbox (`[]` for a console on an archive alone) |
+| `POST /api/redrive` | `{"record_id": N}` (or `{"aid": ..., "cause": ...}`): deliver open retryable dead letters again; 403 unless sending was enabled |
 | `POST /api/send` | send as a local agent; refused with 403 unless sending was enabled |
 
 Errors are JSON: `{"error": {"code": ..., "message": ..., "field": ...}}`, where `code` is the
@@ -128,6 +130,10 @@ def build_app(state: ConsoleState) -> web.Application:
             text=state.feed.agents_json, content_type="application/json", headers=_SECURITY_HEADERS
         )
 
+    async def get_busy(request: web.Request) -> web.Response:
+        busy = [entry.as_dict() for entry in state.runtime.busy()] if state.runtime is not None else []
+        return web.json_response(busy, headers=_SECURITY_HEADERS)
+
     async def get_records(request: web.Request) -> web.Response:
         try:
             after = _int_param(request, "after", 0)
@@ -216,14 +222,34 @@ def build_app(state: ConsoleState) -> web.Application:
             headers=_SECURITY_HEADERS,
         )
 
+    async def redrive(request: web.Request) -> web.Response:
+        if not state.allow_send or state.runtime is None:
+            return _error(403, "read_only", "this console is read-only: redriving dead letters needs --allow-send")
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "invalid_request", "the body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "invalid_request", "the body is a JSON object")
+        record_id, aid, cause = body.get("record_id"), body.get("aid"), body.get("cause")
+        if record_id is not None and (not isinstance(record_id, int) or isinstance(record_id, bool)):
+            return _error(400, "invalid_parameter", "record_id is the archive id of a dead letter", "record_id")
+        for name, value in (("aid", aid), ("cause", cause)):
+            if value is not None and not isinstance(value, str):
+                return _error(400, "invalid_parameter", f"{name} is text", name)
+        redriven = await state.runtime.redrive(aid=aid, cause=cause, record_id=record_id)
+        return web.json_response({"redriven": [r.id for r in redriven]}, headers=_SECURITY_HEADERS)
+
     app = web.Application(middlewares=[guard])
     app.router.add_get("/", asset)
     app.router.add_get("/static/{name}", asset)
     app.router.add_get("/api/info", get_info)
     app.router.add_get("/api/agents", get_agents)
     app.router.add_get("/api/records", get_records)
+    app.router.add_get("/api/busy", get_busy)
     app.router.add_get("/api/events", events)
     app.router.add_post("/api/send", send)
+    app.router.add_post("/api/redrive", redrive)
     return app
 
 

@@ -17,7 +17,11 @@ Environment variables (read by [`ModelConfig.from_env`][aun_runtime.models.Model
 | `AUN_MODEL_STRUCTURED_OUTPUT` | `1`/`0`: the server supports JSON-schema output (default `0`). |
 | `AUN_MODEL_TEMPERATURE` | sampling temperature passed to every request (default: the server's). |
 | `AUN_MODEL_TIMEOUT` | seconds one HTTP request to the model may take (default `120`). |
-| `AUN_MODEL_RETRIES` | how many times a failed request is sent again (default `1`). |
+| `AUN_MODEL_RETRIES` | how many times one call's request is sent again after a 429, a 5xx, a timeout or a dropped connection (default `30`). |
+| `AUN_MODEL_PATIENCE` | seconds one call may wait at its endpoint's limiter and retry (default `240`; inside a turn, the handler timeout bounds it too). |
+| `AUN_MODEL_CONCURRENCY` | model calls in flight at once per endpoint in this process (default `8`). |
+| `AUN_MODEL_BACKOFF` | seconds of the first wait after a failure without `Retry-After`, doubled per failure (default `0.5`). |
+| `AUN_MODEL_MAX_BACKOFF` | the longest such wait, in seconds (default `30`). |
 | `AUN_MODEL_CLIENT` | `module:factory`: any `ChatCompletionClient` factory instead of the OpenAI-compatible client (takes precedence over `AUN_MODEL`). |
 | `AUN_MODEL_RECORD` | `1`: record the live model's answers into the cassette as they come. |
 | `AUN_MODEL_CASSETTE` | a cassette path that overrides the one the code names. |
@@ -39,18 +43,46 @@ from autogen_core.models import ChatCompletionClient, ModelInfo
 
 from ._cassette_client import CassetteChatCompletionClient
 from ._errors import ModelConfigError
+from ._limited import LimitedChatCompletionClient, observe_response
 
-__all__ = ["DEFAULT_MODEL_RETRIES", "DEFAULT_MODEL_TIMEOUT", "ModelConfig", "ModelSource", "model_client_from_env", "resolve_model"]
+__all__ = [
+    "DEFAULT_MODEL_BACKOFF",
+    "DEFAULT_MODEL_CONCURRENCY",
+    "DEFAULT_MODEL_MAX_BACKOFF",
+    "DEFAULT_MODEL_PATIENCE",
+    "DEFAULT_MODEL_RETRIES",
+    "DEFAULT_MODEL_TIMEOUT",
+    "ModelConfig",
+    "ModelSource",
+    "model_client_from_env",
+    "resolve_model",
+]
 
 #: Seconds one HTTP request to a live model may take before the client gives up on it. A chat
 #: completion of a few thousand tokens takes seconds to a minute on a hosted model, and a large
 #: local model or a reasoning model can take a couple of minutes for one; two minutes covers that,
 #: where the OpenAI client's own default (ten minutes) would hold a turn past its handler timeout.
 DEFAULT_MODEL_TIMEOUT = 120.0
-#: How many times a request that failed (a timeout, a connection error, a 429 or 5xx answer) is
-#: sent again. One retry rides out a dropped connection; with :data:`DEFAULT_MODEL_TIMEOUT`, a call
-#: takes at most four minutes, within the runtime's default handler timeout (five).
-DEFAULT_MODEL_RETRIES = 1
+#: How many times one call's request is sent again after a timeout, a connection error, a 429 or a
+#: 5xx. The endpoint's limiter spaces the tries (the server's `Retry-After`, else a backoff shared by
+#: every agent), so the count is a backstop: :data:`DEFAULT_MODEL_PATIENCE` ends a long outage
+#: first (thirty tries at `Retry-After: 2` take a minute; at the backoff cap, fifteen).
+DEFAULT_MODEL_RETRIES = 30
+#: Seconds one call may wait at its endpoint (for a slot, for the gate, retrying) before it gives up
+#: with a transient error, which retries the turn. Four minutes rides out the rate-limit storms of
+#: hosted APIs (tens of seconds to a couple of minutes) and stays inside the default handler
+#: timeout (five), which bounds it anyway.
+DEFAULT_MODEL_PATIENCE = 240.0
+#: Model calls in flight at once per endpoint in one process. A local server (vLLM, Ollama) serves a
+#: handful of requests at a time and queues the rest; a hosted API's per-minute limits are what
+#: throttle, not concurrency. Eight keeps a fan-out of many agents from opening a storm at once and
+#: still keeps a local server busy.
+DEFAULT_MODEL_CONCURRENCY = 8
+#: Seconds of the first wait after a failure that came without `Retry-After` (a 5xx, a timeout, a
+#: dropped connection), doubled per failure in a row: half a second rides out a blip.
+DEFAULT_MODEL_BACKOFF = 0.5
+#: The longest wait without `Retry-After`: an endpoint that is down is probed every half minute.
+DEFAULT_MODEL_MAX_BACKOFF = 30.0
 
 ModelSource = Literal["cassette", "openai", "factory"]
 
@@ -75,7 +107,11 @@ class ModelConfig:
         model_info: capabilities of the live model.
         temperature: sampling temperature, if set.
         timeout: seconds one HTTP request to the live model may take (`openai`).
-        max_retries: how many times a failed request is sent again (`openai`).
+        max_retries: how many times one call's request is sent again after a transient failure (`openai`).
+        patience: seconds one call may wait and retry at its endpoint (`openai`).
+        max_concurrent: calls in flight at once per endpoint in this process (`openai`).
+        backoff: seconds of the first wait after a failure without `Retry-After` (`openai`).
+        max_backoff: the longest such wait (`openai`).
     """
 
     source: ModelSource = "cassette"
@@ -89,12 +125,19 @@ class ModelConfig:
     temperature: float | None = None
     timeout: float = DEFAULT_MODEL_TIMEOUT
     max_retries: int = DEFAULT_MODEL_RETRIES
+    patience: float = DEFAULT_MODEL_PATIENCE
+    max_concurrent: int = DEFAULT_MODEL_CONCURRENCY
+    backoff: float = DEFAULT_MODEL_BACKOFF
+    max_backoff: float = DEFAULT_MODEL_MAX_BACKOFF
 
     def __post_init__(self) -> None:
-        if not self.timeout > 0:
-            raise ModelConfigError(f"a model timeout is a positive number of seconds (got {self.timeout!r})")
+        for name in ("timeout", "patience", "backoff", "max_backoff"):
+            if not getattr(self, name) > 0:
+                raise ModelConfigError(f"a model {name} is a positive number of seconds (got {getattr(self, name)!r})")
         if self.max_retries < 0:
             raise ModelConfigError(f"max_retries cannot be negative (got {self.max_retries!r})")
+        if self.max_concurrent < 1:
+            raise ModelConfigError(f"max_concurrent must be at least 1 (got {self.max_concurrent!r})")
 
     @classmethod
     def from_env(
@@ -116,9 +159,11 @@ class ModelConfig:
         model = env.get("AUN_MODEL") or None
         temperature = _float(env, "AUN_MODEL_TEMPERATURE")
         timeout = _float(env, "AUN_MODEL_TIMEOUT")
-        retries = _float(env, "AUN_MODEL_RETRIES")
-        if retries is not None and not retries.is_integer():
-            raise ModelConfigError(f"AUN_MODEL_RETRIES={env['AUN_MODEL_RETRIES']!r} is not a whole number")
+        retries = _whole(env, "AUN_MODEL_RETRIES")
+        concurrency = _whole(env, "AUN_MODEL_CONCURRENCY")
+        patience = _float(env, "AUN_MODEL_PATIENCE")
+        backoff = _float(env, "AUN_MODEL_BACKOFF")
+        max_backoff = _float(env, "AUN_MODEL_MAX_BACKOFF")
         if factory is not None:
             config = cls(source="factory", factory=factory, cassette=cassette_path, record=record)
         elif model is not None:
@@ -141,7 +186,11 @@ class ModelConfig:
                 cassette=cassette_path,
                 record=record,
                 timeout=DEFAULT_MODEL_TIMEOUT if timeout is None else timeout,
-                max_retries=DEFAULT_MODEL_RETRIES if retries is None else int(retries),
+                max_retries=DEFAULT_MODEL_RETRIES if retries is None else retries,
+                patience=DEFAULT_MODEL_PATIENCE if patience is None else patience,
+                max_concurrent=DEFAULT_MODEL_CONCURRENCY if concurrency is None else concurrency,
+                backoff=DEFAULT_MODEL_BACKOFF if backoff is None else backoff,
+                max_backoff=DEFAULT_MODEL_MAX_BACKOFF if max_backoff is None else max_backoff,
             )
         else:
             if record:
@@ -202,20 +251,36 @@ class ModelConfig:
                 f"AUN_MODEL is set but the OpenAI-compatible client is not installed ({exc}): "
                 "pip install 'aun-runtime[openai]'"
             ) from None
+        import httpx
+
         kwargs: dict[str, Any] = {
             "model": self.model,
             "api_key": env.get(self.api_key_env) or "not-needed",
             "model_info": ModelInfo(**self.model_info),  # type: ignore[typeddict-item]
             # Every request is bounded: a model that never answers costs a turn at most this, never the agent.
             "timeout": self.timeout,
-            "max_retries": self.max_retries,
+            # The endpoint's limiter retries, for all agents at once; the client's own retries would
+            # retry each agent on its own clock.
+            "max_retries": 0,
+            # Every answer's headers reach the limiter (x-ratelimit-* on a success, too).
+            "http_client": httpx.AsyncClient(
+                timeout=self.timeout, event_hooks={"response": [observe_response]}
+            ),
         }
         if self.base_url:
             kwargs["base_url"] = self.base_url
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        client: ChatCompletionClient = OpenAIChatCompletionClient(**kwargs)
-        return client
+        return LimitedChatCompletionClient(
+            OpenAIChatCompletionClient(**kwargs),
+            base_url=self.base_url or "https://api.openai.com/v1",
+            model=self.model or "",
+            max_concurrent=self.max_concurrent,
+            backoff=self.backoff,
+            max_backoff=self.max_backoff,
+            patience=self.patience,
+            max_retries=self.max_retries,
+        )
 
 
 def model_client_from_env(
@@ -282,3 +347,10 @@ def _float(env: Mapping[str, str], name: str) -> float | None:
         return float(value)
     except ValueError:
         raise ModelConfigError(f"{name}={value!r} is not a number") from None
+
+
+def _whole(env: Mapping[str, str], name: str) -> int | None:
+    value = _float(env, name)
+    if value is not None and not value.is_integer():
+        raise ModelConfigError(f"{name}={env[name]!r} is not a whole number")
+    return None if value is None else int(value)

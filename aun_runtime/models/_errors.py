@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from protocols.errors import AUNError
 
-__all__ = ["CassetteFileError", "CassetteMissError", "ModelConfigError"]
+from .._errors import TransientError
+
+__all__ = [
+    "CassetteFileError",
+    "CassetteMissError",
+    "ModelAnswerError",
+    "ModelConfigError",
+    "ModelUnavailableError",
+]
 
 
 class ModelConfigError(AUNError):
@@ -26,3 +34,15 @@ class CassetteMissError(AUNError):
     def __init__(self, message: str, *, key: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class ModelUnavailableError(TransientError):
+    """A live model gave no answer within the patience of its call: the endpoint kept refusing
+    (429, 5xx), timing out or dropping connections. Transient: the turn is tried again under its
+    agent's retry policy, then it is a retryable dead letter."""
+
+
+class ModelAnswerError(TransientError):
+    """A live model kept answering something that is not an answer (no `choices`, a body the
+    client cannot read) after the answer retries. Each such answer is on the record as a
+    `model_anomaly`; the turn is tried again like any transient failure."""

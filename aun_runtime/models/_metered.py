@@ -7,6 +7,9 @@ budget is refused *before* anything is asked of the model: it raises
 [`ModelBudgetExceeded`][aun_runtime.ModelBudgetExceeded], which is recorded as a budget stop; the handler ends there,
 with no dead letter. Tokens are what the client reports in `CreateResult.usage`.
 
+An answer with neither text nor tool calls is taken as it is (silence), and recorded as a
+`model_anomaly` of the agent.
+
 A call made outside any agent (a script, a test) is passed through uncounted. Every model-backed
 agent in `agents/` wraps its client this way, so the same budgets hold for all of them.
 """
@@ -93,6 +96,9 @@ class MeteredChatCompletionClient(ChatCompletionClient):
             cancellation_token=cancellation_token,
         )
         self._end(meter, result.usage)
+        if meter is not None and isinstance(result.content, str) and not result.content.strip() and not result.thought:
+            agent, _, _ = meter
+            agent.aun.record_model_anomaly(agent.aid, "an answer with neither text nor tool calls", INBOUND.get())
         return result
 
     async def create_stream(

@@ -22,6 +22,7 @@ from aun_runtime import (
     MessageContext,
     ToolCallPayload,
     ToolResultPayload,
+    TransientError,
     UnknownAIDError,
     event,
 )
@@ -433,6 +434,42 @@ async def test_console_shows_budget_stops_like_loop_stops_under_the_message_they
         await model_stop.locator("a.open").click()
         await expect(page.locator("#view-header h2")).to_have_text("app.local ↔ ponder.local")
         await page.close()  # before the console stops, so the page does not try to reconnect
+    await runtime.close()
+
+
+class Recovering(AUNAgent):
+    """Fails for a passing cause until the test says it has recovered, then answers."""
+
+    recovered = False
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if not Recovering.recovered:
+            raise TransientError("the model is down")
+        await self.reply("back, and answering")
+
+
+async def test_a_retryable_dead_letter_is_redriven_from_the_failures_view(page: Page) -> None:
+    runtime = AUNRuntime()
+    await runtime.start()
+    async with Console(runtime, poll_interval=TEST_POLL_INTERVAL, allow_send=True) as console:
+        await page.goto(console.url)
+        await expect(page.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
+        await runtime.register_agent("flaky.local", Recovering)
+        inbox = await runtime.open_inbox("app.local")
+        await inbox.send("flaky.local", "are you there?")
+        await expect(page.locator("#failures-link")).to_have_text("1 dead letter · 0 loop stops", timeout=WAIT_MS)
+        await page.locator("#failures-link").click()
+        dead = page.locator("#view .alert.dead-letter")
+        await expect(dead).to_contain_text("retryable: TransientError: the model is down")
+        Recovering.recovered = True
+        await dead.locator("button.redrive").click()
+        await expect(dead.locator(".redriven")).to_have_text("redriven", timeout=WAIT_MS)
+        assert await inbox.next(timeout=TIMEOUT) is not None
+        assert [m.text for m in inbox.received] == ["back, and answering"]
+        await page.locator("#agents a", has_text="flaky.local").click()
+        await expect(page.locator("#view dd.busy")).to_have_text("idle", timeout=WAIT_MS)
+        await page.close()
     await runtime.close()
 
 

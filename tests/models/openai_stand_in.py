@@ -5,13 +5,16 @@ every request it received, so a test can check what the real OpenAI client sent 
 mode, messages, tools) without any network beyond 127.0.0.1.
 
 The answer function returns the assistant's text, or a :class:`ToolCalls` to answer with function
-calls, as a model with function calling does.
+calls, as a model with function calling does, or a :class:`Reply` for a bad day: a status (429, 500)
+with headers (``Retry-After``), a body that is not a completion, an answer after a delay. Each
+request's arrival (``time.monotonic()``) is kept in ``arrivals``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +31,18 @@ class ToolCalls:
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 7, "completion_tokens": 3})
 
 
+@dataclass
+class Reply:
+    """An HTTP answer of the stand-in's choosing: ``status`` and ``headers``; ``body`` as JSON (None:
+    an error body for a status >= 400, else a completion of ``answer``); sent after ``delay`` seconds."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+    answer: str | ToolCalls = ""
+    delay: float = 0.0
+
+
 def _message(answer: str | ToolCalls, number: int) -> tuple[dict[str, Any], str, dict[str, int]]:
     if isinstance(answer, str):
         return {"role": "assistant", "content": answer}, "stop", {"prompt_tokens": 7, "completion_tokens": 3}
@@ -39,32 +54,48 @@ def _message(answer: str | ToolCalls, number: int) -> tuple[dict[str, Any], str,
 
 
 class OpenAIStandIn:
-    def __init__(self, answer: Callable[[dict[str, Any]], str | ToolCalls]) -> None:
+    def __init__(self, answer: Callable[[dict[str, Any]], str | ToolCalls | Reply]) -> None:
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.arrivals: list[float] = []
+        self.lock = threading.Lock()
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length))
-                stand_in.requests.append(body)
-                stand_in.headers.append({k.lower(): v for k, v in self.headers.items()})
+                with stand_in.lock:
+                    stand_in.arrivals.append(time.monotonic())
+                    stand_in.requests.append(body)
+                    stand_in.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    number = len(stand_in.requests)
                 if not self.path.endswith("/chat/completions"):
                     self.send_error(404)
                     return
-                message, finish, usage = _message(stand_in.answer(body), len(stand_in.requests))
-                reply = {
-                    "id": f"chatcmpl-{len(stand_in.requests)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body.get("model", "stand-in"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {**usage, "total_tokens": sum(usage.values())},
-                }
+                answer = stand_in.answer(body)
+                how = answer if isinstance(answer, Reply) else Reply(answer=answer)
+                if how.delay:
+                    time.sleep(how.delay)
+                if how.body is not None:
+                    reply = how.body
+                elif how.status >= 400:
+                    reply = {"error": {"message": f"stand-in answers {how.status}", "type": "stand_in", "code": None}}
+                else:
+                    message, finish, usage = _message(how.answer, number)
+                    reply = {
+                        "id": f"chatcmpl-{number}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", "stand-in"),
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {**usage, "total_tokens": sum(usage.values())},
+                    }
                 data = json.dumps(reply).encode()
-                self.send_response(200)
+                self.send_response(how.status)
+                for name, value in how.headers.items():
+                    self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
@@ -82,7 +113,7 @@ class OpenAIStandIn:
 
 
 @contextmanager
-def openai_stand_in(answer: Callable[[dict[str, Any]], str | ToolCalls]) -> Iterator[OpenAIStandIn]:
+def openai_stand_in(answer: Callable[[dict[str, Any]], str | ToolCalls | Reply]) -> Iterator[OpenAIStandIn]:
     stand_in = OpenAIStandIn(answer)
     thread = threading.Thread(target=stand_in.server.serve_forever, daemon=True)
     thread.start()

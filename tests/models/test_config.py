@@ -19,6 +19,7 @@ from aun_runtime.models import (
     CassetteFileError,
     ModelConfig,
     ModelConfigError,
+    ModelUnavailableError,
     ScriptedChatCompletionClient,
     model_client_from_env,
 )
@@ -63,7 +64,8 @@ def test_bad_values_name_the_variable() -> None:
 
 async def test_every_request_to_a_live_model_is_bounded_in_time() -> None:
     # A model server that takes every request and never answers: each one is given up on after the
-    # timeout, sent once more (the retry), and the call then fails instead of holding its turn.
+    # timeout, sent once more (the retry), and the call then fails, transiently (its turn is retried
+    # later), instead of holding its turn.
     never = threading.Event()
 
     def hold(body: dict[str, object]) -> str:
@@ -79,8 +81,9 @@ async def test_every_request_to_a_live_model_is_bounded_in_time() -> None:
         }
         client = model_client_from_env(environ=env)
         try:
-            with pytest.raises(openai.APITimeoutError):
+            with pytest.raises(ModelUnavailableError, match="timed out") as raised:
                 await asyncio.wait_for(client.create(MESSAGES), 30)
+            assert isinstance(raised.value.__cause__, openai.APITimeoutError)
         finally:
             never.set()
             await client.close()
@@ -89,7 +92,19 @@ async def test_every_request_to_a_live_model_is_bounded_in_time() -> None:
 
 def test_the_model_timeout_defaults_and_bad_values() -> None:
     config = ModelConfig.from_env(environ={"AUN_MODEL": "m"})
-    assert (config.timeout, config.max_retries) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_MODEL_RETRIES) == (120.0, 1)
+    assert (config.timeout, config.max_retries) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_MODEL_RETRIES) == (120.0, 30)
+    assert (config.patience, config.max_concurrent, config.backoff, config.max_backoff) == (240.0, 8, 0.5, 30.0)
+    tuned = ModelConfig.from_env(
+        environ={"AUN_MODEL": "m", "AUN_MODEL_PATIENCE": "60", "AUN_MODEL_CONCURRENCY": "2",
+                 "AUN_MODEL_BACKOFF": "1", "AUN_MODEL_MAX_BACKOFF": "10"}
+    )
+    assert (tuned.patience, tuned.max_concurrent, tuned.backoff, tuned.max_backoff) == (60.0, 2, 1.0, 10.0)
+    with pytest.raises(ModelConfigError, match="AUN_MODEL_CONCURRENCY"):
+        ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_CONCURRENCY": "2.5"})
+    with pytest.raises(ModelConfigError, match="at least 1"):
+        ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_CONCURRENCY": "0"})
+    with pytest.raises(ModelConfigError, match="patience"):
+        ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_PATIENCE": "-1"})
     with pytest.raises(ModelConfigError, match="AUN_MODEL_TIMEOUT"):
         ModelConfig.from_env(environ={"AUN_MODEL": "m", "AUN_MODEL_TIMEOUT": "soon"})
     with pytest.raises(ModelConfigError, match="positive"):

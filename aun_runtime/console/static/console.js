@@ -83,6 +83,21 @@ function connect() {
   stream.addEventListener("open", () => setConnection("live", ""));
 }
 
+// What each agent is busy with now: polled, since it is a snapshot of the runtime, not a record.
+const BUSY_POLL_MS = 2000;
+
+async function pollBusy() {
+  try {
+    const r = await fetch("api/busy");
+    if (r.ok) {
+      S.busy = new Map((await r.json()).map((b) => [b.aid, b]));
+      drawSide();
+      if (S.view && S.view.type === "agent") redraw(null);
+    }
+  } catch (_) { /* the connection line already says the console is offline */ }
+  setTimeout(pollBusy, BUSY_POLL_MS);
+}
+
 function init() {
   const toggle = $("show-muted");
   toggle.checked = localStorage.getItem("aun-console-show-muted") === "1";
@@ -99,6 +114,7 @@ function init() {
   S.view = viewFromHash();
   if (S.view) drawSide();
   connect();
+  pollBusy();
 }
 
 init();

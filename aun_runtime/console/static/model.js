@@ -18,6 +18,8 @@ export const S = {
   pendingThoughts: new Map(), // message_id -> [thought] seen before the message
   looseThoughts: new Map(), // aid -> [thought] about no message
   failures: [], // {id, kind, owner, reason, messageId, at}
+  busy: new Map(), // aid -> what GET api/busy says of it (a turn in flight, its mailbox)
+  redriven: new Map(), // dead letter id -> "redriven" | "dropped" (such a record names "dead letter #<id>")
   caughtUpAt: 0, // the archive's head when the page connected: records up to it are backlog
   view: null, // {type: "conv", key} | {type: "agent", aid} | {type: "failures"}
   threadEls: new Map(), // root message_id -> element, for the conversation on screen
@@ -106,6 +108,11 @@ export function ingest(records) {
   for (const r of records) {
     if (r.id <= S.lastId) continue; // never twice, whatever the network did
     S.lastId = r.id;
+    if (r.kind === "redriven" || r.kind === "dropped") {
+      const closed = /#(\d+)/.exec(r.reason || "");
+      if (closed) S.redriven.set(Number(closed[1]), r.kind);
+      continue;  // what became of a dead letter: shown on it, not as a message of its own
+    }
     const m = r.message;
     if (m) {
       const e = entryFor(m, r.id, touched);
@@ -131,6 +138,8 @@ export function ingest(records) {
         e.budgetStops.push({ owner: r.owner, reason: r.reason });
         if (m.from_aid === r.owner) e.budgetRefused = true;
         failure(r, e.id);
+      } else if (r.kind === "model_anomaly") {
+        failure(r, e.id);  // an answer of the model that was not one, while this message was handled
       }
     } else if (r.kind === "thought") {
       const t = { owner: r.owner, text: r.text || "", at: r.recorded_at, id: r.id };
@@ -144,7 +153,7 @@ export function ingest(records) {
         if (!S.looseThoughts.has(r.owner)) S.looseThoughts.set(r.owner, []);
         S.looseThoughts.get(r.owner).push(t);
       }
-    } else if (r.kind === "dead_letter" || r.kind === "loop_stop" || r.kind === "budget_stop") {
+    } else if (r.kind === "dead_letter" || r.kind === "loop_stop" || r.kind === "budget_stop" || r.kind === "model_anomaly") {
       failure(r, null);
     }
   }

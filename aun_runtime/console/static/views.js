@@ -65,6 +65,17 @@ function updateConversation(c, touched) {
   if (stick) scrollToBottom();
 }
 
+// One line for what an agent is busy with (see GET api/busy), or that it is idle.
+export function busyText(b) {
+  if (!b) return "idle";
+  const s = (x) => `${Math.round(x)} s`;
+  const turn = b.turn_seconds === null ? "no turn in flight"
+    : b.waiting_for ? `waiting for ${b.waiting_for} ${s(b.waiting_seconds)} (turn ${s(b.turn_seconds)}, try ${b.attempt})`
+    : `working (turn ${s(b.turn_seconds)}, try ${b.attempt})`;
+  const oldest = b.oldest_seconds === null ? "" : `, oldest ${s(b.oldest_seconds)}`;
+  return `${turn} · ${b.mailbox} in mailbox${oldest}`;
+}
+
 function drawAgent(aid) {
   const a = S.agents.get(aid) || { aid, role: "unknown", mode: "?", description: "", card: null };
   let sent = 0, received = 0, filtered = 0;
@@ -81,7 +92,8 @@ function drawAgent(aid) {
       h("dt", { text: "mode" }), h("dd", { text: a.mode }),
       h("dt", { text: "role" }), h("dd", { text: a.role === "inbox" ? "application inbox" : a.role }),
       h("dt", { text: "description" }), h("dd", { text: a.description || "—" }),
-      h("dt", { text: "traffic" }), h("dd", { text: `${sent} sent · ${received} received · ${filtered} filtered (archived)` })),
+      h("dt", { text: "traffic" }), h("dd", { text: `${sent} sent · ${received} received · ${filtered} filtered (archived)` }),
+      h("dt", { text: "now" }), h("dd", { class: "busy", text: busyText(S.busy.get(aid)) })),
     agentMd(a),
     h("h3", { text: "Conversations" }),
     h("ul", { class: "links" }, [...convs].map((key) => h("li", {}, h("a", { href: `#c=${encodeURIComponent(key)}`, text: convTitle(S.convs.get(key)) })))),
@@ -125,6 +137,7 @@ const FAILURE_LOOK = {
   dead_letter: { cls: "dead-letter", label: "dead letter at " },
   loop_stop: { cls: "loop-stop", label: "loop guard stopped " },
   budget_stop: { cls: "budget-stop", label: "budget stop for " },
+  model_anomaly: { cls: "model-anomaly", label: "model anomaly for " },
 };
 
 function drawFailure(f) {
@@ -134,7 +147,23 @@ function drawFailure(f) {
     h("time", { text: clock(f.at) }), " ",
     look.label,
     h("b", { text: f.owner }), `: ${snip(f.reason, MAX_ALERT_TEXT)}`,
-    e ? h("a", { class: "open", href: `#c=${encodeURIComponent(e.conv)}`, text: ` open ${convTitle(S.convs.get(e.conv))}` }) : null);
+    e ? h("a", { class: "open", href: `#c=${encodeURIComponent(e.conv)}`, text: ` open ${convTitle(S.convs.get(e.conv))}` }) : null,
+    redriveButton(f));
+}
+
+// A retryable dead letter, on a console that may act: a button that delivers it again (POST api/redrive).
+function redriveButton(f) {
+  if (f.kind !== "dead_letter" || !f.reason.startsWith("retryable: ") || S.info.read_only !== false) return null;
+  if (S.redriven.has(f.id)) return h("span", { class: "redriven", text: ` ${S.redriven.get(f.id)}` });
+  const button = h("button", { class: "redrive", type: "button", text: "retry" });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const r = await fetch("api/redrive", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ record_id: f.id }) });
+    if (r.ok) S.redriven.set(f.id, "redriven");
+    button.replaceWith(h("span", { class: "redriven", text: r.ok ? " redriven" : " not redriven" }));
+  });
+  return button;
 }
 
 function drawFailures() {
@@ -175,15 +204,17 @@ export function drawSide() {
   $("groups").replaceChildren(...(groups.length ? groups : [none()]));
   $("directs").replaceChildren(...(directs.length ? directs : [none()]));
   const agents = [...S.agents.values()].map((a) => sideItem(`#a=${encodeURIComponent(a.aid)}`, v.type === "agent" && v.aid === a.aid,
-    a.aid, a.role === "inbox" ? "inbox" : a.mode, 0, `role-${a.role}`));
+    a.aid, a.role === "inbox" ? "inbox" : S.busy.has(a.aid) ? (S.busy.get(a.aid).waiting_for ? `waiting: ${S.busy.get(a.aid).waiting_for}` : "busy") : a.mode,
+    0, `role-${a.role}`));
   $("agents").replaceChildren(...(agents.length ? agents : [none()]));
   const count = (kind) => S.failures.filter((f) => f.kind === kind).length;
   const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
   const dead = count("dead_letter"), loops = count("loop_stop"), budgets = count("budget_stop");
+  const anomalies = count("model_anomaly");
   const link = $("failures-link");
   // Budget stops are named only when there are some, so the usual line stays short.
   link.textContent = S.failures.length
-    ? `${plural(dead, "dead letter")} · ${plural(loops, "loop stop")}${budgets ? ` · ${plural(budgets, "budget stop")}` : ""}`
+    ? `${plural(dead, "dead letter")} · ${plural(loops, "loop stop")}${budgets ? ` · ${plural(budgets, "budget stop")}` : ""}${anomalies ? ` · ${anomalies} model ${anomalies === 1 ? "anomaly" : "anomalies"}` : ""}`
     : "none";
   link.className = `item${S.failures.length ? " has-failures" : ""}${v.type === "failures" ? " active" : ""}`;
 }
