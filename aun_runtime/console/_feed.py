@@ -29,7 +29,7 @@ from dataclasses import asdict
 
 from .._archive import AgentEntry, Archive, ArchiveRow
 from .._errors import StorageSessionLostError, StorageUnavailableError
-from .._storage import is_missing_table
+from .._storage import is_missing_table, is_postgres_url
 from .._waiting import wait_set
 from ..agentmd import AgentMDError, parse_agent_md
 
@@ -189,7 +189,13 @@ class ArchiveFeed:
         if self.archive is None:
             try:
                 self.archive = self._opener()
-            except (FileNotFoundError, StorageUnavailableError) as exc:  # no file, or no server, yet
+            except StorageUnavailableError as exc:
+                if exc.value is not None and not is_postgres_url(exc.value):  # a file that is no archive: keep looking
+                    self._set_state("error", f"{exc.value} cannot be read as an archive: {exc}")
+                else:  # no server yet
+                    self._set_state("waiting", str(exc))
+                return None
+            except FileNotFoundError as exc:  # no file yet
                 self._set_state("waiting", str(exc))
                 return None
         return self.archive
