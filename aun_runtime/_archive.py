@@ -85,7 +85,7 @@ from protocols.aun import AUNMessage
 
 from ._archive_writer import ArchiveWriter
 from ._schema_marker import claim_schema, is_marked
-from ._storage import Storage, is_missing_table, open_storage
+from ._storage import Storage, check_sqlite_tables, is_missing_table, open_storage
 
 __all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "MessageRow", "PendingRecord", "RecordKind"]
 
@@ -232,6 +232,7 @@ SCHEMA_LOCK = 0x41554E0002
 def create_tables(storage: Storage, sqlite_schema: str, postgres_schema: str) -> None:
     """Create tables (if missing) in either database; on PostgreSQL, one creator at a time."""
     if storage.kind == "sqlite":
+        check_sqlite_tables(storage, sqlite_schema, storage.location)  # a file whose tables are not ours: refused
         storage.script(sqlite_schema)
         return
     with storage.transaction():
@@ -402,7 +403,7 @@ class Archive:
             raise ValueError("batch_size must be at least 1")
         self.path = str(path)
         self.read_only = read_only
-        db = open_storage(self.path, read_only=read_only)
+        db = open_storage(self.path, read_only=read_only, tables=_SCHEMA)
         self._row_block_end = 0  # PostgreSQL: the end of this archive's block of message row numbers
         try:
             if read_only:

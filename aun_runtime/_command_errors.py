@@ -39,7 +39,12 @@ _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)(?P<p
 
 
 def shown_line(text: str) -> str:
-    """`text` as one line, with the password of any URL in it shown as `***`."""
+    """`text` as one line, with the password of any URL in it shown as `***`.
+
+    Example:
+        >>> shown_line("cannot open postgresql://app:hunter2@db:5432/aun:\\n  connection refused")
+        'cannot open postgresql://app:***@db:5432/aun: connection refused'
+    """
     line = " ".join(part.strip() for part in text.splitlines() if part.strip())
     return _URL_PASSWORD.sub(lambda match: f"{match['head']}***@", line)
 

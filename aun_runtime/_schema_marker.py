@@ -17,6 +17,12 @@ version it reads, or refused); a database without it that already holds a table,
 index by one of the names the runtime would create is refused with a
 [`StorageUnavailableError`][aun_runtime.StorageUnavailableError], before anything is created or
 changed. A reader (`console`, `transcript`) looks the same way, and never writes the mark.
+
+An SQLite file is the runtime's own file on one machine, and many were made before the mark
+existed: it carries no mark. Instead, before anything is created in it (and before a reader reads
+it), each table it already holds by one of the runtime's names must have the columns the runtime
+gives that table (`aun_runtime._storage.check_sqlite_tables`); another application's `messages` is
+refused, untouched.
 """
 
 from __future__ import annotations
@@ -113,3 +119,4 @@ def is_marked(storage: Storage, schema: str) -> bool:
         return False
     _check_version(storage, version)
     return True
+

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -45,6 +45,7 @@ __all__ = [
     "ScopedSQL",
     "Storage",
     "StorageKind",
+    "check_sqlite_tables",
     "is_missing_table",
     "is_postgres_url",
     "open_storage",
@@ -131,9 +132,13 @@ class SQLiteStorage:
     Args:
         path: the file (created with its directory if missing), or `":memory:"`.
         read_only: open an existing file without ever writing to it.
+        tables: the table definitions its user keeps there: a file whose tables by those names lack
+            their columns (another application's) is refused before anything is written to it.
 
     Raises:
         FileNotFoundError: `read_only` and there is no file at `path`.
+        StorageUnavailableError: `path` is no regular file (a directory, a device), or no SQLite
+            database, or cannot be made; nothing is written to it.
 
     Example:
         >>> storage = SQLiteStorage(":memory:")
@@ -147,8 +152,9 @@ class SQLiteStorage:
 
     kind: StorageKind = "sqlite"
 
-    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False, tables: str | None = None) -> None:
         self.location = str(path)
+        self._tables = tables
         if read_only:
             file = Path(self.location)
             if self.location == ":memory:" or not file.is_file():
@@ -156,20 +162,61 @@ class SQLiteStorage:
                     f"no archive file at {self.location}: a runtime creates it with AUNRuntime(archive=path)"
                 )
             # mode=ro: SQLite itself refuses every write, so a reader never disturbs the writer's file.
-            self.db = sqlite3.connect(
+            self.db = self._opened(lambda: sqlite3.connect(
                 f"{file.resolve().as_uri()}?mode=ro",
                 uri=True,
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=SQLITE_BUSY_TIMEOUT,
-            )
+            ), "PRAGMA schema_version")  # fmt: skip
             return
         if self.location != ":memory:":
-            Path(self.location).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(
+            self._refuse_unless_file()
+        self.db = self._opened(lambda: sqlite3.connect(
             self.location, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT
-        )
-        open_wal(self.db)
+        ), "PRAGMA schema_version")  # fmt: skip
+        open_wal(self.db)  # only now: a file refused above is left as it was
+
+    def _refuse_unless_file(self) -> None:
+        """A path that is there must be a regular file; else its directory is made (nothing else is)."""
+        path = Path(self.location)
+        try:
+            if path.exists() and not path.is_file():
+                raise StorageUnavailableError(
+                    f"{self.location} is no regular file (a directory or a device): give the path of an SQLite file"
+                    " (made if missing)",
+                    value=self.location,
+                )
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailableError(
+                f"cannot make an SQLite file at {self.location}: {exc}", value=self.location
+            ) from None
+
+    def _opened(self, connect: Callable[[], sqlite3.Connection], first: str) -> sqlite3.Connection:
+        """The connection, after its `first` statement (which reads the file's header, so a file that
+        is no SQLite database is refused before anything is written to it)."""
+        try:
+            db = connect()
+        except sqlite3.Error as exc:
+            raise StorageUnavailableError(f"cannot open {self.location}: {exc}", value=self.location) from None
+        try:
+            db.execute(first)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            if isinstance(exc, sqlite3.OperationalError):  # busy, or the disk: not the file's fault
+                raise
+            raise StorageUnavailableError(
+                f"{self.location} is no SQLite database ({exc}): give the path of an archive file (made if missing)",
+                value=self.location,
+            ) from None
+        if self._tables is not None:
+            try:
+                check_sqlite_tables(db, self._tables, self.location)
+            except BaseException:
+                db.close()
+                raise
+        return db
 
     def execute(self, sql: str, args: Sequence[object] = ()) -> None:
         self.db.execute(sql, args)
@@ -232,6 +279,38 @@ class ScopedSQL:
         return [(*self.args, *row) for row in rows]
 
 
+def check_sqlite_tables(db: sqlite3.Connection | Storage, schema: str, location: str) -> None:
+    """Before the statements of `schema` create anything in an SQLite file (or a reader reads it):
+    refuse a file whose tables by those names lack the columns `schema` gives them. An SQLite file
+    carries no mark of its own (many were made before PostgreSQL's, `aun_runtime._schema_marker`):
+    the columns are what tell the runtime's tables from another application's.
+
+    Raises:
+        StorageUnavailableError: such a table is there (another application's file, given by mistake).
+    """
+
+    def rows(sql: str, on: sqlite3.Connection | Storage) -> list[Row]:
+        return on.execute(sql).fetchall() if isinstance(on, sqlite3.Connection) else on.fetch(sql)
+
+    def columns(table: str, on: sqlite3.Connection | Storage) -> set[str]:
+        return {str(row[1]) for row in rows(f"PRAGMA table_info({table})", on)}
+
+    expected = sqlite3.connect(":memory:")
+    try:
+        expected.executescript(schema)
+        tables = [str(row[0]) for row in rows("SELECT name FROM sqlite_master WHERE type = 'table'", expected)]
+        present = {str(row[0]) for row in rows("SELECT name FROM sqlite_master WHERE type = 'table'", db)}
+        foreign = [table for table in tables if table in present and not columns(table, expected) <= columns(table, db)]
+    finally:
+        expected.close()
+    if foreign:
+        raise StorageUnavailableError(
+            f"the SQLite file {location} holds {', '.join(foreign)}, not made by aun-runtime (other columns):"
+            " nothing was changed; give the runtime a file of its own",
+            value=location,
+        )
+
+
 def is_missing_table(error: BaseException) -> bool:
     """Whether `error` says a table does not exist (yet): a reader ahead of the writer that makes it."""
     if isinstance(error, sqlite3.OperationalError):
@@ -239,8 +318,9 @@ def is_missing_table(error: BaseException) -> bool:
     return type(error).__name__ == "UndefinedTableError"  # asyncpg's, for PostgreSQL's 42P01
 
 
-def open_storage(location: str | Path, *, read_only: bool = False) -> Storage:
-    """The storage at `location`: a PostgreSQL server for a `postgresql://` URL, else an SQLite file.
+def open_storage(location: str | Path, *, read_only: bool = False, tables: str | None = None) -> Storage:
+    """The storage at `location`: a PostgreSQL server for a `postgresql://` URL, else an SQLite file
+    (checked against the SQLite `tables` its user keeps there, see `SQLiteStorage`).
 
     Raises:
         FileNotFoundError: `read_only` and there is no SQLite file at `location`.
@@ -250,4 +330,4 @@ def open_storage(location: str | Path, *, read_only: bool = False) -> Storage:
         from ._postgres_storage import PostgresStorage
 
         return PostgresStorage(str(location), read_only=read_only)
-    return SQLiteStorage(location, read_only=read_only)
+    return SQLiteStorage(location, read_only=read_only, tables=tables)

@@ -31,7 +31,7 @@ from dataclasses import asdict
 from .._archive import AgentEntry, Archive, ArchiveRow
 from .._errors import StorageUnavailableError
 from .._reconnect import Reconnection, is_connection_lost
-from .._storage import is_missing_table
+from .._storage import is_missing_table, is_postgres_url
 from .._waiting import wait_set
 from ..agentmd import AgentMDError, parse_agent_md
 
@@ -193,9 +193,15 @@ class ArchiveFeed:
                 return None
             try:
                 self.archive = self._opener()
-            except (FileNotFoundError, StorageUnavailableError) as exc:  # no file, or no server, yet
-                if self._reconnection.down_since is not None:
+            except StorageUnavailableError as exc:
+                if exc.value is not None and not is_postgres_url(exc.value):  # a file that is no archive: keep looking
+                    self._set_state("error", f"{exc.value} cannot be read as an archive: {exc}")
+                    return None
+                if self._reconnection.down_since is not None:  # no server, yet or still
                     self._reconnection.lost(exc)  # still away: wait longer before the next attempt
+                self._set_state("waiting", str(exc))
+                return None
+            except FileNotFoundError as exc:  # no file yet
                 self._set_state("waiting", str(exc))
                 return None
             self._reconnection.what = self.archive.shown

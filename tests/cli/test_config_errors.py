@@ -8,8 +8,10 @@ password case one of this module's own that asks for passwords), real files, FIF
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -209,6 +211,28 @@ def test_a_reader_never_creates_an_sqlite_archive(tmp_path: Path) -> None:
     for command in (["transcript"], ["transcript", "--follow"]):
         _refused(_command(*command, "--archive", str(missing)), said=f"no archive file at {missing}")
     assert not missing.parent.exists()
+
+
+def test_an_sqlite_archive_that_is_no_file_of_ours_is_refused_untouched(tmp_path: Path) -> None:
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    foreign = tmp_path / "other-app.sqlite"
+    with contextlib.closing(sqlite3.connect(foreign)) as db:
+        db.execute("CREATE TABLE messages (x INTEGER)")
+        db.execute("INSERT INTO messages VALUES (7)")
+        db.commit()
+    before = foreign.read_bytes()
+    cases = [(directory, "is no regular file"), (Path("/dev/full"), "is no regular file"),
+             (text, "is no SQLite database"), (foreign, "holds messages, not made by aun-runtime")]
+    for path, said in cases:
+        line = _refused(_command("run", "agents.demo:app", "--until-idle", "--archive", str(path)), said=said)
+        assert line.startswith("error: --archive: ")
+    for path, said in cases[2:]:
+        _refused(_command("transcript", "--archive", str(path)), said=said)
+    assert text.read_text() == "not a database" and foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory", "notes.txt", "other-app.sqlite"]  # no -wal
 
 
 def test_gateway_data_that_is_no_directory_is_one_line(tmp_path: Path) -> None:
