@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["RuntimeStats"]
 
@@ -20,3 +20,5 @@ class RuntimeStats:
     budget_stops: int = 0
     #: Dead letters whose handler ran past its handler timeout (counted in ``dead_letters`` too).
     handler_timeouts: int = 0
+    #: Dead letters by the kind of error that made them (its class name), for `/metrics`.
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)

@@ -28,10 +28,12 @@ import asyncio
 import enum
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from ._errors import HandlerTimeoutError, RuntimeStoppedError
+from ._histogram import DurationHistogram
 
 if TYPE_CHECKING:
     from protocols.aun import AUNMessage
@@ -114,6 +116,8 @@ class TurnWatch:
         self._released: asyncio.Event | None = None  # set once held messages are to fail
         #: True while the runtime stops: no new turn begins.
         self.closing = False
+        #: How long turns take, once something reads it (`/metrics`); None: not measured.
+        self.durations: DurationHistogram | None = None
 
     # -- one turn ------------------------------------------------------------------------------
 
@@ -141,6 +145,8 @@ class TurnWatch:
 
     def end(self, turn: Turn) -> None:
         """The turn is over (returned, raised, or cut off)."""
+        if self.durations is not None:
+            self.durations.observe(time.monotonic() - turn.started)  # loop.time() is the monotonic clock
         if turn.outer is None:
             self._turns.pop(turn.task, None)
         else:

@@ -30,10 +30,15 @@ from importlib.metadata import EntryPoint, entry_points
 
 from ._app import App, AppRun, load_app
 from ._archive import Archive
+from ._env_options import CommandParser
 from ._errors import StorageUnavailableError
 from ._follow import TranscriptFollower, follow_archive
+from ._logs import LOG_FORMATS, configure_logging
+from ._metrics import ModelMetrics, RuntimeMetrics
+from ._probes import Readiness, add_http_option, serving_probes
 from ._runtime import AUNRuntime
 from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
+from ._storage_wait import open_when_available
 from ._transcript import ArchiveRoles, archive_counts
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
@@ -85,17 +90,41 @@ def _never_stopped() -> StopRequest:
 
 
 async def serve_app(
-    stop: StopRequest, app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False
+    stop: StopRequest, app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False,
+    probe_args: argparse.Namespace | None = None, connect_timeout: float | None = None,
 ) -> int:
     """`aun-runtime run`: run `app`, printing the transcript as it grows, until SIGINT/SIGTERM,
-    for `seconds`, or (`until_idle`) until everything it set off has settled; the exit code."""
-    runtime = AUNRuntime(archive=archive)
+    for `seconds`, or (`until_idle`) until everything it set off has settled; the exit code.
+    `probe_args.http`: serve the probes there; `connect_timeout`: how long to wait for the
+    archive's database (None: do not wait)."""
+    readiness = Readiness()
+    waited_for: dict[str, str | None] = {"storage": "opening the archive"}
+    readiness.require("storage", lambda: waited_for["storage"])
+    async with serving_probes(probe_args or argparse.Namespace(), readiness, [ModelMetrics()]) as probes:
+        done, runtime = await stop.unless_stopped(open_when_available(
+            lambda: AUNRuntime(archive=archive), connect_timeout, lambda why: waited_for.__setitem__("storage", why)
+        ))
+        if not done or runtime is None:
+            return stop.exit_code(failed=False)
+        if probes is not None:
+            probes.add(RuntimeMetrics(runtime))
+        return await _served(stop, app, runtime, archive, readiness, seconds=seconds, until_idle=until_idle)
+
+
+async def _served(
+    stop: StopRequest, app: App, runtime: AUNRuntime, archive: str, readiness: Readiness,
+    *, seconds: float | None, until_idle: bool,
+) -> int:
     follower = TranscriptFollower(is_agent=ArchiveRoles(runtime.archive))
     await runtime.start()
     follow = asyncio.create_task(follow_archive(runtime.archive, follower))
     run = AppRun(app, runtime)
+    registered = False
+    readiness.require("agents", lambda: None if registered else "the app is registering its agents")
+    readiness.started()
     try:
         if await run.setup(stop):
+            registered = True
             if until_idle:
                 await stop.unless_stopped(runtime.stop_when_idle())
             else:
@@ -236,7 +265,10 @@ def _run_app(args: argparse.Namespace) -> int:
         return _serve_console(app, args)
     serving = args.seconds is None and not args.until_idle
     return run_command(
-        lambda stop: serve_app(stop, app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle),
+        lambda stop: serve_app(
+            stop, app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle,
+            probe_args=args, connect_timeout=args.connect_timeout,
+        ),
         serving=serving,
     )
 
@@ -250,8 +282,12 @@ def _serve_console(app: App, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from .console._cli import add_console_command, add_console_options
 
-    parser = argparse.ArgumentParser(prog="aun-runtime", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="aun-runtime", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", metavar="FORMAT",
+        help="text (the default): one line per record, with its time; json: one JSON object per line",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")
     demo.add_argument(
@@ -291,6 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--archive", default=":memory:",
         help="SQLite file, or postgresql://... database several machines share, for the archive (default: in memory)",
     )
+    run.add_argument(
+        "--connect-timeout", type=float, default=30.0,
+        help="seconds to wait for the archive's database at start (a postgresql:// archive)",
+    )
     add_network_options(run)
     add_console_options(demo)
     add_console_options(run)
@@ -314,11 +354,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_console_command(commands)
     add_gateway_parser(commands)
     add_distributed_commands(commands)
+    for serving in ("run", "worker", "host", "gateway"):  # the console serves the probes on its own port
+        add_http_option(commands.choices[serving])
+    try:
+        parser.environment_defaults()
+    except SystemExit as exc:  # a variable its option refuses: one line, as a bad option
+        parser.exit(ExitCode.USAGE, f"{exc.code}\n")
     args = parser.parse_args(argv)
 
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(logging.INFO if args.verbose else logging.WARNING, args.log_format)
     # Every subcommand names its own entry point: one way to dispatch.
     try:
         code = int(args.run(args))

@@ -25,6 +25,8 @@ pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
 #: Test files that take seconds (about 5 s or more each on a quiet two-core machine), longest first.
 SLOW_FILES = (
     "tests/network/test_many_aids.py",
+    "tests/distributed/test_operating_cli.py",
+    "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_cluster.py",
     "tests/notebooks/test_notebooks_always_answering.py",

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._env_options import CommandParser
+from .._probes import Readiness, add_http_option, serving_probes
 from .._stopping import ExitCode, StopRequest, run_command
 from ._errors import GatewayStartError
 from ._limits import GatewayLimits
@@ -70,12 +72,19 @@ async def serve(stop: StopRequest, args: argparse.Namespace) -> int:
         if args.rate is None
         else GatewayLimits(rate_per_second=args.rate, rate_burst=max(1, int(args.rate * 2)))
     )
-    async with GatewayServer(
-        args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits
-    ) as server:
+    readiness = Readiness()
+    serving = False
+    readiness.require("gateway", lambda: None if serving else "the gateway is not serving")
+    async with (
+        serving_probes(args, readiness),
+        GatewayServer(args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits) as server,
+    ):
+        serving = True
+        readiness.started()
         info = server.describe()
         print(json.dumps(info) if args.json else _describe(info), flush=True)
         await stop.wait()
+        serving = False
     return stop.exit_code(failed=False)
 
 
@@ -89,9 +98,8 @@ def run_gateway(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m aun_runtime.gateway`: the same command without the `aun-runtime` prefix."""
-    parser = argparse.ArgumentParser(
-        prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0]
-    )
+    parser = CommandParser(prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command")
-    add_gateway_parser(commands)
+    add_http_option(add_gateway_parser(commands))
+    parser.environment_defaults()
     return run_gateway(parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)]))

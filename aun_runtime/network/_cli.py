@@ -21,11 +21,14 @@ from urllib.parse import urlsplit
 from aun_runtime import AUNRuntime
 
 from .._app import App, AppRun
+from .._metrics import ModelMetrics, RuntimeMetrics
+from .._probes import Readiness, serving_probes
 from .._stopping import STOP_GRACE, ExitCode, StopRequest, run_command
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._errors import GatewayAgentError
 from ._gateway_agent import GatewayAgent
+from ._link import LinkState
 
 __all__ = ["add_client_log_option", "add_network_options", "network_requested", "quiet_client_logs", "run_on_network"]
 
@@ -111,6 +114,25 @@ async def _serve(stop: StopRequest, app: App, args: argparse.Namespace, summary:
     domain = args.domain or await announced_issuer(config.gateway_url) or "local"
     runtime = AUNRuntime(archive=args.archive, domain=domain)
     gateway = GatewayAgent(runtime, config)
+    readiness = Readiness()
+    readiness.require("gateway", lambda: _not_connected(gateway))
+    async with serving_probes(args, readiness, [ModelMetrics(), RuntimeMetrics(runtime)]):
+        return await _served(stop, app, args, summary, runtime, gateway, readiness, domain, config)
+
+
+def _not_connected(gateway: GatewayAgent) -> str | None:
+    """What `/readyz` says while an exposed AID is not connected to the network (None: all are)."""
+    states = gateway.states()
+    if not states:
+        return "no AID on the network yet"
+    away = sorted(f"{aid} {state.value}" for aid, state in states.items() if state is not LinkState.CONNECTED)
+    return ", ".join(away) or None
+
+
+async def _served(
+    stop: StopRequest, app: App, args: argparse.Namespace, summary: Summary, runtime: AUNRuntime,
+    gateway: GatewayAgent, readiness: Readiness, domain: str, config: GatewayAgentConfig,
+) -> int:
     await runtime.start()
     watchers: list[asyncio.Task[None]] = []
     console: Any = None
@@ -129,6 +151,7 @@ async def _serve(stop: StopRequest, app: App, args: argparse.Namespace, summary:
         await gateway.start()
         if await run.setup(stop):  # else it raised (printed) or a signal came first: nothing to serve
             served = True
+            readiness.started()
             await gateway.expose_registered()
             _emit(args, "serving", domain=domain, exposed=gateway.exposed(), archive=args.archive,
                   outbox=str(config.outbox_path), waiting=gateway.stats.waiting)
