@@ -26,6 +26,7 @@ pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
 SLOW_FILES = (
     "tests/network/test_many_aids.py",
     "tests/distributed/test_operating_cli.py",
+    "tests/distributed/test_json_logs.py",
     "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_cluster.py",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 from agents.observer import ObserverAgent
-from aun_runtime import AUNRuntime
+from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
 from aun_runtime.models import model_client_from_env
 
 
@@ -13,3 +16,19 @@ async def model_team(runtime: AUNRuntime) -> None:
     await runtime.register_agent("observer.local", lambda: ObserverAgent(model, persona="You answer briefly."))
     inbox = await runtime.open_inbox("asker.local")
     await inbox.send("observer.local", "Is the service up?")
+
+
+class Logs(AUNAgent):
+    """Logs a line in each turn (the JSON line carries its AID, thread and message id)."""
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        logging.getLogger("team").warning("handling %s", message.text)
+
+
+async def logging_team(runtime: AUNRuntime) -> None:
+    """An agent that logs in its turn, a Python warning, and one message to it."""
+    warnings.warn("this app is deprecated", DeprecationWarning, stacklevel=1)
+    await runtime.register_agent("logs.local", Logs)
+    inbox = await runtime.open_inbox("asker.local")
+    await inbox.send("logs.local", "first")

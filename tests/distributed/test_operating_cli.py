@@ -110,3 +110,18 @@ async def test_the_host_answers_grpcs_standard_health_check() -> None:
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         await host.stop(grace=0)
+
+
+def test_a_worker_waits_for_its_database_alive_and_not_ready(procs: list[Process]) -> None:
+    closed = free_port()  # nothing listens there: the database is not up yet
+    worker = Process(["worker", "--http", "127.0.0.1:0"], env={
+        "AUN_APP": "tests.distributed.operating_apps:model_team",
+        "AUN_ARCHIVE": f"postgresql://aun@127.0.0.1:{closed}/aun", "AUN_NAME": "w1", "AUN_CONNECT_TIMEOUT": "60",
+    })
+    procs.append(worker)
+    url = probes_url(worker)
+    worker.wait_for_line(lambda s: "waiting up to 60 s for the database" in s)
+    assert get(f"{url}/healthz")[0] == 200
+    status, body = get(f"{url}/readyz")
+    assert status == 503 and "waiting for the database" in json.loads(body)["missing"]["storage"]
+    assert worker.proc.poll() is None  # it waits rather than exits
