@@ -2,12 +2,14 @@
 # What the test suite needs beyond the pip packages, from Debian's packages:
 #   chromium    the console's browser tests drive it (never a browser build of its own);
 #   postgresql  the tests start a throwaway PostgreSQL server of their own (initdb, pg_ctl);
+#   prometheus  a real Prometheus server scrapes the commands' /metrics in the operating tests;
 #   iproute2    the tests across network namespaces make them with `ip netns` (as root only:
 #               elsewhere those tests are reported as not run, with the reason).
 # As root the missing ones are installed with apt-get, in one go; otherwise this stops at once
 # with the one command to run.
 set -eu
 chromium="${AUN_CHROMIUM:-/usr/bin/chromium}"
+prometheus="${AUN_PROMETHEUS:-/usr/bin/prometheus}"
 root=false
 [ "$(id -u)" = 0 ] && root=true
 
@@ -25,6 +27,7 @@ has_postgres() {
 missing=""
 [ -x "$chromium" ] || missing="$missing chromium"
 has_postgres || missing="$missing postgresql"
+[ -x "$prometheus" ] || missing="$missing prometheus"
 if $root && ! command -v ip >/dev/null 2>&1; then
     missing="$missing iproute2"
 fi
@@ -40,13 +43,18 @@ if $root; then
         echo "error: apt-get installed chromium, but $chromium is still missing" >&2
         exit 1
     fi
+    if [ ! -x "$prometheus" ]; then
+        echo "error: apt-get installed prometheus, but $prometheus is still missing" >&2
+        exit 1
+    fi
     if ! has_postgres; then
         echo "error: apt-get installed postgresql, but no /usr/lib/postgresql/*/bin/initdb is there" >&2
         exit 1
     fi
 else
     echo "error: the tests need Debian's $missing (the console's browser tests drive chromium;" >&2
-    echo "the PostgreSQL tests start a throwaway server with postgresql's initdb and pg_ctl)." >&2
+    echo "the PostgreSQL tests start a throwaway server with postgresql's initdb and pg_ctl;" >&2
+    echo "the operating tests scrape the commands' metrics with prometheus)." >&2
     echo "Install once with:  sudo apt-get install -y $missing   then run make test again." >&2
     exit 1
 fi

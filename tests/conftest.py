@@ -27,6 +27,7 @@ SLOW_FILES = (
     "tests/network/test_many_aids.py",
     "tests/distributed/test_operating_cli.py",
     "tests/distributed/test_json_logs.py",
+    "tests/distributed/test_prometheus_scrape.py",
     "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_cluster.py",
