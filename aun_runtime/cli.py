@@ -35,6 +35,7 @@ from ._errors import StorageUnavailableError
 from ._follow import TranscriptFollower, follow_archive
 from ._logs import LOG_FORMATS, configure_logging
 from ._metrics import ModelMetrics, RuntimeMetrics
+from ._otel_environment import tracing_from_environment
 from ._probes import Readiness, add_http_option, serving_probes
 from ._runtime import AUNRuntime
 from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
@@ -101,9 +102,13 @@ async def serve_app(
     waited_for: dict[str, str | None] = {"storage": "opening the archive"}
     readiness.require("storage", lambda: waited_for["storage"])
     async with serving_probes(probe_args or argparse.Namespace(), readiness, [ModelMetrics()]) as probes:
-        done, runtime = await stop.unless_stopped(open_when_available(
-            lambda: AUNRuntime(archive=archive), connect_timeout, lambda why: waited_for.__setitem__("storage", why)
-        ))
+        try:
+            done, runtime = await stop.unless_stopped(open_when_available(
+                lambda: AUNRuntime(archive=archive), connect_timeout, lambda why: waited_for.__setitem__("storage", why)
+            ))
+        except StorageUnavailableError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            return ExitCode.FAILED
         if not done or runtime is None:
             return stop.exit_code(failed=False)
         if probes is not None:
@@ -364,7 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_logging(logging.INFO if args.verbose else logging.WARNING, args.log_format)
     # Every subcommand names its own entry point: one way to dispatch.
+    tracing = None
     try:
+        tracing = tracing_from_environment(args.command)
         code = int(args.run(args))
     except SystemExit as exc:
         if not isinstance(exc.code, str):
@@ -372,6 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A usage or configuration error that says what to do: its own exit code, as argparse's.
         print(exc.code, file=sys.stderr, flush=True)
         raise SystemExit(ExitCode.USAGE) from None
+    finally:
+        if tracing is not None:
+            tracing.close()  # the spans still in the batch leave now
     if argv is None:  # the command is the program: nothing the app left running may hold its exit
         bound_exit(code)
     return code

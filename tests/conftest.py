@@ -28,6 +28,7 @@ SLOW_FILES = (
     "tests/distributed/test_operating_cli.py",
     "tests/distributed/test_json_logs.py",
     "tests/distributed/test_prometheus_scrape.py",
+    "tests/distributed/test_otel_environment.py",
     "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_cluster.py",

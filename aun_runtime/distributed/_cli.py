@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from protocols.aun import ROUND_ROBIN
 
+from .._actor_tracing import tracing_provider
 from .._errors import StorageSessionLostError
 from .._metrics import ModelMetrics, RuntimeMetrics
 from .._probes import ProbeServer, Readiness, serving_probes
@@ -228,6 +229,7 @@ async def _serve_worker(
             args.host, archive=args.archive, name=args.name, tls=tls,
             connect_timeout=None if timeout is None else max(0.0, timeout - (time.monotonic() - started)),
             services=services, service_dir=args.service_ledger or args.service_dir,
+            tracer_provider=tracing_provider(None),  # the one the OTEL_* environment installed, if any
         )
 
     try:

@@ -5,7 +5,9 @@
 * [`ScriptedChatCompletionClient`][aun_runtime.models.ScriptedChatCompletionClient] answers with a function of the request: a deterministic
   stand-in model for tests and demos.
 * [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient] ([`metered`][aun_runtime.models.metered]) counts each call an agent makes against
-  its model budgets and refuses calls past them (see [`Budgets`][aun_runtime.Budgets]).
+  its model budgets and refuses calls past them (see [`Budgets`][aun_runtime.Budgets]), counts it
+  for `/metrics` and traces it as an OpenTelemetry GenAI span; [`tool_span`][aun_runtime.models.tool_span]
+  traces a local tool call the same way.
 * [`ModelConfig`][aun_runtime.models.ModelConfig] / [`model_client_from_env`][aun_runtime.models.model_client_from_env] pick the source from environment variables:
   an OpenAI-compatible server (vLLM, Ollama, a hosted API; the `openai` extra) when `AUN_MODEL` is
   set, else the cassette, offline.
@@ -25,6 +27,7 @@ from ._config import (
 )
 from ._errors import CassetteFileError, CassetteMissError, ModelConfigError
 from ._metered import MeteredChatCompletionClient, metered
+from ._model_spans import tool_span
 from ._offline import OfflineChatCompletionClient
 from ._request import ModelRequest, canonical_json
 from ._scripted import Answer, Responder, ScriptedChatCompletionClient, function_calls
@@ -53,4 +56,5 @@ __all__ = [
     "metered",
     "model_client_from_env",
     "resolve_model",
+    "tool_span",
 ]

@@ -28,11 +28,13 @@ from autogen_core.models import (
     RequestUsage,
 )
 from autogen_core.tools import Tool, ToolSchema
+from opentelemetry.trace import Span
 
 from .._acting import ACTING, INBOUND, Actor
 from .._budgets import ModelCall
 from .._errors import ModelBudgetExceeded
 from ._call_stats import MODEL_CALLS, model_name
+from ._model_spans import end_model_span, start_model_span
 from ._request import JsonOutput, ToolChoice
 
 __all__ = ["MeteredChatCompletionClient", "metered"]
@@ -56,16 +58,17 @@ class MeteredChatCompletionClient(ChatCompletionClient):
         #: The model's name, as `/metrics` and the model-call spans show it.
         self.model = model_name(inner)
 
-    def _open(self) -> tuple[tuple[Actor, str | None, ModelCall] | None, float]:
-        """Begin a call: its meter (a refusal is counted, then raised) and its start time."""
+    def _open(self) -> tuple[tuple[Actor, str | None, ModelCall] | None, float, Span]:
+        """Begin a call: its meter (a refusal is counted, then raised), its start time and its span."""
         try:
             meter = self._begin()
         except ModelBudgetExceeded:
             MODEL_CALLS.record(self.model, "refused", None)
             raise
-        return meter, time.monotonic()
+        return meter, time.monotonic(), start_model_span(self.model)
 
-    def _close(self, started: float, usage: RequestUsage | None, error: BaseException | None) -> None:
+    def _close(self, started: float, span: Span, usage: RequestUsage | None, error: BaseException | None) -> None:
+        end_model_span(span, usage, error)
         if error is None or isinstance(error, GeneratorExit):  # a stream its reader stopped early still answered
             outcome = "ok"
         else:
@@ -104,7 +107,7 @@ class MeteredChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        meter, started = self._open()
+        meter, started, span = self._open()
         try:
             result = await self.inner.create(
                 messages,
@@ -115,10 +118,10 @@ class MeteredChatCompletionClient(ChatCompletionClient):
                 cancellation_token=cancellation_token,
             )
         except BaseException as exc:
-            self._close(started, None, exc)
+            self._close(started, span, None, exc)
             raise
         self._end(meter, result.usage)
-        self._close(started, result.usage, None)
+        self._close(started, span, result.usage, None)
         return result
 
     async def create_stream(
@@ -131,7 +134,7 @@ class MeteredChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncGenerator[str | CreateResult, None]:
-        meter, started = self._open()
+        meter, started, span = self._open()
         failure: BaseException | None = None
         stream = self.inner.create_stream(
             messages,
@@ -155,7 +158,7 @@ class MeteredChatCompletionClient(ChatCompletionClient):
             # a client reports usage only with its last item, so an early stop counts the call only.
             await stream.aclose()
             self._end(meter, usage)
-            self._close(started, usage, failure)
+            self._close(started, span, usage, failure)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -32,3 +32,25 @@ async def logging_team(runtime: AUNRuntime) -> None:
     await runtime.register_agent("logs.local", Logs)
     inbox = await runtime.open_inbox("asker.local")
     await inbox.send("logs.local", "first")
+
+
+class Relay(AUNAgent):
+    """Passes what an inbox asks on to the observer on the other worker; keeps the answer."""
+
+    @event
+    async def on_text(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if message.from_aid == "asker.local":
+            await self.send("observer.local", message.text or "")
+
+
+async def asking_side(runtime: AUNRuntime) -> None:
+    """One worker of two: a relay, and an inbox that asks it once the other worker holds the observer."""
+    await runtime.register_agent("relay.local", Relay)
+    inbox = await runtime.open_inbox("asker.local")
+    await inbox.send("relay.local", "Is the service up?")
+
+
+async def model_side(runtime: AUNRuntime) -> None:
+    """The other worker: the observer on the configured model."""
+    model = model_client_from_env()
+    await runtime.register_agent("observer.local", lambda: ObserverAgent(model, persona="You answer briefly."))
