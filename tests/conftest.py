@@ -29,6 +29,7 @@ SLOW_FILES = (
     "tests/distributed/test_json_logs.py",
     "tests/distributed/test_prometheus_scrape.py",
     "tests/distributed/test_otel_environment.py",
+    "tests/distributed/test_deploy_topology.py",
     "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_cluster.py",
