@@ -263,11 +263,14 @@ def _run_app(args: argparse.Namespace) -> int:
     if (args.seconds is not None or args.until_idle) and (args.console or network_requested(args)):
         raise SystemExit("error: --for and --until-idle are for a plain run; with --console or a gateway, "
                          "run serves until Ctrl-C")
+    if args.json and not network_requested(args):
+        raise SystemExit("error: --json prints the gateway agent's lifecycle events as JSON lines, so it needs "
+                         "--gateway-url (or AUN_GATEWAY_URL); without a gateway, run prints its transcript")
     app = load_app(args.app)
     if network_requested(args):
         return run_on_network(app, args, print_summary)
     if args.console:
-        return _serve_console(app, args)
+        return _serve_console(app, args, live=True)
     serving = args.seconds is None and not args.until_idle
     return run_command(
         lambda stop: serve_app(
@@ -278,10 +281,13 @@ def _run_app(args: argparse.Namespace) -> int:
     )
 
 
-def _serve_console(app: App, args: argparse.Namespace) -> int:
+def _serve_console(app: App, args: argparse.Namespace, *, live: bool = False) -> int:
+    """Serve `app` with the console; `live` (`run`): print the transcript as it grows, as `run`
+    does, and only the counters once it has settled; else (`demo`) the transcript then."""
     from .console._cli import run_app_with_console
 
-    return run_command(lambda stop: run_app_with_console(stop, app, args, print_summary), serving=True)
+    summary = print_counters if live else print_summary
+    return run_command(lambda stop: run_app_with_console(stop, app, args, summary, live=live), serving=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,7 +58,8 @@ def add_network_options(parser: argparse.ArgumentParser) -> None:
         help="the runtime's AID domain (default: the issuer the gateway announces, else 'local')",
     )
     group.add_argument("--plaintext", action="store_true", help="send direct and group messages without end-to-end encryption")
-    group.add_argument("--json", action="store_true", help="print lifecycle events as JSON lines")
+    group.add_argument("--json", action="store_true",
+                       help="print the gateway agent's lifecycle events as JSON lines instead of the transcript (needs --gateway-url)")
     add_client_log_option(group)
 
 
