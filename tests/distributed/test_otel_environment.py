@@ -99,3 +99,30 @@ def test_one_trace_per_thread_across_two_workers(procs: list[Process], tmp_path:
             "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3,
         }
         assert thread in {s["attributes"]["aun.message_id"] for s in seen}  # the question began the thread
+
+
+def test_run_traces_tool_calls_and_model_calls_inside_their_turns(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    with otlp_receiver() as (endpoint, spans):
+        done = subprocess.run(
+            [sys.executable, "-m", "aun_runtime", "run", "agents.demo:app", "--until-idle"], cwd=ROOT,
+            env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "demo"},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, done.stderr  # the spans left in the batch are exported as it ends
+        by_id = {span["id"]: span for span in spans}
+        tools = [span for span in spans if span["name"] == "execute_tool calculate"]
+        assert tools  # the helper's calculator, once per sum
+        tool = tools[0]
+        named = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "calculate"}
+        assert all(t["attributes"].items() >= named.items() for t in tools)
+        failed = [t["attributes"] for t in tools if "error.type" in t["attributes"]]
+        assert len(failed) < len(tools), failed
+        turn = by_id[tool["parent"]]
+        assert turn["name"] == "aun turn helper.local" and turn["trace"] == tool["trace"]
+        calls = [span for span in spans if span["name"].startswith("chat ") and span["parent"] == turn["id"]]
+        assert calls and all(c["attributes"]["gen_ai.operation.name"] == "chat" for c in calls)
+        assert {span["service"] for span in spans} == {"demo"}
