@@ -6,7 +6,8 @@ case, `-` as `_`): `AUN_HOST`, `AUN_APP`, `AUN_ARCHIVE`, `AUN_NAME`, `AUN_CONNEC
 An option given on the command line wins over its variable. A switch (`--until-idle`) is on for
 `1`, `true`, `yes` or `on` and off for `0`, `false`, `no`, `off` or empty; an option given
 several times (`--service`, `--expose`) takes a comma-separated list; the positional application
-of `run` is `AUN_APP`. Each option's `--help` names its variable.
+of `run` is `AUN_APP`; a variable set to nothing counts as unset. Each option's `--help` names its
+variable.
 
 It is applied once, where the parser is built (`CommandParser.environment_defaults`), so no command spells out
 its own variables. A value the option would refuse (not a number, not one of its choices) is
@@ -66,6 +67,8 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def _take_default(action: argparse.Action, variable: str, text: str) -> None:
+    if not text.strip():
+        return  # set and empty: as if unset (a compose file's `AUN_NAME=` with no value)
     if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
         value = text.strip().lower()
         if value not in _TRUE | _FALSE:
@@ -80,6 +83,8 @@ def _take_default(action: argparse.Action, variable: str, text: str) -> None:
             action.default = action.type(text) if callable(action.type) else text
         except (TypeError, ValueError):
             raise SystemExit(f"error: {variable}={text!r} is not a valid value for {action.option_strings[0]}") from None
+    if isinstance(action.default, str) and action.choices is not None and action.default.lower() in action.choices:
+        action.default = action.default.lower()  # JSON or json, as a person writes it
     if action.choices is not None and action.default not in action.choices and not isinstance(action.default, list):
         choices = ", ".join(map(str, action.choices))
         raise SystemExit(f"error: {variable}={text!r}: choose one of {choices}")

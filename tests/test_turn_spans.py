@@ -43,3 +43,20 @@ async def test_a_thread_is_one_trace_of_turns_each_a_child_of_the_sending_turn()
         assert child.parent is not None and child.parent.span_id == parent.context.span_id
     assert all(s.attributes is not None and s.attributes["aun.thread_id"] == first.message_id for s in turns)
     assert turns[1].attributes is not None and turns[1].attributes["aun.from_aid"] == "ping.local"
+    assert all(s.attributes is not None and "aun.group_id" not in s.attributes for s in turns)
+
+
+async def test_a_group_message_names_its_group() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runtime = AUNRuntime()
+    runtime.turns.spans = TurnSpans(provider.get_tracer("test"))
+    async with runtime:
+        await runtime.register_agent("ping.local", Ping)
+        await runtime.create_group("room", ["ping.local", "app.local"])
+        await runtime.group_send("room", "hello all")
+        await runtime.settle()
+    [turn] = [s for s in exporter.get_finished_spans() if s.name == "aun turn ping.local" and s.attributes
+              and s.attributes.get("aun.group_id") == "room"]
+    assert turn.attributes is not None and turn.attributes["aun.from_aid"] == "app.local"

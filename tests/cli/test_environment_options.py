@@ -75,3 +75,8 @@ def test_help_names_each_variable() -> None:
     text = " ".join(done.stdout.split())
     for variable in ("AUN_HOST", "AUN_APP", "AUN_ARCHIVE", "AUN_NAME", "AUN_CONNECT_TIMEOUT", "AUN_HTTP"):
         assert f"[env {variable}]" in text
+
+
+def test_an_empty_variable_is_unset_and_a_choice_is_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = parsed(["worker"], monkeypatch, AUN_APP="x:y", AUN_NAME="", AUN_LOG_FORMAT="JSON", AUN_CONNECT_TIMEOUT="")
+    assert (vars(args)["name"], vars(args)["log_format"], vars(args)["connect_timeout"]) == (None, "json", 30.0)
