@@ -242,7 +242,12 @@ async def _serve_worker(
             return stop.exit_code(failed=False)
         core = cast(WorkerRuntime, runtime.core)
         readiness.require("host", lambda: None if core.stats.connected else f"not linked to the host at {args.host}")
-        await runtime.start()
+        linked, _ = await stop.unless_stopped(runtime.start())
+        if not linked:  # stopped while it waited for its host: nothing was registered yet
+            with contextlib.suppress(Exception):
+                await core.stop()
+            runtime.archive.close()
+            return stop.exit_code(failed=False)
     except Exception as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.FAILED

@@ -125,3 +125,15 @@ def test_a_worker_waits_for_its_database_alive_and_not_ready(procs: list[Process
     status, body = get(f"{url}/readyz")
     assert status == 503 and "waiting for the database" in json.loads(body)["missing"]["storage"]
     assert worker.proc.poll() is None  # it waits rather than exits
+    assert worker.terminate(timeout=8) == 0  # and a stop ends the wait at once, cleanly
+
+
+def test_a_worker_waiting_for_its_host_stops_at_once_on_sigterm(procs: list[Process], tmp_path: Path) -> None:
+    worker = Process(["worker", "--http", "127.0.0.1:0"], env={
+        "AUN_HOST": f"127.0.0.1:{free_port()}", "AUN_APP": "tests.distributed.operating_apps:model_team",
+        "AUN_ARCHIVE": str(tmp_path / "w.sqlite"), "AUN_CONNECT_TIMEOUT": "60",
+    })
+    procs.append(worker)
+    url = probes_url(worker)
+    assert get(f"{url}/readyz")[0] == 503
+    assert worker.terminate(timeout=8) == 0  # not the 10 s deadline's 143
