@@ -75,14 +75,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(fields, default=str)
 
 
+class _CommandHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler a command logs through (one at a time: a second configuration replaces it)."""
+
+
 def configure_logging(level: int, log_format: str = "text") -> None:
-    """Log to stderr at `level` in `log_format` (`text` or `json`), Python's warnings included."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
-    handler.addFilter(_TurnContext())
+    """Log to stderr at `level` in `log_format` (`text` or `json`), Python's warnings included.
+
+    As `logging.basicConfig`, it leaves a root logger that has handlers of someone else's alone (a
+    command run inside a test, or inside a program that set up its own logging)."""
     root = logging.getLogger()
+    if any(not isinstance(handler, _CommandHandler) for handler in root.handlers):
+        return
     for old in list(root.handlers):
         root.removeHandler(old)
+    handler = _CommandHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(_TurnContext())
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)
