@@ -21,4 +21,4 @@ class RuntimeStats:
     #: Dead letters whose handler ran past its handler timeout (counted in ``dead_letters`` too).
     handler_timeouts: int = 0
     #: Dead letters by the kind of error that made them (its class name), for `/metrics`.
-    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict, repr=False)
