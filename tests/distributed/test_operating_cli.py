@@ -137,3 +137,16 @@ def test_a_worker_waiting_for_its_host_stops_at_once_on_sigterm(procs: list[Proc
     url = probes_url(worker)
     assert get(f"{url}/readyz")[0] == 503
     assert worker.terminate(timeout=8) == 0  # not the 10 s deadline's 143
+
+
+def test_run_and_the_gateway_serve_their_probes_too(procs: list[Process], tmp_path: Path) -> None:
+    gateway = Process(["gateway", "--port", "0", "--data", str(tmp_path / "gw"), "--http", "127.0.0.1:0"])
+    run = Process(["run", "tests.distributed.operating_apps:logging_team"], env={"AUN_HTTP": "127.0.0.1:0"})
+    procs.extend([gateway, run])
+    for process in (gateway, run):
+        url = probes_url(process)
+        wait_until(lambda url=url: get(f"{url}/readyz") == (200, '{"ready": true, "missing": {}}\n'), timeout=30,
+                   what=f"{process.args[0]} ready")
+        assert get(f"{url}/healthz") == (200, "ok\n")
+    seen = samples(probes_url(run))
+    assert seen[("aun_agents", ())] == 2 and seen[("aun_sends_total", ())] == 1
