@@ -27,7 +27,8 @@ def worker_metrics(worker: WorkerRuntime) -> CountersCollector:
     """The worker's link to its host and its at-least-once traffic (`aun_worker_*`)."""
     return CountersCollector(lambda: worker.stats, [
         ("aun_worker_connected", "gauge", "1 while the worker is linked to its host.", lambda s: int(s.connected)),
-        ("aun_worker_reconnects", "counter", "Times the worker linked to its host again.", lambda s: s.reconnects),
+        ("aun_worker_reconnects", "counter", "Times the worker tried its host again after a session ended.",
+         lambda s: s.reconnects),
         ("aun_worker_sent", "counter", "Messages the worker sent to the host.", lambda s: s.sent),
         ("aun_worker_resent", "counter", "Messages sent again (not acknowledged in time).", lambda s: s.resent),
         ("aun_worker_handled", "counter", "Deliveries the worker handled.", lambda s: s.handled),
