@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 from autogen_core import CancellationToken
 from autogen_core.tools import BaseTool, StaticWorkbench, ToolSchema, Workbench
 
+from aun_runtime.models import tool_span
+
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "LocalTools"]
 
 T = TypeVar("T")
@@ -65,7 +67,15 @@ class LocalTools:
         return self._schemas
 
     async def call(self, name: str, arguments: dict[str, Any], call_id: str) -> tuple[str, bool]:
-        """Run one tool: its result as text, and whether it failed (raised, or timed out)."""
+        """Run one tool: its result as text, and whether it failed (raised, or timed out); traced
+        as an `execute_tool` span of the turn."""
+        with tool_span(name) as span:
+            text, failed = await self._call(name, arguments, call_id)
+            if failed:
+                span.set_attribute("error.type", text.partition(":")[0] if ":" in text else "ToolError")
+            return text, failed
+
+    async def _call(self, name: str, arguments: dict[str, Any], call_id: str) -> tuple[str, bool]:
         token = CancellationToken()
         try:
             result = await self._run(lambda: self.workbench.call_tool(name, arguments, token, call_id=call_id), self.timeout)

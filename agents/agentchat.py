@@ -67,7 +67,7 @@ from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 from autogen_core.tools import BaseTool
 
-from aun_runtime import AUNAgent, AUNMessage, BudgetExceeded, MessageContext, event
+from aun_runtime import AUNAgent, AUNError, AUNMessage, BudgetExceeded, MessageContext, event
 from aun_runtime.models import MeteredChatCompletionClient, metered
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
@@ -91,6 +91,7 @@ __all__ = [
     "PERSON_PROMPT",
     "AgentChatAgent",
     "ChatAgentSource",
+    "NotAChatAgentError",
     "SendToolOutsideATurnError",
     "from_agentchat",
     "meter_model_clients",
@@ -141,9 +142,7 @@ class AgentChatAgent(AUNAgent):
         annotate_tools: bool = True,
         input_timeout: float = DEFAULT_INPUT_TIMEOUT,
     ) -> None:
-        agent = chat_agent if isinstance(chat_agent, ChatAgent) else chat_agent()
-        if not isinstance(agent, ChatAgent):
-            raise TypeError(f"the factory returned a {type(agent).__name__}, not an agentchat ChatAgent")
+        agent = _checked_chat_agent(chat_agent if isinstance(chat_agent, ChatAgent) else chat_agent())
         if not input_timeout > 0:
             raise ValueError("input_timeout is a positive number of seconds")
         super().__init__(agent.description)
@@ -272,11 +271,15 @@ def from_agentchat(
     runs the chat agent `factory` makes as an AUN agent.
 
     Args:
-        factory: a zero-argument callable returning an agentchat `ChatAgent` (called once per
-            instance), or a chat agent (see [`AgentChatAgent`][agents.agentchat.AgentChatAgent]).
+        factory: a zero-argument callable returning an agentchat `ChatAgent` (called once now, to
+            check what it makes, and once per instance after the first), or a chat agent (see
+            [`AgentChatAgent`][agents.agentchat.AgentChatAgent]).
         silence_marker: an answer starting with this is silence.
         annotate_tools: show the chat agent's own tool use to the conversation.
         input_timeout: for a `UserProxyAgent`, seconds the person may take over one message.
+
+    Raises:
+        NotAChatAgentError: the factory makes no chat agent (a team: the message says what to do).
 
     Example:
         ```python
@@ -287,12 +290,39 @@ def from_agentchat(
         ```
     """
 
+    # Made once now, so that what is not a chat agent (a team) is refused at registration, not at
+    # the first message; the agent made now serves the first instance.
+    made = [] if isinstance(factory, ChatAgent) else [_checked_chat_agent(factory())]
+
     def make() -> AgentChatAgent:
         return AgentChatAgent(
-            factory, silence_marker=silence_marker, annotate_tools=annotate_tools, input_timeout=input_timeout
+            made.pop() if made else factory, silence_marker=silence_marker, annotate_tools=annotate_tools,
+            input_timeout=input_timeout,
         )
 
     return make
+
+
+class NotAChatAgentError(AUNError, TypeError):
+    """What `from_agentchat` was given makes no agentchat `ChatAgent` (a team, for one)."""
+
+
+def _checked_chat_agent(made: object) -> ChatAgent:
+    """`made` if it is an agentchat `ChatAgent`.
+
+    Raises:
+        NotAChatAgentError: it is not; for a team, the message says what to do instead.
+    """
+    if isinstance(made, ChatAgent):
+        return made
+    if isinstance(made, Team):
+        raise NotAChatAgentError(
+            f"from_agentchat takes one chat agent, and the factory made a team ({type(made).__name__}). "
+            "Register each of its agents as an AUN agent (from_agentchat(lambda: AssistantAgent(...)) for each) "
+            "and put them in an AUN group (runtime.create_group), or wrap the team in one chat agent: "
+            "from_agentchat(lambda: SocietyOfMindAgent('team', team=..., model_client=...))"
+        )
+    raise NotAChatAgentError(f"the factory made a {type(made).__name__}, not an agentchat ChatAgent")
 
 
 def send_tools() -> list[BaseTool[Any, Any]]:

@@ -25,6 +25,7 @@ from typing import NoReturn
 
 from protocols.errors import AUNError
 
+from ._env_options import EnvironmentParser
 from ._errors import ConfigurationError
 from ._postgres_storage import redacted_url
 from ._stopping import ExitCode
@@ -49,9 +50,10 @@ def shown_line(text: str) -> str:
     return _URL_PASSWORD.sub(lambda match: f"{match['head']}***@", line)
 
 
-class CommandParser(argparse.ArgumentParser):
+class CommandParser(EnvironmentParser):
     """An argument parser whose usage errors are one line too: what is wrong, and where the help is
-    (argparse's own prints the whole usage first). Its subcommands' parsers are of its class."""
+    (argparse's own prints the whole usage first), and whose options also read `AUN_*` variables
+    (`environment_defaults`). Its subcommands' parsers are of its class."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"error: {message} (see {self.prog} --help)\n")

@@ -131,6 +131,12 @@ class Endpoint:
         self._reload = reload  # read the window from the archive? (not if it started empty)
 
     @property
+    def waiting(self) -> int:
+        """Messages its mailbox holds now (0 without a mailbox: it is made on first use)."""
+        mailbox = self._mailbox
+        return mailbox.occupancy if isinstance(mailbox, Mailbox) else 0
+
+    @property
     def mailbox(self) -> Mailbox:
         """The AID's mailbox (made now if it has none: it is made on first use)."""
         mailbox = self._mailbox

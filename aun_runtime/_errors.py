@@ -182,6 +182,12 @@ class StorageUnavailableError(ConfigurationError):
     that are not the runtime's, or asyncpg not installed."""
 
 
+class DatabaseUnreachableError(StorageUnavailableError):
+    """The database server did not answer, refused the connection or is starting: it may come up.
+    A command started beside its database (`run`, `worker`) waits for it up to its connect timeout
+    before this is its configuration error."""
+
+
 class StorageSessionLostError(AUNError):
     """The session with the PostgreSQL server ended (the server went away, or found this process
     cut off): nothing more is committed through it. A worker whose journal lost its session stops;

@@ -63,7 +63,9 @@ class FailureLog:
         stats.dead_letters += 1
         if isinstance(error, HandlerTimeoutError):
             stats.handler_timeouts += 1
-        reason = f"{type(error).__name__}: {error}"
+        kind = type(error).__name__
+        stats.dead_letter_reasons[kind] = stats.dead_letter_reasons.get(kind, 0) + 1
+        reason = f"{kind}: {error}"
         if is_retryable(error):
             reason = RETRYABLE + reason  # what `dead-letters retry` and `redrive` look for
         self.archive.record_event(owner, RecordKind.DEAD_LETTER, reason, message)

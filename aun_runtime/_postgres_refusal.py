@@ -8,7 +8,7 @@ nothing has been created or changed when it is raised.
 
 from __future__ import annotations
 
-from ._errors import StorageUnavailableError
+from ._errors import DatabaseUnreachableError, StorageUnavailableError
 
 __all__ = ["refusal"]
 
@@ -42,9 +42,21 @@ def _advice(error: BaseException) -> str:
     return "correct the URL (postgresql://user[:password]@host[:port]/database)"
 
 
+# Refusals that may pass by waiting: the server is not up yet, or is starting, or is full.
+_PASSING_STATES = frozenset({"57P03", "53300"})
+
+
+def _may_pass(error: BaseException) -> bool:
+    if getattr(error, "sqlstate", None) in _PASSING_STATES:
+        return True
+    return isinstance(error, OSError) and "rejected SSL upgrade" not in str(error)
+
+
 def refusal(error: BaseException, location: str) -> StorageUnavailableError:
-    """The error to raise when opening `location` (a URL without its password) failed with `error`."""
+    """The error to raise when opening `location` (a URL without its password) failed with `error`:
+    a `DatabaseUnreachableError` where waiting may help (nothing answers yet), else the setting is wrong."""
     what = str(error).rstrip(".") or type(error).__name__
-    return StorageUnavailableError(
+    kind = DatabaseUnreachableError if _may_pass(error) else StorageUnavailableError
+    return kind(
         f"cannot open the PostgreSQL database {location}: {what}: {_advice(error)}", value=location
     )

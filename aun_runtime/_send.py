@@ -141,6 +141,9 @@ class SendPath:
                 budget_error = ThreadBudgetExceeded(refusal)
                 self.failures.budget_stop(sender, budget_error, AUNMessage(**fields))
                 raise budget_error
+        turns = self.failures.turns
+        if turns is not None and turns.spans is not None:  # tracing: the recipients' turns are children of this span
+            turns.spans.sent(message_id)
         if group_id is not None:
             message = await self.groups.post(group_id, fields)
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["RuntimeStats"]
 
@@ -27,3 +27,5 @@ class RuntimeStats:
     model_retries: int = 0
     #: Turns tried again after a transient failure (see ``TurnRetry``).
     turn_retries: int = 0
+    #: Dead letters by the kind of error that made them (its class name), for `/metrics`.
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict, repr=False)

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from enum import IntEnum
 from types import FrameType
@@ -54,6 +56,7 @@ __all__ = [
     "StopRequest",
     "bound_exit",
     "run_command",
+    "say_as_json",
 ]
 
 T = TypeVar("T")
@@ -79,10 +82,25 @@ class ExitCode(IntEnum):
     USAGE = 2
 
 
+_say_as_json = False
+
+
+def say_as_json(on: bool) -> None:
+    """Say how a command stops as JSON log lines (`--log-format json`), as every other line on stderr is then."""
+    global _say_as_json
+    _say_as_json = on
+
+
 def _say(text: str) -> None:
     # Written with os.write: a signal handler may interrupt a print to the same stream.
+    if _say_as_json:
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+        line = json.dumps({"time": stamp, "level": "WARNING", "logger": "aun_runtime", "message": text})
+    else:
+        line = f"aun-runtime: {text}"
     with contextlib.suppress(OSError):
-        os.write(2, f"aun-runtime: {text}\n".encode())
+        os.write(2, f"{line}\n".encode())
 
 
 class StopRequest:

@@ -31,12 +31,20 @@ import asyncio
 import enum
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from ._errors import HandlerTimeoutError, RuntimeStoppedError
+from ._histogram import DurationHistogram
+from ._turn_spans import TurnSpans, turn_spans
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span
+
     from protocols.aun import AUNMessage
 
 __all__ = ["DEFAULT_HANDLER_TIMEOUT", "RUNTIME_DEFAULT", "RuntimeDefault", "Turn", "TurnWatch"]
@@ -70,7 +78,12 @@ class Turn:
     """One turn in flight: whose, on what, since when, and how it was cut off if it was."""
 
     __slots__ = ("aid", "attempt", "cancelled", "cause", "deadline", "message", "outer", "prior", "repeats",
-                 "sends", "settled", "started", "task", "timeout", "waiting", "waiting_since", "what")
+                 "sends", "settled", "span", "span_token", "started", "task", "timeout", "waiting", "waiting_since",
+                 "what")
+
+    # Set only while tracing (by `TurnSpans.begin`): an untraced turn pays nothing for them.
+    span: Span | None
+    span_token: Token[Context]
 
     def __init__(
         self,
@@ -130,6 +143,10 @@ class TurnWatch:
         self._released: asyncio.Event | None = None  # set once held messages are to fail
         #: True while the runtime stops: no new turn begins.
         self.closing = False
+        #: How long turns take, once something reads it (`/metrics`); None: not measured.
+        self.durations: DurationHistogram | None = None
+        #: A span per turn, when tracing is on (see `aun_runtime._turn_spans`); None: off.
+        self.spans: TurnSpans | None = turn_spans()
 
     # -- one turn ------------------------------------------------------------------------------
 
@@ -152,6 +169,8 @@ class TurnWatch:
         turns[task] = turn
         if turn.deadline < self._timer_at:
             self._arm(loop, turn.deadline)
+        if self.spans is not None:
+            self.spans.begin(turn)
         return turn
 
     def cut_off(self, turn: Turn) -> BaseException | None:
@@ -166,6 +185,10 @@ class TurnWatch:
 
     def end(self, turn: Turn) -> None:
         """The turn is over (returned, raised, or cut off)."""
+        if self.durations is not None:
+            self.durations.observe(time.monotonic() - turn.started)  # loop.time() is the monotonic clock
+        if self.spans is not None:
+            self.spans.end(turn)
         if turn.outer is None:
             self._turns.pop(turn.task, None)
         else:

@@ -35,8 +35,13 @@ from ._command_errors import CommandParser, add_debug_option, option_values, rep
 from ._dead_letters_cli import add_dead_letters_parser
 from ._errors import ConfigurationError
 from ._follow import TranscriptFollower, follow_archive
+from ._logs import LOG_FORMATS, configure_logging
+from ._metrics import ModelMetrics, RuntimeMetrics
+from ._otel_environment import tracing_from_environment
+from ._probes import Readiness, add_http_option, serving_probes
 from ._runtime import AUNRuntime
-from ._stopping import STOP_GRACE, StopRequest, bound_exit, run_command
+from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
+from ._storage_wait import open_when_available
 from ._transcript import ArchiveRoles, archive_counts
 from .distributed._cli import add_commands as add_distributed_commands
 from .gateway._cli import add_gateway_parser
@@ -88,17 +93,42 @@ def _never_stopped() -> StopRequest:
 
 
 async def serve_app(
-    stop: StopRequest, app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False
+    stop: StopRequest, app: App, *, archive: str, seconds: float | None = None, until_idle: bool = False,
+    probe_args: argparse.Namespace | None = None, connect_timeout: float | None = None,
 ) -> int:
     """`aun-runtime run`: run `app`, printing the transcript as it grows, until SIGINT/SIGTERM,
-    for `seconds`, or (`until_idle`) until everything it set off has settled; the exit code."""
-    runtime = AUNRuntime(archive=archive)
+    for `seconds`, or (`until_idle`) until everything it set off has settled; the exit code.
+    `probe_args.http`: serve the probes there; `connect_timeout`: how long to wait for the
+    archive's database (None: do not wait)."""
+    readiness = Readiness()
+    waited_for: dict[str, str | None] = {"storage": "opening the archive"}
+    readiness.require("storage", lambda: waited_for["storage"])
+    async with serving_probes(probe_args or argparse.Namespace(), readiness, [ModelMetrics()]) as probes:
+        # A database that does not answer within the connect timeout is reported by the one reporter.
+        done, runtime = await stop.unless_stopped(open_when_available(
+            lambda: AUNRuntime(archive=archive), connect_timeout, lambda why: waited_for.__setitem__("storage", why)
+        ))
+        if not done or runtime is None:
+            return stop.exit_code(failed=False)
+        if probes is not None:
+            probes.add(RuntimeMetrics(runtime))
+        return await _served(stop, app, runtime, archive, readiness, seconds=seconds, until_idle=until_idle)
+
+
+async def _served(
+    stop: StopRequest, app: App, runtime: AUNRuntime, archive: str, readiness: Readiness,
+    *, seconds: float | None, until_idle: bool,
+) -> int:
     follower = TranscriptFollower(is_agent=ArchiveRoles(runtime.archive))
     await runtime.start()
     follow = asyncio.create_task(follow_archive(runtime.archive, follower))
     run = AppRun(app, runtime)
+    registered = False
+    readiness.require("agents", lambda: None if registered else "the app is registering its agents")
+    readiness.started()
     try:
         if await run.setup(stop):
+            registered = True
             if until_idle:
                 await stop.unless_stopped(runtime.stop_when_idle())
             else:
@@ -236,22 +266,31 @@ def _run_app(args: argparse.Namespace) -> int:
     if (args.seconds is not None or args.until_idle) and (args.console or network_requested(args)):
         raise SystemExit("error: --for and --until-idle are for a plain run; with --console or a gateway, "
                          "run serves until Ctrl-C")
+    if args.json and not network_requested(args):
+        raise SystemExit("error: --json prints the gateway agent's lifecycle events as JSON lines, so it needs "
+                         "--gateway-url (or AUN_GATEWAY_URL); without a gateway, run prints its transcript")
     app = load_app(args.app)
     if network_requested(args):
         return run_on_network(app, args, print_summary)
     if args.console:
-        return _serve_console(app, args)
+        return _serve_console(app, args, live=True)
     serving = args.seconds is None and not args.until_idle
     return run_command(
-        lambda stop: serve_app(stop, app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle),
+        lambda stop: serve_app(
+            stop, app, archive=args.archive, seconds=args.seconds, until_idle=args.until_idle,
+            probe_args=args, connect_timeout=args.connect_timeout,
+        ),
         serving=serving,
     )
 
 
-def _serve_console(app: App, args: argparse.Namespace) -> int:
+def _serve_console(app: App, args: argparse.Namespace, *, live: bool = False) -> int:
+    """Serve `app` with the console; `live` (`run`): print the transcript as it grows, as `run`
+    does, and only the counters once it has settled; else (`demo`) the transcript then."""
     from .console._cli import run_app_with_console
 
-    return run_command(lambda stop: run_app_with_console(stop, app, args, print_summary), serving=True)
+    summary = print_counters if live else print_summary
+    return run_command(lambda stop: run_app_with_console(stop, app, args, summary, live=live), serving=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = CommandParser(prog="aun-runtime", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", metavar="FORMAT",
+        help="text (the default): one line per record, with its time; json: one JSON object per line",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")
     demo.add_argument(
@@ -298,6 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--archive", default=":memory:",
         help="SQLite file, or postgresql://... database several machines share, for the archive (default: in memory)",
     )
+    run.add_argument(
+        "--connect-timeout", type=float, default=30.0,
+        help="seconds to wait for the archive's database at start (a postgresql:// archive)",
+    )
     add_network_options(run)
     add_console_options(demo)
     add_console_options(run)
@@ -322,16 +369,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_dead_letters_parser(commands)
     add_gateway_parser(commands)
     add_distributed_commands(commands)
-    add_debug_option(parser)
-    for command in commands.choices.values():
+    for serving in ("run", "worker", "host", "gateway"):  # the console serves the probes on its own port
+        add_http_option(commands.choices[serving])
+    add_debug_option(parser)  # before the variables: AUN_DEBUG=1 is --debug
+    try:
+        parser.environment_defaults()
+    except SystemExit as exc:  # a variable its option refuses: one line, as a bad option
+        parser.exit(ExitCode.USAGE, f"{exc.code}\n")
+    for command in commands.choices.values():  # after them: a subcommand's --debug only when given
         add_debug_option(command, subcommand=True)
     args = parser.parse_args(argv)
 
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(logging.INFO if args.verbose else logging.WARNING, args.log_format)
+    tracing = None
+
+    def entry() -> int:
+        nonlocal tracing
+        tracing = tracing_from_environment(args.command)
+        return int(args.run(args))
+
     # Every subcommand names its own entry point: one way to dispatch, and to report what stops it.
-    code = report_errors(lambda: args.run(args), debug=args.debug, options=option_values(args))
+    try:
+        code = report_errors(entry, debug=args.debug, options=option_values(args))
+    finally:
+        if tracing is not None:
+            tracing.close()  # the spans still in the batch leave now
     if argv is None:  # the command is the program: nothing the app left running may hold its exit
         bound_exit(code)
     return code

@@ -25,6 +25,12 @@ pytest_plugins = ["aun_runtime.testing.pytest_plugin"]
 #: Test files that take seconds (about 5 s or more each on a quiet two-core machine), longest first.
 SLOW_FILES = (
     "tests/network/test_many_aids.py",
+    "tests/distributed/test_operating_cli.py",
+    "tests/distributed/test_json_logs.py",
+    "tests/distributed/test_prometheus_scrape.py",
+    "tests/distributed/test_otel_environment.py",
+    "tests/distributed/test_deploy_topology.py",
+    "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_cluster.py",

@@ -18,7 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "install-test-deps.sh
 
 @dataclass
 class Machine:
-    """A pretend machine: which of chromium, PostgreSQL's server programs, valgrind and ``ip`` it has."""
+    """A pretend machine: which of chromium, PostgreSQL's server programs, valgrind, prometheus and ``ip`` it has."""
 
     root: Path
     uid: int
@@ -26,6 +26,10 @@ class Machine:
     @property
     def chromium(self) -> Path:
         return self.root / "chromium"
+
+    @property
+    def prometheus(self) -> Path:
+        return self.root / "prometheus"
 
     @property
     def postgres(self) -> Path:
@@ -43,6 +47,8 @@ class Machine:
         for name in what:
             if name == "chromium":
                 _executable(self.chromium)
+            elif name == "prometheus":
+                _executable(self.prometheus)
             elif name == "postgresql":
                 _executable(self.postgres / "initdb")
                 _executable(self.postgres / "pg_ctl")
@@ -56,13 +62,15 @@ class Machine:
             "chromium": self.chromium,
             "postgresql": self.postgres / "pg_ctl",
             "valgrind": self.bin / "valgrind",
+            "prometheus": self.prometheus,
             "ip": self.bin / "ip",
         }[name]
         return os.access(path, os.X_OK)
 
     def run(self) -> subprocess.CompletedProcess[str]:
         # PATH holds the stubs alone: an `ip` of the real machine must not count as this one's.
-        env = {"PATH": str(self.bin), "AUN_CHROMIUM": str(self.chromium), "AUN_POSTGRES_BIN": str(self.postgres)}
+        env = {"PATH": str(self.bin), "AUN_CHROMIUM": str(self.chromium), "AUN_POSTGRES_BIN": str(self.postgres),
+               "AUN_PROMETHEUS": str(self.prometheus)}
         return subprocess.run(["/bin/sh", str(SCRIPT)], env=env, capture_output=True, text=True)
 
     def apt_calls(self) -> list[str]:
@@ -88,6 +96,7 @@ def _machine(tmp_path: Path, uid: int) -> Machine:
         f"  postgresql) mkdir -p {machine.postgres}; for p in initdb pg_ctl; do printf '#!/bin/sh\\n' > {machine.postgres}/$p;"
         f" chmod +x {machine.postgres}/$p; done;;\n"
         f"  valgrind) printf '#!/bin/sh\\n' > {machine.bin}/valgrind; chmod +x {machine.bin}/valgrind;;\n"
+        f"  prometheus) printf '#!/bin/sh\\n' > {machine.prometheus}; chmod +x {machine.prometheus};;\n"
         f"  iproute2) printf '#!/bin/sh\\n' > {machine.bin}/ip; chmod +x {machine.bin}/ip;;\n"
         "esac; done\n"
     )
@@ -101,13 +110,14 @@ def test_as_root_it_installs_everything_missing_in_one_apt_get(tmp_path: Path) -
     machine = _machine(tmp_path, uid=0)
     done = machine.run()
     assert done.returncode == 0, done.stderr
-    assert machine.apt_calls() == ["update", "install -y chromium postgresql valgrind iproute2"]
-    assert machine.has("chromium") and machine.has("postgresql") and machine.has("valgrind") and machine.has("ip")
+    assert machine.apt_calls() == ["update", "install -y chromium postgresql valgrind prometheus iproute2"]
+    assert machine.has("chromium") and machine.has("postgresql") and machine.has("valgrind")
+    assert machine.has("prometheus") and machine.has("ip")
 
 
 def test_as_root_it_installs_only_what_is_missing(tmp_path: Path) -> None:
     machine = _machine(tmp_path, uid=0)
-    machine.give("chromium", "valgrind", "ip")
+    machine.give("chromium", "valgrind", "prometheus", "ip")
     done = machine.run()
     assert done.returncode == 0, done.stderr
     assert machine.apt_calls() == ["update", "install -y postgresql"]
@@ -116,7 +126,7 @@ def test_as_root_it_installs_only_what_is_missing(tmp_path: Path) -> None:
 
 def test_as_another_user_it_stops_at_once_with_the_command_to_run(tmp_path: Path) -> None:
     machine = _machine(tmp_path, uid=1000)
-    machine.give("chromium", "valgrind")
+    machine.give("chromium", "valgrind", "prometheus")
     done = machine.run()
     assert done.returncode == 1
     # Without root the namespace tests cannot run anyway, so iproute2 is not asked for.
@@ -126,7 +136,7 @@ def test_as_another_user_it_stops_at_once_with_the_command_to_run(tmp_path: Path
 
 def test_as_another_user_a_missing_ip_is_no_reason_to_stop(tmp_path: Path) -> None:
     machine = _machine(tmp_path, uid=1000)
-    machine.give("chromium", "postgresql", "valgrind")
+    machine.give("chromium", "postgresql", "valgrind", "prometheus")
     done = machine.run()
     assert done.returncode == 0, done.stderr
     assert machine.apt_calls() == []
@@ -134,14 +144,14 @@ def test_as_another_user_a_missing_ip_is_no_reason_to_stop(tmp_path: Path) -> No
 
 def test_with_everything_there_it_does_nothing(tmp_path: Path) -> None:
     machine = _machine(tmp_path, uid=0)
-    machine.give("chromium", "postgresql", "valgrind", "ip")
+    machine.give("chromium", "postgresql", "valgrind", "prometheus", "ip")
     done = machine.run()
     assert done.returncode == 0 and machine.apt_calls() == []
 
 
 def test_as_root_a_missing_valgrind_is_installed_for_the_instruction_gate(tmp_path: Path) -> None:
     machine = _machine(tmp_path, uid=0)
-    machine.give("chromium", "postgresql", "ip")
+    machine.give("chromium", "postgresql", "prometheus", "ip")
     done = machine.run()
     assert done.returncode == 0, done.stderr
     assert machine.apt_calls() == ["update", "install -y valgrind"]
@@ -150,7 +160,7 @@ def test_as_root_a_missing_valgrind_is_installed_for_the_instruction_gate(tmp_pa
 
 def test_as_another_user_a_missing_valgrind_stops_with_the_command(tmp_path: Path) -> None:
     machine = _machine(tmp_path, uid=1000)
-    machine.give("chromium", "postgresql")
+    machine.give("chromium", "postgresql", "prometheus")
     done = machine.run()
     assert done.returncode == 1
     assert "sudo apt-get install -y valgrind " in done.stderr

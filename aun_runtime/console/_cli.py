@@ -11,15 +11,20 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from .._app import App, AppRun
 from .._archive import Archive
 from .._command_errors import port_number
+from .._follow import TranscriptFollower, follow_archive, print_new
+from .._metrics import ModelMetrics, RuntimeMetrics
+from .._probes import serving_probes
 from .._runtime import AUNRuntime
 from .._stopping import STOP_GRACE, StopRequest, run_command
 from .._storage import is_postgres_url
+from .._transcript import ArchiveRoles
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
@@ -123,6 +128,8 @@ async def run_app_with_console(
     app: App,
     args: argparse.Namespace,
     summary: Callable[[AUNRuntime, str], None],
+    *,
+    live: bool = False,
 ) -> int:
     """Run `app` with a console beside it; keep serving (and the runtime running) until stopped.
 
@@ -131,28 +138,42 @@ async def run_app_with_console(
         app: the application.
         args: the parsed command line (`archive`, `host`, `port`, `allow_send`).
         summary: prints the transcript and counters once the application has settled.
+        live: print the transcript as it grows, one line per message, as `run` does (then
+            `summary` need only print the counters).
 
     Returns:
         The exit code (see `aun_runtime._stopping`).
     """
     runtime = AUNRuntime(archive=args.archive)
     await runtime.start()
+    follow = None
+    follower = TranscriptFollower(is_agent=ArchiveRoles(runtime.archive))
+    if live:
+        follow = asyncio.create_task(follow_archive(runtime.archive, follower))
     console = Console(runtime, host=args.host, port=args.port, allow_send=args.allow_send)
     run = AppRun(app, runtime)
     settled = False
+    probes = serving_probes(args, console.readiness, [ModelMetrics(), RuntimeMetrics(runtime)])
     try:
+        await probes.__aenter__()  # `--http`: the probes on a port of their own too
         url = await _start(console)
         print(f"console: {url}", flush=True)
         if await run.setup(stop):
             settled, _ = await stop.unless_stopped(runtime.settle())
             if settled:
+                if live:
+                    print_new(runtime.archive, follower)  # every line so far, before the counters
                 summary(runtime, args.archive)
                 sending = "sending enabled" if args.allow_send else "read-only"
                 print(f"\nconsole: {url}  ({sending}; serving until Ctrl-C)", flush=True)
                 await stop.wait()
     finally:
+        await probes.__aexit__(None, None, None)
         await console.stop()
         await runtime.stop(grace=STOP_GRACE)
+        if follow is not None:
+            follow.cancel()
+            await asyncio.wait({follow})
         if not settled and not run.failed:  # stopped before it settled: the summary, with what the stop recorded
             summary(runtime, args.archive)
         runtime.archive.close()

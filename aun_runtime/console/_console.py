@@ -9,10 +9,13 @@ from pathlib import Path
 from types import TracebackType
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from .._archive import Archive
 from .._bad_requests import BadRequestLog
+from .._metrics import ModelMetrics, RuntimeMetrics
 from .._postgres_storage import redacted_url
+from .._probes import Readiness, add_probe_routes
 from .._runtime import AUNRuntime
 from .._storage import is_postgres_url
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
@@ -65,6 +68,8 @@ class Console:
         if backlog < 1:
             raise ValueError("backlog must be at least 1")
         self.runtime: AUNRuntime | None = source if isinstance(source, AUNRuntime) else None
+        #: What `/readyz` answers: ready once it serves (a command adds its own conditions).
+        self.readiness = Readiness()
         if allow_send and self.runtime is None:
             raise ValueError(
                 "allow_send needs the runtime in this process (Console(runtime, allow_send=True)); "
@@ -131,8 +136,15 @@ class Console:
         # Open event streams end when the feed closes; a second is plenty for the rest to finish.
         # Malformed HTTP (no Host header, a bad request line) is answered 400 and logged a line a minute at most.
         self._bad_requests = BadRequestLog()
+        app = build_app(state)
+        # The probes of a long-running process, on the console's own port (see the docs' page Operating).
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(ModelMetrics())
+        if self.runtime is not None:
+            registry.register(RuntimeMetrics(self.runtime))
+        add_probe_routes(app, self.readiness, registry)
         runner = web.AppRunner(
-            build_app(state), access_log=None, handle_signals=False, shutdown_timeout=1.0, logger=self._bad_requests
+            app, access_log=None, handle_signals=False, shutdown_timeout=1.0, logger=self._bad_requests
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
@@ -150,6 +162,7 @@ class Console:
                 ", and may send as any local agent" if self.allow_send else "",
             )
         self._feed.start()
+        self.readiness.started()
         return self.url
 
     async def stop(self) -> None:

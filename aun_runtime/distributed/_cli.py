@@ -18,15 +18,22 @@ import contextlib
 import json
 import logging
 import sys
-from typing import Any
+import time
+from typing import Any, cast
 
 from protocols.aun import ROUND_ROBIN
 
+from .._actor_tracing import tracing_provider
 from .._command_errors import address
 from .._errors import ConfigurationError, StorageSessionLostError
+from .._metrics import ModelMetrics, RuntimeMetrics
+from .._probes import ProbeServer, Readiness, serving_probes
 from .._stopping import STOP_GRACE, StopRequest, run_command
+from .._storage_wait import open_when_available
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
+from ._host_metrics import host_metrics, worker_metrics
 from ._tls import HostTLS, TLSConfig
+from ._worker import WorkerRuntime
 
 __all__ = ["add_commands"]
 
@@ -73,7 +80,8 @@ def add_commands(commands: Any) -> None:
     worker.add_argument("--tls-key", help="PEM key of --tls-cert")
     worker.add_argument("--tls-server-name", help="name to check the host certificate against")
     worker.add_argument(
-        "--connect-timeout", type=float, default=30.0, help="seconds to wait for the host at start"
+        "--connect-timeout", type=float, default=30.0,
+        help="seconds to wait at start for the archive's database and then the host (not ready meanwhile)",
     )
     worker.add_argument(
         "--service",
@@ -114,18 +122,28 @@ def _run_host(args: argparse.Namespace) -> int:
 
     async def serve(stop: StopRequest) -> int:
         host = AUNHost(args.address, tls=tls, state=args.state)  # a state file it cannot use: exit 2
-        await host.open()
-        print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
-        if host.state_path is None:
-            logger.warning("host: no --state file: worker names and AID ownership are forgotten when it restarts")
-        else:
-            logger.info("host: state in %s", host.state_path)
-        await stop.wait()
-        await host.stop(grace=1)
-        logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
-        return stop.exit_code(failed=False)
+        readiness = Readiness()
+        serving = False
+        readiness.require("host", lambda: None if serving else "the host is not serving")
+        async with serving_probes(args, readiness, [host_metrics(host)]):
+            await host.open()
+            serving = True
+            readiness.started()
+            print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
+            return await _host_served(stop, host)
 
     return run_command(serve, serving=True)
+
+
+async def _host_served(stop: StopRequest, host: AUNHost) -> int:
+    if host.state_path is None:
+        logger.warning("host: no --state file: worker names and AID ownership are forgotten when it restarts")
+    else:
+        logger.info("host: state in %s", host.state_path)
+    await stop.wait()
+    await host.stop(grace=1)
+    logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
+    return stop.exit_code(failed=False)
 
 
 def _run_status(args: argparse.Namespace) -> int:
@@ -173,8 +191,7 @@ def _service(spec: str) -> tuple[str, str]:
 
 
 def _run_worker(args: argparse.Namespace) -> int:
-    from .._app import AppRun, load_app
-    from . import worker_runtime
+    from .._app import load_app
 
     _logging()
     tls = None
@@ -185,44 +202,82 @@ def _run_worker(args: argparse.Namespace) -> int:
     services = dict(_service(spec) for spec in args.service)
 
     async def serve(stop: StopRequest) -> int:
-        # What stops it here is reported by the command line's one reporter: a database or state
-        # it cannot use (exit 2), or a host that does not answer in time (exit 1).
-        try:
-            runtime = worker_runtime(
-                args.host,
-                archive=args.archive,
-                name=args.name,
-                tls=tls,
-                connect_timeout=args.connect_timeout,
-                services=services,
-                service_dir=args.service_ledger or args.service_dir,
-            )
-            await runtime.start()
-        except (ValueError, OSError) as exc:  # options that do not go together, a file it cannot read
-            raise ConfigurationError(str(exc)) from exc
-        core = runtime.core
-        run = AppRun(app, runtime)
-        try:
-            if await run.setup(stop):
-                core.log_registered()  # type: ignore[attr-defined]
-                print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)  # type: ignore[attr-defined]
-                lost = core.session_lost  # type: ignore[attr-defined]
-                await _first(stop.wait(), lost.wait())
-                if lost.is_set():
-                    # Fenced: nothing more can be committed; the other instances take this one's
-                    # claims, and a restart settles the rest from the database.
-                    print(f"error: worker {core.name}: its database session ended; stopping", file=sys.stderr)  # type: ignore[attr-defined]
-                    run.failed = True
-        finally:
-            # A delivery still running after the grace is cancelled and left unacknowledged: the
-            # host sends it again when this worker is back.
-            try:
-                await runtime.stop(grace=STOP_GRACE)
-            except StorageSessionLostError as exc:  # what was not committed is sent again by its senders
-                logger.error("worker %s: stopped without its last commit: %s", core.name, exc)  # type: ignore[attr-defined]
-        logger.info("worker %s: %s", core.name, core.stats_line())  # type: ignore[attr-defined]
-        with contextlib.suppress(StorageSessionLostError):
-            runtime.archive.close()
-        return stop.exit_code(failed=run.failed)
+        readiness = Readiness()
+        async with serving_probes(args, readiness, [ModelMetrics()]) as probes:
+            return await _serve_worker(stop, args, app, tls, services, readiness, probes)
 
     return run_command(serve, serving=True)
+
+
+async def _serve_worker(
+    stop: StopRequest, args: argparse.Namespace, app: Any, tls: TLSConfig | None, services: dict[str, str],
+    readiness: Readiness, probes: ProbeServer | None,
+) -> int:
+    from .._app import AppRun
+    from . import worker_runtime
+
+    waited_for: dict[str, str | None] = {"storage": "opening the archive"}
+    readiness.require("storage", lambda: waited_for["storage"])
+    readiness.require("host", lambda: f"not linked to the host at {args.host}")
+    started = time.monotonic()
+    timeout = args.connect_timeout
+
+    def opened() -> Any:
+        return worker_runtime(
+            args.host, archive=args.archive, name=args.name, tls=tls,
+            connect_timeout=None if timeout is None else max(0.0, timeout - (time.monotonic() - started)),
+            services=services, service_dir=args.service_ledger or args.service_dir,
+            tracer_provider=tracing_provider(None),  # the one the OTEL_* environment installed, if any
+        )
+
+    try:
+        # Both within the one connect timeout: the database first (started beside it, it may
+        # not be up yet), then the host.
+        done, runtime = await stop.unless_stopped(
+            open_when_available(opened, timeout, lambda why: waited_for.__setitem__("storage", why))
+        )
+        if not done or runtime is None:
+            return stop.exit_code(failed=False)
+        core = cast(WorkerRuntime, runtime.core)
+        readiness.require("host", lambda: None if core.stats.connected else f"not linked to the host at {args.host}")
+        linked, _ = await stop.unless_stopped(runtime.start())
+        if not linked:  # stopped while it waited for its host: nothing was registered yet
+            with contextlib.suppress(Exception):
+                await core.stop()
+            runtime.archive.close()
+            return stop.exit_code(failed=False)
+    except (ValueError, OSError) as exc:  # options that do not go together, a file it cannot read
+        raise ConfigurationError(str(exc)) from exc
+    # Anything else that stops it here is reported by the command line's one reporter: a database or
+    # state it cannot use (exit 2), or a host that does not answer in time (exit 1).
+    if probes is not None:
+        probes.add(RuntimeMetrics(runtime))
+        probes.add(worker_metrics(core))
+    run = AppRun(app, runtime)
+    registered = False
+    readiness.require("agents", lambda: None if registered else "the app is registering its agents")
+    readiness.started()
+    try:
+        if await run.setup(stop):
+            registered = True
+            core.log_registered()
+            print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)
+            lost = core.session_lost
+            await _first(stop.wait(), lost.wait())
+            if lost.is_set():
+                # Fenced: nothing more can be committed; the other instances take this one's
+                # claims, and a restart settles the rest from the database.
+                print(f"error: worker {core.name}: its database session ended; stopping", file=sys.stderr)
+                run.failed = True
+    finally:
+        registered = False
+        # A delivery still running after the grace is cancelled and left unacknowledged: the
+        # host sends it again when this worker is back.
+        try:
+            await runtime.stop(grace=STOP_GRACE)
+        except StorageSessionLostError as exc:  # what was not committed is sent again by its senders
+            logger.error("worker %s: stopped without its last commit: %s", core.name, exc)
+    logger.info("worker %s: %s", core.name, core.stats_line())
+    with contextlib.suppress(StorageSessionLostError):
+        runtime.archive.close()
+    return stop.exit_code(failed=run.failed)

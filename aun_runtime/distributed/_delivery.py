@@ -25,6 +25,7 @@ from protocols.aun import AUNMessage
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
 from .._trace_context import TRACEPARENT_KEY, context_of, well_formed
+from .._turn_spans import note_sent_from
 from ._inbound import Inbound
 from ._journal import DELIVERY, Delivery, JournalArchive
 from ._outbox import Outbox
@@ -170,6 +171,8 @@ class DeliveryPath:
         sent_from = well_formed(attributes[TRACEPARENT_KEY].ce_string) if TRACEPARENT_KEY in attributes else None
         created = well_formed(attributes[CREATED_ATTR].ce_string) if CREATED_ATTR in attributes else None
         parent = context_of(sent_from) if sent_from is not None else None
+        if created is not None and isinstance(message, AUNMessage):
+            note_sent_from(message.message_id, created)  # its turn: a child of the sender's turn, in its trace
         with contextlib.ExitStack() as spans:
             if self._runtime_tracer is not None:
                 token = otel_context.attach(parent if parent is not None else otel_context.Context())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHost
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ._host_state import HostStateFile
 from ._servicer import AUNHostServicer, HostStats, rpc_handlers
@@ -73,6 +74,10 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         self._servicer = servicer
         self._aun_servicer = servicer
         self._server.add_generic_rpc_handlers(rpc_handlers(servicer))
+        # gRPC's standard health service (grpc.health.v1.Health), for a load balancer or an
+        # orchestrator's gRPC probe: SERVING (the server, service "") while the host serves.
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         try:
             if tls is None:
                 self.port = self._server.add_insecure_port(address)
@@ -93,6 +98,7 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         if self._serve_task is not None:
             raise RuntimeError("the host is already serving")
         await self._server.start()
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._serve_task = asyncio.get_running_loop().create_task(self._server.wait_for_termination())
 
     async def stop(self, grace: int = 5) -> None:
@@ -101,6 +107,7 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         The workers' streams are ended first, each call cleanly (its worker reconnects to the
         next host), within `grace` seconds; the server then stops."""
         try:
+            await self.health.enter_graceful_shutdown()  # NOT_SERVING while it lets go
             await self._aun_servicer.end_streams(timeout=grace)
             await super().stop(grace=grace)
         finally:

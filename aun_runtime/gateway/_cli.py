@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .._command_errors import CommandParser, add_debug_option, option_values, port_number, report_errors
-from .._stopping import StopRequest, run_command
+from .._probes import Readiness, add_http_option, serving_probes
+from .._stopping import ExitCode, StopRequest, run_command
 from ._limits import GatewayLimits
 from ._server import GatewayServer
 
@@ -70,12 +71,19 @@ async def serve(stop: StopRequest, args: argparse.Namespace) -> int:
         if args.rate is None
         else GatewayLimits(rate_per_second=args.rate, rate_burst=max(1, int(args.rate * 2)))
     )
-    async with GatewayServer(
-        args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits
-    ) as server:
+    readiness = Readiness()
+    serving = False
+    readiness.require("gateway", lambda: None if serving else "the gateway is not serving")
+    async with (
+        serving_probes(args, readiness),
+        GatewayServer(args.host, args.port, data_dir=Path(args.data), issuer=args.issuer, limits=limits) as server,
+    ):
+        serving = True
+        readiness.started()
         info = server.describe()
         print(json.dumps(info) if args.json else _describe(info), flush=True)
         await stop.wait()
+        serving = False
     return stop.exit_code(failed=False)
 
 
@@ -86,10 +94,14 @@ def run_gateway(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m aun_runtime.gateway`: the same command without the `aun-runtime` prefix."""
-    parser = CommandParser(
-        prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0]
-    )
+    parser = CommandParser(prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command")
-    add_debug_option(add_gateway_parser(commands))
+    gateway = add_gateway_parser(commands)
+    add_http_option(gateway)
+    try:
+        parser.environment_defaults()
+    except SystemExit as exc:  # a variable its option refuses: one line, as a bad option
+        parser.exit(ExitCode.USAGE, f"{exc.code}\n")
+    add_debug_option(gateway)
     args = parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)])
     return report_errors(lambda: run_gateway(args), debug=args.debug, options=option_values(args))

@@ -5,7 +5,9 @@
 * [`ScriptedChatCompletionClient`][aun_runtime.models.ScriptedChatCompletionClient] answers with a function of the request: a deterministic
   stand-in model for tests and demos.
 * [`MeteredChatCompletionClient`][aun_runtime.models.MeteredChatCompletionClient] ([`metered`][aun_runtime.models.metered]) counts each call an agent makes against
-  its model budgets and refuses calls past them (see [`Budgets`][aun_runtime.Budgets]).
+  its model budgets and refuses calls past them (see [`Budgets`][aun_runtime.Budgets]), counts it
+  for `/metrics` and traces it as an OpenTelemetry GenAI span; [`tool_span`][aun_runtime.models.tool_span]
+  traces a local tool call the same way.
 * [`LimitedChatCompletionClient`][aun_runtime.models.LimitedChatCompletionClient]: how every live client calls its endpoint, through
   the [`EndpointLimiter`][aun_runtime.models.EndpointLimiter] shared by every agent of the process (Retry-After, backoff, a cap).
 * [`ModelConfig`][aun_runtime.models.ModelConfig] / [`model_client_from_env`][aun_runtime.models.model_client_from_env] pick the source from environment variables:
@@ -39,6 +41,7 @@ from ._errors import (
 from ._limited import DEFAULT_ANSWER_RETRIES, LimitedChatCompletionClient
 from ._limiter import EndpointLimiter, LimiterStats, limiter_for
 from ._metered import MeteredChatCompletionClient, metered
+from ._model_spans import tool_span
 from ._offline import OfflineChatCompletionClient
 from ._request import ModelRequest, canonical_json
 from ._scripted import Answer, Responder, ScriptedChatCompletionClient, function_calls
@@ -78,4 +81,5 @@ __all__ = [
     "metered",
     "model_client_from_env",
     "resolve_model",
+    "tool_span",
 ]

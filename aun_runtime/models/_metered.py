@@ -16,6 +16,8 @@ agent in `agents/` wraps its client this way, so the same budgets hold for all o
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
@@ -29,10 +31,13 @@ from autogen_core.models import (
     RequestUsage,
 )
 from autogen_core.tools import Tool, ToolSchema
+from opentelemetry.trace import Span
 
 from .._acting import ACTING, INBOUND, Actor
 from .._budgets import ModelCall
 from .._errors import ModelBudgetExceeded
+from ._call_stats import MODEL_CALLS, model_name
+from ._model_spans import end_model_span, start_model_span
 from ._request import JsonOutput, ToolChoice
 
 __all__ = ["MeteredChatCompletionClient", "metered"]
@@ -53,6 +58,25 @@ class MeteredChatCompletionClient(ChatCompletionClient):
 
     def __init__(self, inner: ChatCompletionClient) -> None:
         self.inner = inner
+        #: The model's name, as `/metrics` and the model-call spans show it.
+        self.model = model_name(inner)
+
+    def _open(self) -> tuple[tuple[Actor, str | None, ModelCall] | None, float, Span]:
+        """Begin a call: its meter (a refusal is counted, then raised), its start time and its span."""
+        try:
+            meter = self._begin()
+        except ModelBudgetExceeded:
+            MODEL_CALLS.record(self.model, "refused", None)
+            raise
+        return meter, time.monotonic(), start_model_span(self.model)
+
+    def _close(self, started: float, span: Span, usage: RequestUsage | None, error: BaseException | None) -> None:
+        end_model_span(span, usage, error)
+        if error is None or isinstance(error, GeneratorExit):  # a stream its reader stopped early still answered
+            outcome = "ok"
+        else:
+            outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
+        MODEL_CALLS.record(self.model, outcome, time.monotonic() - started, usage)
 
     def _begin(self) -> tuple[Actor, str | None, ModelCall] | None:
         agent = ACTING.get()  # set only while an attached agent acts
@@ -86,16 +110,21 @@ class MeteredChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        meter = self._begin()
-        result = await self.inner.create(
-            messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            json_output=json_output,
-            extra_create_args=extra_create_args,
-            cancellation_token=cancellation_token,
-        )
+        meter, started, span = self._open()
+        try:
+            result = await self.inner.create(
+                messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                json_output=json_output,
+                extra_create_args=extra_create_args,
+                cancellation_token=cancellation_token,
+            )
+        except BaseException as exc:
+            self._close(started, span, None, exc)
+            raise
         self._end(meter, result.usage)
+        self._close(started, span, result.usage, None)
         if meter is not None and isinstance(result.content, str) and not result.content.strip() and not result.thought:
             agent, _, _ = meter
             agent.aun.record_model_anomaly(agent.aid, "an answer with neither text nor tool calls", INBOUND.get())
@@ -111,7 +140,8 @@ class MeteredChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncGenerator[str | CreateResult, None]:
-        meter = self._begin()
+        meter, started, span = self._open()
+        failure: BaseException | None = None
         stream = self.inner.create_stream(
             messages,
             tools=tools,
@@ -126,11 +156,15 @@ class MeteredChatCompletionClient(ChatCompletionClient):
                 if isinstance(item, CreateResult):
                     usage = item.usage
                 yield item
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
             # A stream cut short (an observer stops a silent answer early) still used what it used;
             # a client reports usage only with its last item, so an early stop counts the call only.
             await stream.aclose()
             self._end(meter, usage)
+            self._close(started, span, usage, failure)
 
     async def close(self) -> None:
         await self.inner.close()

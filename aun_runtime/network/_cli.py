@@ -22,11 +22,14 @@ from aun_runtime import AUNRuntime
 
 from .._app import App, AppRun
 from .._errors import ConfigurationError
+from .._metrics import ModelMetrics, RuntimeMetrics
+from .._probes import Readiness, serving_probes
 from .._stopping import STOP_GRACE, StopRequest, run_command
 from ._client_logs import CLIENT_LOG_ENV, CLIENT_LOG_LEVELS, client_log_level, set_client_log_level
 from ._config import DEFAULT_DATA_DIR, ENV_URL, GatewayAgentConfig, split_aids
 from ._errors import GatewayAgentError
 from ._gateway_agent import GatewayAgent
+from ._link import LinkState
 
 __all__ = ["add_client_log_option", "add_network_options", "network_requested", "quiet_client_logs", "run_on_network"]
 
@@ -56,7 +59,8 @@ def add_network_options(parser: argparse.ArgumentParser) -> None:
         help="the runtime's AID domain (default: the issuer the gateway announces, else 'local')",
     )
     group.add_argument("--plaintext", action="store_true", help="send direct and group messages without end-to-end encryption")
-    group.add_argument("--json", action="store_true", help="print lifecycle events as JSON lines")
+    group.add_argument("--json", action="store_true",
+                       help="print the gateway agent's lifecycle events as JSON lines instead of the transcript (needs --gateway-url)")
     add_client_log_option(group)
 
 
@@ -111,6 +115,25 @@ async def _serve(stop: StopRequest, app: App, args: argparse.Namespace, summary:
     domain = args.domain or await announced_issuer(config.gateway_url) or "local"
     runtime = AUNRuntime(archive=args.archive, domain=domain)
     gateway = GatewayAgent(runtime, config)
+    readiness = Readiness()
+    readiness.require("gateway", lambda: _not_connected(gateway))
+    async with serving_probes(args, readiness, [ModelMetrics(), RuntimeMetrics(runtime)]):
+        return await _served(stop, app, args, summary, runtime, gateway, readiness, domain, config)
+
+
+def _not_connected(gateway: GatewayAgent) -> str | None:
+    """What `/readyz` says while an exposed AID is not connected to the network (None: all are)."""
+    states = gateway.states()
+    if not states:
+        return "no AID on the network yet"
+    away = sorted(f"{aid} {state.value}" for aid, state in states.items() if state is not LinkState.CONNECTED)
+    return ", ".join(away) or None
+
+
+async def _served(
+    stop: StopRequest, app: App, args: argparse.Namespace, summary: Summary, runtime: AUNRuntime,
+    gateway: GatewayAgent, readiness: Readiness, domain: str, config: GatewayAgentConfig,
+) -> int:
     await runtime.start()
     watchers: list[asyncio.Task[None]] = []
     console: Any = None
@@ -129,6 +152,7 @@ async def _serve(stop: StopRequest, app: App, args: argparse.Namespace, summary:
         await gateway.start()
         if await run.setup(stop):  # else it raised (printed) or a signal came first: nothing to serve
             served = True
+            readiness.started()
             await gateway.expose_registered()
             _emit(args, "serving", domain=domain, exposed=gateway.exposed(), archive=args.archive,
                   outbox=str(config.outbox_path), waiting=gateway.stats.waiting)

@@ -685,3 +685,23 @@ async def test_an_input_function_that_fails_makes_a_dead_letter_that_says_why() 
 def test_an_input_timeout_is_a_positive_number_of_seconds() -> None:
     with pytest.raises(ValueError, match="input_timeout is a positive number of seconds"):
         AgentChatAgent(lambda: UserProxyAgent("person"), input_timeout=0)
+
+
+async def test_a_team_factory_is_refused_at_registration_with_what_to_do() -> None:
+    from autogen_agentchat.teams import RoundRobinGroupChat
+
+    from agents.agentchat import NotAChatAgentError
+
+    client = ScriptedChatCompletionClient(lambda request: "hi")
+    team = lambda: RoundRobinGroupChat([AssistantAgent("a", model_client=client), AssistantAgent("b", model_client=client)])  # noqa: E731
+    with pytest.raises(NotAChatAgentError, match=r"made a team \(RoundRobinGroupChat\).*SocietyOfMindAgent"):
+        from_agentchat(team)
+    made: list[AssistantAgent] = []
+
+    def one() -> AssistantAgent:
+        made.append(AssistantAgent("one", model_client=client))
+        return made[-1]
+
+    maker = from_agentchat(one)
+    assert len(made) == 1  # checked at once; the agent made then serves the first instance
+    assert maker().chat_agent is made[0] and len(made) == 1

@@ -130,3 +130,34 @@ async def test_console_command_watches_a_file_and_refuses_to_send(tmp_path: Path
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_run_with_console_prints_the_transcript_as_it_grows_as_run_does() -> None:
+    process = await _start("run", "agents.demo:app", "--console", "--port", "0")
+    try:
+        _, seen = await _read_until_url(process)
+        _, seen_after = await _read_until_url(process)  # the console's line again, once the app has settled
+        live = re.search(rb"^\d\d:\d\d:\d\d #1 herald\.local -> #lobby \[proactive\]", seen + seen_after, re.MULTILINE)
+        assert live, (seen + seen_after).decode()
+        assert b" messages \xc2\xb7 " in seen_after  # the counters once it has settled
+        assert (seen + seen_after).count(b"Lunch at noon, for whoever") == 1  # each message once, as it came
+        process.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(process.communicate(), TIMEOUT)
+        assert process.returncode == 0, err.decode()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def test_run_json_without_a_gateway_says_why_it_would_be_silent() -> None:
+    import os
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "aun_runtime", "run", "agents.demo:app", "--json"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "AUN_GATEWAY_URL": ""})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --json prints the gateway agent's lifecycle events as JSON lines, so it needs --gateway-url "
+        "(or AUN_GATEWAY_URL); without a gateway, run prints its transcript"
+    ]
