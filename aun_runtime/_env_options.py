@@ -19,6 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
+from typing import Any
+
+from ._stopping import ExitCode
 
 __all__ = ["ENV_PREFIX", "EnvironmentParser", "variable_of"]
 
@@ -42,14 +45,17 @@ class EnvironmentParser(argparse.ArgumentParser):
     """An `ArgumentParser` whose options (its subcommands' too) can take defaults from `AUN_*`
     variables: call `environment_defaults` once every subcommand is added, before parsing."""
 
+    #: What the variables of this parser's own options held that they refuse: said only when this
+    #: parser is used, since one variable may stand for options of several commands (`AUN_HOST`:
+    #: the console's address to serve on, the worker's host:port).
+    _refused_variables: tuple[str, ...] = ()
+
     def environment_defaults(self, environ: Mapping[str, str] | None = None) -> None:
         """Give every option of this parser and of all its subcommands a default from its `AUN_*`
-        variable (if set), and name the variable in its help.
-
-        Raises:
-            SystemExit: a variable holds a value its option refuses (the message names it).
-        """
+        variable (if set), and name the variable in its help. A value an option refuses is
+        refused (one line, exit 2, naming the variable) when its command is parsed."""
         env = os.environ if environ is None else environ
+        refused: list[str] = []
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for sub in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
@@ -63,7 +69,16 @@ class EnvironmentParser(argparse.ArgumentParser):
             variable = variable_of(action)
             action.help = f"{action.help or ''} [env {variable}]".strip()
             if variable in env:
-                _take_default(action, variable, env[variable])
+                try:
+                    _take_default(action, variable, env[variable])
+                except SystemExit as exc:
+                    refused.append(str(exc.code))
+        self._refused_variables = tuple(refused)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self._refused_variables:
+            self.exit(ExitCode.USAGE, self._refused_variables[0] + "\n")
+        return super().parse_known_args(args, namespace)
 
 
 def _take_default(action: argparse.Action, variable: str, text: str) -> None:
@@ -81,7 +96,7 @@ def _take_default(action: argparse.Action, variable: str, text: str) -> None:
     else:
         try:
             action.default = action.type(text) if callable(action.type) else text
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
             raise SystemExit(f"error: {variable}={text!r} is not a valid value for {action.option_strings[0]}") from None
     if isinstance(action.default, str) and action.choices is not None and action.default.lower() in action.choices:
         action.default = action.default.lower()  # JSON or json, as a person writes it

@@ -40,7 +40,7 @@ from ._metrics import ModelMetrics, RuntimeMetrics
 from ._otel_environment import tracing_from_environment
 from ._probes import Readiness, add_http_option, serving_probes
 from ._runtime import AUNRuntime
-from ._stopping import STOP_GRACE, ExitCode, StopRequest, bound_exit, run_command
+from ._stopping import STOP_GRACE, StopRequest, bound_exit, run_command
 from ._storage_wait import open_when_available
 from ._transcript import ArchiveRoles, archive_counts
 from .distributed._cli import add_commands as add_distributed_commands
@@ -372,10 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for serving in ("run", "worker", "host", "gateway"):  # the console serves the probes on its own port
         add_http_option(commands.choices[serving])
     add_debug_option(parser)  # before the variables: AUN_DEBUG=1 is --debug
-    try:
-        parser.environment_defaults()
-    except SystemExit as exc:  # a variable its option refuses: one line, as a bad option
-        parser.exit(ExitCode.USAGE, f"{exc.code}\n")
+    parser.environment_defaults()
     for command in commands.choices.values():  # after them: a subcommand's --debug only when given
         add_debug_option(command, subcommand=True)
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._command_errors import CommandParser, add_debug_option, option_values, port_number, report_errors
 from .._probes import Readiness, add_http_option, serving_probes
-from .._stopping import ExitCode, StopRequest, run_command
+from .._stopping import StopRequest, run_command
 from ._limits import GatewayLimits
 from ._server import GatewayServer
 
@@ -98,10 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command")
     gateway = add_gateway_parser(commands)
     add_http_option(gateway)
-    try:
-        parser.environment_defaults()
-    except SystemExit as exc:  # a variable its option refuses: one line, as a bad option
-        parser.exit(ExitCode.USAGE, f"{exc.code}\n")
+    parser.environment_defaults()
     add_debug_option(gateway)
     args = parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)])
     return report_errors(lambda: run_gateway(args), debug=args.debug, options=option_values(args))

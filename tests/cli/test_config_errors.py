@@ -112,7 +112,10 @@ def test_a_url_the_server_cannot_serve_is_one_line_and_nothing_is_created(
     parts = urlsplit(postgres_url)
     netloc = f"{change.get('user', parts.username)}@{parts.hostname}:{change.get('port', parts.port)}"
     url = _with(postgres_url, netloc=netloc, query=change.get("query"))
-    line = _refused(_command("run", "agents.demo:app", "--until-idle", "--archive", url), said=said)
+    # `run` waits for a database that does not answer (port 1) up to its connect timeout, as a
+    # command started beside its database must; 0 asks it not to wait, so the refusal comes at once.
+    command = _command("run", "agents.demo:app", "--until-idle", "--connect-timeout", "0", "--archive", url)
+    line = _refused(command, said=said)
     assert line.startswith("error: --archive: cannot open the PostgreSQL database")
     assert _objects(postgres_url) == []
 

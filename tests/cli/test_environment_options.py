@@ -80,3 +80,15 @@ def test_help_names_each_variable() -> None:
 def test_an_empty_variable_is_unset_and_a_choice_is_read_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
     args = parsed(["worker"], monkeypatch, AUN_APP="x:y", AUN_NAME="", AUN_LOG_FORMAT="JSON", AUN_CONNECT_TIMEOUT="")
     assert (vars(args)["name"], vars(args)["log_format"], vars(args)["connect_timeout"]) == (None, "json", 30.0)
+
+
+def test_a_value_one_command_refuses_stops_only_that_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One variable may stand for options of several commands: AUN_HOST is the console's address to
+    # serve on and the worker's host:port. A value the worker's option refuses leaves the console be.
+    args = parsed(["console", "--archive", "run.sqlite"], monkeypatch, AUN_HOST="127.0.0.1")
+    assert vars(args)["host"] == "127.0.0.1"
+    done = _cli("worker", "--app", "x:y", env={"AUN_HOST": "127.0.0.1"})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: AUN_HOST='127.0.0.1' is not a valid value for --host"
+    ]
