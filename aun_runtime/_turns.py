@@ -166,6 +166,8 @@ class TurnWatch:
             turn.timeout = timeout
             turn.deadline = _NEVER if timeout is None else started + timeout
             turn.outer = turns.get(task)
+            # What the last turn counted and waited for is its own: a retry's derived ids count from 0.
+            turn.attempt, turn.sends, turn.waiting, turn.waiting_since = 1, 0, None, started
         turns[task] = turn
         if turn.deadline < self._timer_at:
             self._arm(loop, turn.deadline)

@@ -109,3 +109,19 @@ async def test_a_handler_that_swallows_the_cancellation_is_told_of_and_its_agent
         assert [m.text for m in inbox.received] == ["turn 1", "turn 2"]
     assert "the handler of stubborn.local caught the cancellation at its handler_timeout and went on" in _warnings(caplog)
     assert runtime.stats.dead_letters == 0
+
+
+async def test_a_reused_turn_starts_with_nothing_of_the_last_one_counted() -> None:
+    # The watch hands an ended turn's object to the next turn: what the last one counted (its
+    # sends, which derive a retried turn's message ids, its try, what it waited for) must not carry over.
+    from aun_runtime._turns import TurnWatch
+
+    watch = TurnWatch()
+    first = watch.begin("a.local", None, None)
+    first.sends, first.attempt = 2, 3
+    first.wait_for("model")
+    watch.end(first)
+    second = watch.begin("b.local", None, None)
+    assert second is first  # reused
+    assert (second.sends, second.attempt, second.waiting) == (0, 1, None)
+    watch.end(second)
