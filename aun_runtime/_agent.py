@@ -349,7 +349,7 @@ class AUNAgent(RoutedAgent):
         if inbound is None or turn is None or turn.message is not inbound:
             return None  # a proactive turn: nothing to derive from
         turn.sends += 1
-        return derived_message_id(inbound, turn.sends - 1)
+        return derived_message_id(self.aid, inbound, turn.sends - 1)
 
     async def on_unhandled_message(self, message: Any, ctx: MessageContext) -> None:
         """A message no handler takes. It is archived already; silence is a legal answer."""

@@ -71,7 +71,8 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, TransientError | RuntimeStoppedError)
 
 
-def derived_message_id(answering: AUNMessage, place: int) -> str:
-    """The id of the `place`-th send (0: the first) of a turn on `answering`: the same on every try."""
-    digest = hashlib.sha256(f"{answering.from_aid}\n{answering.message_id}".encode()).hexdigest()[:24]
+def derived_message_id(sender: str, answering: AUNMessage, place: int) -> str:
+    """The id of the `place`-th send (0: the first) of `sender`'s turn on `answering`: the same on
+    every try, and another for each agent that answers (every member of a group gets one message)."""
+    digest = hashlib.sha256(f"{sender}\n{answering.from_aid}\n{answering.message_id}".encode()).hexdigest()[:24]
     return f"re-{digest}-{place}"

@@ -147,3 +147,17 @@ async def test_an_agent_without_a_policy_is_not_retried_but_its_dead_letter_is_r
     assert (dead.reason or "").startswith("retryable: ")
     assert runtime.stats.turn_retries == 0
     await runtime.close()
+
+
+
+def test_agents_answering_one_message_derive_ids_of_their_own() -> None:
+    # A send's derived id names its sender: two members answering the same group post must not
+    # share an id, or every receiver's dedup would keep only the first answer (notebook 08's lounge
+    # shows it end to end). The same sender, message and place give the same id on every try.
+    from aun_runtime import AUNMessage
+    from aun_runtime._turn_retry import derived_message_id
+
+    post = AUNMessage(from_aid="alice.local", group_id="lounge", payload={"type": "text", "text": "lunch?"})
+    assert derived_message_id("ana.local", post, 0) != derived_message_id("ben.local", post, 0)
+    assert derived_message_id("ana.local", post, 0) == derived_message_id("ana.local", post, 0)
+    assert derived_message_id("ana.local", post, 0) != derived_message_id("ana.local", post, 1)
