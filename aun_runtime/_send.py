@@ -142,7 +142,7 @@ class SendPath:
                 self.failures.budget_stop(sender, budget_error, AUNMessage(**fields))
                 raise budget_error
         if group_id is not None:
-            message = await self.groups.post(group_id, fields)
+            message = await self.groups.post(group_id, fields, group)
         else:
             # A registered AID was validated when it was registered.
             target = to if to is not None and to in self.endpoints else validate_aid(to or "")
