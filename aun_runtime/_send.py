@@ -23,7 +23,7 @@ archive never sees a delivery whose sending is missing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from protocols.aun import (
@@ -150,10 +150,15 @@ class SendPath:
         self.failures.stats.sent += 1
         return message
 
-    async def _send_direct(self, to: str, fields: dict[str, Any]) -> AUNMessage:
+    def _send_direct(self, to: str, fields: dict[str, Any]) -> Coroutine[Any, Any, AUNMessage]:
+        # The coroutine that sends, not one around it: a frame less on every direct send.
+        if self.placement.where(to) is Where.HERE:
+            return self._publish_here(to, fields)
+        return self._send_away(to, fields)
+
+    async def _send_away(self, to: str, fields: dict[str, Any]) -> AUNMessage:
+        """A direct message to an AID not registered in this runtime."""
         where = self.placement.where(to)
-        if where is Where.HERE:
-            return await self._publish_here(to, fields)
         message = AUNMessage(**fields)
         if where is Where.NETWORK:
             return await send_out(self.placement, message, to, self.archive, self.failures)
