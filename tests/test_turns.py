@@ -109,3 +109,20 @@ async def test_a_handler_that_swallows_the_cancellation_is_told_of_and_its_agent
         assert [m.text for m in inbox.received] == ["turn 1", "turn 2"]
     assert "the handler of stubborn.local caught the cancellation at its handler_timeout and went on" in _warnings(caplog)
     assert runtime.stats.dead_letters == 0
+
+
+async def test_turns_that_end_plainly_reuse_one_object_and_a_cut_off_turn_is_not_reused() -> None:
+    from aun_runtime._turns import TurnWatch
+
+    watch = TurnWatch()
+    first = watch.begin("a.local", None, 10.0)
+    watch.end(first)
+    second = watch.begin("b.local", None, None)
+    assert second is first  # one object for a drain's turns, not one per message
+    assert (second.aid, second.timeout, second.outer, second.cause) == ("b.local", None, None, None)
+    watch.cut_all(lambda turn: RuntimeError("stopping"))
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(0)  # the cut-off's cancellation reaches this task
+    assert watch.cut_off(second) is not None
+    watch.end(second)
+    assert watch.begin("c.local", None, None) is not second  # its cause may still be read: a new one
