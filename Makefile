@@ -40,7 +40,7 @@ PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # The suite includes the instruction gate (tests/test_instruction_gate.py): a delivery on an in-process
 # core may not cost 3 % more instructions than bench/instructions_baseline.json. It is a test file,
 # not a step of its own, so that it runs on one worker while the others go on (about a minute of two
-# valgrind processes, started first among the slow files), adding nothing to the suite's wall time.
+# valgrind processes, started among the first slow files), adding nothing to the suite's wall time.
 test: $(STAMP)
 	sh scripts/install-test-deps.sh
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)

@@ -82,11 +82,13 @@ class GroupFanOut:
         #: Group members already warned about as registered nowhere (one warning per AID).
         self._warned_absent: set[str] = set()
 
-    async def post(self, group_id: str, fields: dict[str, Any]) -> AUNMessage:
-        """Post the message `fields` describe to `group_id` (its `seq` still to be taken)."""
+    async def post(self, group_id: str, fields: dict[str, Any], group: GroupInfo | None = None) -> AUNMessage:
+        """Post the message `fields` describe to `group_id` (its `seq` still to be taken); `group`
+        is the group as the caller just read it, if it did (read again otherwise)."""
         placement = self.placement
         sender = fields["from_aid"]
-        group = placement.group(group_id)
+        if group is None:
+            group = placement.group(group_id)
         if group is None:
             message = AUNMessage(**fields)
             if placement.group_where(group_id) is Where.NETWORK:
@@ -97,14 +99,16 @@ class GroupFanOut:
         message_id = fields["message_id"]
         rule = self.mailbox_rule
         reserved: dict[str, Mailbox] = {}
-        for aid in copy_recipients(group, placement.delivery_order(group_id), sender):
-            endpoint = self.endpoints.get(aid)
-            if endpoint is not None and await rule.hold_place_for_copy(endpoint.mailbox, message_id, sender):
-                reserved[aid] = endpoint.mailbox
-        # Membership may have changed while waiting for room: the members seen now receive it.
-        copies = copy_recipients(placement.group(group_id) or group, placement.delivery_order(group_id), sender)
-        for aid in set(reserved) - set(copies):
-            rule.give_back(reserved.pop(aid), message_id)
+        copies = copy_recipients(group, placement.delivery_order(group_id), sender)
+        if rule.holds_places_for_copies:
+            for aid in copies:
+                endpoint = self.endpoints.get(aid)
+                if endpoint is not None and await rule.hold_place_for_copy(endpoint.mailbox, message_id, sender):
+                    reserved[aid] = endpoint.mailbox
+            # Membership may have changed while waiting for room: the members seen now receive it.
+            copies = copy_recipients(placement.group(group_id) or group, placement.delivery_order(group_id), sender)
+            for aid in set(reserved) - set(copies):
+                rule.give_back(reserved.pop(aid), message_id)
         try:
             # Its place in the group is taken only now: seq follows publish order, and membership
             # spans are measured in it.
@@ -140,8 +144,9 @@ class GroupFanOut:
     ) -> None:
         """Publish the copies of `aids`, in that order, in one call of the core."""
         await self.core.publish_copies(message, [inbox_topic(aid) for aid in aids], sender=sender, message_id=message_id)
-        for aid in aids:  # published: their places are the core's now
-            reserved.pop(aid, None)
+        if reserved:  # published: their places are the core's now
+            for aid in aids:
+                reserved.pop(aid, None)
 
     def _refuse_outsider(self, sender: str, group_id: str, message: AUNMessage) -> NoReturn:
         """A post from outside the group: the sender's dead letter, and its error."""

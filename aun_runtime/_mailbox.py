@@ -284,6 +284,19 @@ class Mailbox:
 
     # -- handling ----------------------------------------------------------------------------------
 
+    def begin_turn_now(self) -> bool:
+        """Take the turn at once if nobody has it (no coroutine: the usual case); True means the
+        caller handles its message now and calls [`end_turn`][aun_runtime.Mailbox.end_turn] after,
+        False that it must wait with [`take_turn`][aun_runtime.Mailbox.take_turn]."""
+        if self._busy:
+            return False
+        self._busy = True
+        return True
+
+    def end_turn(self) -> None:
+        """The turn taken with [`begin_turn_now`][aun_runtime.Mailbox.begin_turn_now] is over: it passes to the next waiter."""
+        self._pass_turn()
+
     async def take_turn(self, handle: Awaitable[T]) -> T:
         """Await `handle` when every message that arrived before has been handled.
 

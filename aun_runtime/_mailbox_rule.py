@@ -53,6 +53,10 @@ class Recipient(Protocol):
 class MailboxRule(Protocol):
     """What a runtime does with mailboxes, given who drains them."""
 
+    #: Whether a group copy may hold a place before its publish (`hold_place_for_copy`): False
+    #: lets the fan-out skip asking for every member of every post.
+    holds_places_for_copies: bool
+
     def deliver(
         self, endpoint: Recipient, dispatch: Dispatch, message: Any, ctx: MessageContext
     ) -> Coroutine[Any, Any, None]:
@@ -94,6 +98,8 @@ class _DirectPlaces:
 class CoreDrainsMailboxes(_DirectPlaces):
     """The core admits every message to the mailbox and takes the turns: delivery only handles."""
 
+    holds_places_for_copies = False
+
     def deliver(
         self, endpoint: Recipient, dispatch: Dispatch, message: Any, ctx: MessageContext
     ) -> Coroutine[Any, Any, None]:
@@ -111,6 +117,8 @@ class DeliveryAppliesMailboxes(_DirectPlaces):
     """The core hands messages over at once: delivery admits them and takes turns, and a sender
     under `block` waits for room before it publishes."""
 
+    holds_places_for_copies = True
+
     def deliver(
         self, endpoint: Recipient, dispatch: Dispatch, message: Any, ctx: MessageContext
     ) -> Coroutine[Any, Any, None]:
@@ -124,7 +132,13 @@ class DeliveryAppliesMailboxes(_DirectPlaces):
             endpoint.refused_as_full(message if is_envelope else None)
             return
         try:
-            await mailbox.take_turn(_handled(endpoint, dispatch, message, ctx))
+            if mailbox.begin_turn_now():  # nobody before it: handled here, two coroutines fewer
+                try:
+                    await endpoint.handle(dispatch, message, ctx)
+                finally:
+                    mailbox.end_turn()
+            else:
+                await mailbox.take_turn(_handled(endpoint, dispatch, message, ctx))
         finally:
             mailbox.release()
 

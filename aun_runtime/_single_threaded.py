@@ -15,6 +15,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from autogen_core import (
@@ -40,7 +41,6 @@ from ._core_protocol import (
     InProcessCore,
     MailboxProvider,
     MailboxReleasedHook,
-    PublishesCopiesOneByOne,
     UndeliverableHook,
 )
 from ._errors import AgentCreationError, MessageDroppedError, RuntimeStoppedError
@@ -51,7 +51,15 @@ from ._no_rpc import RefusesRPC
 __all__ = ["AUNSingleThreadedRuntime"]
 
 
-class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, PublishesCopiesOneByOne, SingleThreadedAgentRuntime):
+@dataclass(kw_only=True)
+class _CopiesEnvelope(PublishMessageEnvelope):
+    """A group post's copies, each on its member's inbox topic (`topic_id` is the first): one queue
+    entry and one task for all of them, as one publish on a group topic was."""
+
+    topic_ids: Sequence[TopicId]
+
+
+class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRuntime):
     """autogen-core's single-threaded runtime with AUN rules: no RPC, no wasted per-delivery work.
 
     It takes autogen-core's constructor arguments, with the same meaning:
@@ -120,8 +128,10 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, PublishesCopiesOneByOn
                 break
             if isinstance(envelope, PublishMessageEnvelope):
                 stopped = RuntimeStoppedError("the runtime stopped before this message was handled")
-                for recipient in await self._recipients(envelope.topic_id, envelope.sender):
-                    self._report(recipient, envelope.message, stopped)
+                topics = envelope.topic_ids if isinstance(envelope, _CopiesEnvelope) else (envelope.topic_id,)
+                for topic_id in topics:
+                    for recipient in await self._recipients(topic_id, envelope.sender):
+                        self._report(recipient, envelope.message, stopped)
         await super().stop()
 
     async def publish_message(
@@ -149,6 +159,28 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, PublishesCopiesOneByOn
             await super().publish_message(
                 message, topic_id, sender=sender, cancellation_token=cancellation_token, message_id=message_id
             )
+
+    async def publish_copies(
+        self, message: Any, topic_ids: Sequence[TopicId], *, sender: AgentId | None = None, message_id: str
+    ) -> None:
+        """Publish `message` on each of `topic_ids`, as that many `publish_message` calls would: one
+        queue entry for all of them on the lean path, delivered in the order given (each recipient
+        in a task of its own, as a publish on a group topic is). Traced or intervened, one publish
+        per copy, so that each has its span and meets the handlers."""
+        if not self._plain:
+            for topic_id in topic_ids:
+                await self.publish_message(message, topic_id, sender=sender, message_id=message_id)
+            return
+        await self._message_queue.put(
+            _CopiesEnvelope(
+                message=message,
+                cancellation_token=CancellationToken(),
+                sender=sender,
+                topic_id=topic_ids[0],
+                topic_ids=topic_ids,
+                message_id=message_id,
+            )
+        )
 
     async def _publish_intervened(
         self,
@@ -208,24 +240,27 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, PublishesCopiesOneByOn
         deliveries: list[Awaitable[Any]] = []
         sender = envelope.sender
         instances = self._instantiated_agents
-        for recipient in await self._subscription_manager.get_subscribed_recipients(envelope.topic_id):
-            if recipient == sender:
-                continue  # a publish is never delivered back to its sender
-            context = MessageContext(
-                sender=sender,
-                topic_id=envelope.topic_id,
-                is_rpc=False,
-                cancellation_token=envelope.cancellation_token,
-                message_id=envelope.message_id,
-            )
-            agent = instances.get(recipient)  # the usual case, without a coroutine
-            if agent is None:
-                try:
-                    agent = await self._recipient(recipient)
-                except Exception as exc:  # one recipient that cannot be created costs no one else a copy
-                    self._creation_failed(recipient, envelope.message, exc)
-                    continue
-            deliveries.append(self._deliver(agent, envelope, context))
+        recipients_of = self._subscription_manager.get_subscribed_recipients
+        topics = envelope.topic_ids if isinstance(envelope, _CopiesEnvelope) else (envelope.topic_id,)
+        for topic_id in topics:
+            for recipient in await recipients_of(topic_id):
+                if recipient == sender:
+                    continue  # a publish is never delivered back to its sender
+                context = MessageContext(
+                    sender=sender,
+                    topic_id=topic_id,
+                    is_rpc=False,
+                    cancellation_token=envelope.cancellation_token,
+                    message_id=envelope.message_id,
+                )
+                agent = instances.get(recipient)  # the usual case, without a coroutine
+                if agent is None:
+                    try:
+                        agent = await self._recipient(recipient)
+                    except Exception as exc:  # one recipient that cannot be created costs no one else a copy
+                        self._creation_failed(recipient, envelope.message, exc)
+                        continue
+                deliveries.append(self._deliver(agent, envelope, context))
         if len(deliveries) == 1:
             await deliveries[0]  # one recipient (every direct message): no task to spare
         else:

@@ -73,7 +73,7 @@ class SubscriptionIndex:
         # share it instead of holding a copy each. In registration order.
         self._inboxes: dict[str, str] = {}
         self._cache: dict[TopicId | str, tuple[AgentId, ...]] = {}
-        self._cache_without: dict[tuple[TopicId, AgentId], tuple[AgentId, ...]] = {}
+        self._cache_without: dict[tuple[str, str, str] | tuple[TopicId, AgentId], tuple[AgentId, ...]] = {}
 
     @property
     def subscriptions(self) -> Sequence[Subscription]:
@@ -154,7 +154,11 @@ class SubscriptionIndex:
         """The recipients of a publish on `topic` by `sender`: a publish is never delivered back
         to its sender (as in autogen-core). Kept per (topic, sender), so a group post compares
         AgentIds once, not once per member."""
-        key = (topic, sender)
+        # Keyed by strings, whose hashes Python keeps, for a topic of the source "default" (every AUN
+        # topic): a TopicId and an AgentId are hashed by Python-level methods, once per group copy.
+        key: tuple[str, str, str] | tuple[TopicId, AgentId] = (
+            (topic.type, sender.type, sender.key) if topic.source == "default" else (topic, sender)
+        )
         cached = self._cache_without.get(key)
         if cached is None:
             cached = tuple(agent for agent in self.recipients(topic) if agent != sender)

@@ -125,3 +125,20 @@ async def test_a_reused_turn_starts_with_nothing_of_the_last_one_counted() -> No
     assert second is first  # reused
     assert (second.sends, second.attempt, second.waiting) == (0, 1, None)
     watch.end(second)
+
+
+async def test_turns_that_end_plainly_reuse_one_object_and_a_cut_off_turn_is_not_reused() -> None:
+    from aun_runtime._turns import TurnWatch
+
+    watch = TurnWatch()
+    first = watch.begin("a.local", None, 10.0)
+    watch.end(first)
+    second = watch.begin("b.local", None, None)
+    assert second is first  # one object for a drain's turns, not one per message
+    assert (second.aid, second.timeout, second.outer, second.cause) == ("b.local", None, None, None)
+    watch.cut_all(lambda turn: RuntimeError("stopping"))
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(0)  # the cut-off's cancellation reaches this task
+    assert watch.cut_off(second) is not None
+    watch.end(second)
+    assert watch.begin("c.local", None, None) is not second  # its cause may still be read: a new one
