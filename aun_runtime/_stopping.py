@@ -22,14 +22,9 @@ rather than on the event loop: a loop blocked by a handler that never awaits nev
 callbacks, but a Python signal handler still runs (between two bytecodes of the main thread), so a
 second signal works; the deadline does not even need that.
 
-**Exit codes**, the same for every command:
-
-| code | how the command ended |
-|---|---|
-| 0 | the way it is meant to end: a run that ends by itself (`--until-idle`, `--for`, `demo`) with no failures recorded; a serving command (`run` without those options, `--console`, `--gateway-url`, `worker`, `host`, `gateway`, `console`) stopped by SIGINT or SIGTERM, cleanly |
-| 1 | it failed: the application (setup or teardown) raised, its traceback printed; or a run that ends by itself recorded dead letters, loop stops or budget stops (one line says how many) |
-| 2 | usage or configuration: a bad option, an application that cannot be loaded, a port in use |
-| 128+N | interrupted by signal N (130: SIGINT, 143: SIGTERM): a run meant to end by itself was stopped before its end, or any command got a second signal; 137 (killed): it missed `EXIT_DEADLINE` |
+**Exit codes** are the same for every command, named by `ExitCode` and listed once, with what a
+configuration error, a runtime failure and a bug each print, in the docs (Running, "Exit codes");
+`aun_runtime._command_errors` sorts what stops a command into them.
 """
 
 from __future__ import annotations

@@ -25,14 +25,11 @@ import contextvars
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
-from autogen_core import CancellationToken, ComponentModel
+from autogen_core import CancellationToken
 from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
     LLMMessage,
-    ModelCapabilities,  # pyright: ignore[reportDeprecated]
-    ModelInfo,
-    RequestUsage,
 )
 from autogen_core.tools import Tool, ToolSchema
 
@@ -40,6 +37,7 @@ from .._acting import ACTING, INBOUND
 from ._errors import ModelAnswerError, ModelUnavailableError
 from ._limiter import EndpointLimiter, limiter_for, retry_after_of
 from ._request import JsonOutput, ToolChoice
+from ._wrapped import WrappedChatCompletionClient
 
 __all__ = ["DEFAULT_ANSWER_RETRIES", "LimitedChatCompletionClient", "observe_response"]
 
@@ -104,7 +102,7 @@ def _anomaly(detail: str) -> None:
         agent.aun.record_model_anomaly(agent.aid, detail, INBOUND.get())
 
 
-class LimitedChatCompletionClient(ChatCompletionClient):
+class LimitedChatCompletionClient(WrappedChatCompletionClient):
     """`inner` (a live client that does not retry), behind the limiter of its endpoint.
 
     Args:
@@ -132,7 +130,7 @@ class LimitedChatCompletionClient(ChatCompletionClient):
         max_retries: int,
         answer_retries: int = DEFAULT_ANSWER_RETRIES,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.base_url = base_url
         self.model = model
         self.max_concurrent = max_concurrent
@@ -269,32 +267,3 @@ class LimitedChatCompletionClient(ChatCompletionClient):
                 limiter.release(failed=False)
             else:
                 limiter.release(failed=True, retry_after=failed[0], what=failed[1])
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    def dump_component(self) -> ComponentModel:
-        """The inner client's component: the limiter is how this process calls it, not part of it."""
-        return self.inner.dump_component()
-
-    def actual_usage(self) -> RequestUsage:
-        return self.inner.actual_usage()
-
-    def total_usage(self) -> RequestUsage:
-        return self.inner.total_usage()
-
-    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
-        return self.inner.count_tokens(messages, tools=tools)
-
-    def remaining_tokens(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
-    ) -> int:
-        return self.inner.remaining_tokens(messages, tools=tools)
-
-    @property
-    def capabilities(self) -> ModelCapabilities:  # pyright: ignore[reportDeprecated]
-        return self.inner.capabilities  # pyright: ignore[reportDeprecated]
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return self.inner.model_info

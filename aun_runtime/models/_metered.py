@@ -21,13 +21,11 @@ import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
-from autogen_core import CancellationToken, ComponentModel
+from autogen_core import CancellationToken
 from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
     LLMMessage,
-    ModelCapabilities,  # pyright: ignore[reportDeprecated]
-    ModelInfo,
     RequestUsage,
 )
 from autogen_core.tools import Tool, ToolSchema
@@ -39,11 +37,12 @@ from .._errors import ModelBudgetExceeded
 from ._call_stats import MODEL_CALLS, model_name
 from ._model_spans import end_model_span, start_model_span
 from ._request import JsonOutput, ToolChoice
+from ._wrapped import WrappedChatCompletionClient
 
 __all__ = ["MeteredChatCompletionClient", "metered"]
 
 
-class MeteredChatCompletionClient(ChatCompletionClient):
+class MeteredChatCompletionClient(WrappedChatCompletionClient):
     """`inner`, with each call from an agent counted against that agent's model budgets.
 
     Args:
@@ -57,7 +56,7 @@ class MeteredChatCompletionClient(ChatCompletionClient):
     """
 
     def __init__(self, inner: ChatCompletionClient) -> None:
-        self.inner = inner
+        super().__init__(inner)
         #: The model's name, as `/metrics` and the model-call spans show it.
         self.model = model_name(inner)
 
@@ -165,35 +164,6 @@ class MeteredChatCompletionClient(ChatCompletionClient):
             await stream.aclose()
             self._end(meter, usage)
             self._close(started, span, usage, failure)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    def dump_component(self) -> ComponentModel:
-        """The inner client's component: metering is how this runtime calls it, not part of it."""
-        return self.inner.dump_component()
-
-    def actual_usage(self) -> RequestUsage:
-        return self.inner.actual_usage()
-
-    def total_usage(self) -> RequestUsage:
-        return self.inner.total_usage()
-
-    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
-        return self.inner.count_tokens(messages, tools=tools)
-
-    def remaining_tokens(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
-    ) -> int:
-        return self.inner.remaining_tokens(messages, tools=tools)
-
-    @property
-    def capabilities(self) -> ModelCapabilities:  # pyright: ignore[reportDeprecated]
-        return self.inner.capabilities  # pyright: ignore[reportDeprecated]
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return self.inner.model_info
 
 
 def metered(client: ChatCompletionClient) -> MeteredChatCompletionClient:
