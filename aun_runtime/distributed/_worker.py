@@ -59,7 +59,13 @@ from protocols.aun import AUNMessage
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
 from .._core_protocol import MailboxProvider, MailboxReleasedHook, PublishesCopiesOneByOne, UndeliverableHook
-from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
+from .._errors import (
+    AgentRegistrationError,
+    MessageDroppedError,
+    OutboxFullError,
+    RPCForbiddenError,
+    StorageSessionLostError,
+)
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
@@ -132,7 +138,8 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         archive: the SQLite file of this worker's archive and journal, `":memory:"`, or the
             `postgresql://` URL of the database the workers of several machines share (then `name`
             is needed; when its database session ends, nothing more is committed and
-            `session_lost` is set: stop the worker then, as `aun-runtime worker` does). Either
+            `session_lost` is set: stop this runtime then, and start a new one on the same archive
+            when the database is back, as `aun-runtime worker` does). Either
             makes the worker durable: its name, outbox and positions survive a restart, and a stop
             leaves its AIDs *away* (messages to them are kept) rather than released.
         name: the worker's name; default: the one in the archive file (made on first start). The
@@ -191,7 +198,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         self.archive = JournalArchive(archive, commit_interval=commit_interval, worker=name)
         self.name = name or self.archive.worker_name()
         #: Set when the journal's database session ended (PostgreSQL): nothing more can be
-        #: committed, so the worker must stop (`aun-runtime worker` exits with an error).
+        #: committed, so this runtime must stop (`aun-runtime worker` then rejoins with a new one).
         self.session_lost = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         storage = self.archive.storage
@@ -381,8 +388,14 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         if self._timer is not None:
             self._timer.cancel()
         await self._deliveries.cancel()
-        self.archive.flush()
-        self._settle_services()
+        try:
+            self.archive.flush()
+            self._settle_services()
+        except StorageSessionLostError as exc:
+            # Nothing more can be committed, and need not be: what was not is sent again by its
+            # senders, and the claims are settled by whoever next holds this worker's lock. The
+            # link is still closed below, so that a worker that rejoins is the only one the host sees.
+            logger.warning("worker %s: stopping without its last commit: %s", self.name, exc)
         if self._acks.pending:  # what was handled is acknowledged before the link goes
             self._acks.flush()
         if leave and self._link.connected:
