@@ -33,6 +33,7 @@ SLOW_FILES = (
     "tests/cli/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_crash_durability.py",
+    "tests/distributed/test_frozen_instance.py",
     "tests/distributed/test_cluster.py",
     "tests/test_instruction_gate.py",
     "tests/notebooks/test_notebooks_always_answering.py",

@@ -24,10 +24,20 @@ __all__ = ["DEFAULT_HOST_ADDRESS", "AUNHost"]
 
 DEFAULT_HOST_ADDRESS = "127.0.0.1:50051"
 
-#: The host accepts keepalive pings from workers as often as they send them (every 20 s).
+#: Seconds between the host's own pings of each worker's connection, and how long it waits for the
+#: answer before it drops the connection (the worker's AIDs become *away* and their senders send
+#: to the other instances): a worker that is frozen or cut off is dropped within their sum.
+PING_INTERVAL = 1.0
+PING_TIMEOUT = 2.0
+#: The host accepts keepalive pings from workers as often as they send them (every 20 s), and pings
+#: each worker itself every `PING_INTERVAL`, whether or not messages flow.
 _SERVER_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.keepalive_time_ms", int(PING_INTERVAL * 1000)),
+    ("grpc.keepalive_timeout_ms", int(PING_TIMEOUT * 1000)),
+    ("grpc.http2.ping_timeout_ms", int(PING_TIMEOUT * 1000)),  # what gRPC 1.70 waits on (60 s by default)
+    ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_receive_message_length", 8 * 1024 * 1024),
     ("grpc.max_send_message_length", 8 * 1024 * 1024),
 ]

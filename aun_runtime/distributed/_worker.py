@@ -30,6 +30,7 @@ the worker adds under them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import uuid
@@ -78,7 +79,7 @@ from ._errors import HostUnavailableError, WorkerIdentityError
 from ._events import EventBuilder
 from ._identity import MAX_WORKER_NAME_LENGTH, valid_worker_name, worker_secret
 from ._inbound import Inbound
-from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
+from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, LEASE_RENEWAL, Commit, Delivery, JournalArchive
 from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._returning import ReturningPublishes
@@ -450,7 +451,11 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(LEASE_RENEWAL)
+            # Renewed here, on the loop the agents run on: a worker whose loop stands still (frozen,
+            # or a handler that blocks it) lets its lease run out, and its claims pass to others.
+            with contextlib.suppress(StorageSessionLostError):  # its end is told through `session_lost`
+                self.archive.renew_lease()
             self._outbox.check_timeouts()
             if self._returning.expire(asyncio.get_running_loop().time()):
                 self._changed()

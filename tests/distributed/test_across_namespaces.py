@@ -213,11 +213,17 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_kill_a_ho
         # 3. A partition of the instance that holds the stream, longer than the session timeout.
         wait_until(lambda: len(store.handled()) >= 330, timeout=120, what="the stream past the host restart")
         cut = store.wait_for_busy_holder()
+        other = "b" if cut == "a" else "a"
+        taken_before = sum(f"from the dead instance {cut}" in line for line in running[other].lines)
         machines[cut].cut()
         time.sleep(PARTITION)
         cut_at = len(store.handled())
         machines[cut].heal()
         assert cut_at < STREAM, "the partition must land in the middle of the stream"
+        wait_until(
+            lambda: sum(f"from the dead instance {cut}" in line for line in running[other].lines) > taken_before,
+            timeout=60, what="the other instance taking the cut-off one's claims",
+        )  # fmt: skip
         # Its session ended while it was cut off: that run can commit nothing more. Back on the
         # network, it rejoins in its own process: it settles from the shared store and handles
         # nothing twice.
