@@ -34,6 +34,7 @@ SLOW_FILES = (
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_frozen_instance.py",
+    "tests/distributed/test_standby_host.py",
     "tests/distributed/test_cluster.py",
     "tests/test_instruction_gate.py",
     "tests/notebooks/test_notebooks_always_answering.py",

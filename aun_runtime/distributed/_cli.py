@@ -25,10 +25,12 @@ from .._command_errors import address
 from .._metrics import ModelMetrics
 from .._probes import Readiness, serving_probes
 from .._stopping import StopRequest, run_command
+from .._storage import is_postgres_url
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
+from ._host_election import PostgresHostState
 from ._host_metrics import host_metrics
 from ._tls import HostTLS, TLSConfig
-from ._worker_serving import serve_worker
+from ._worker_serving import first_of, serve_worker
 
 __all__ = ["add_commands"]
 
@@ -47,7 +49,8 @@ def add_commands(commands: Any) -> None:
     host.add_argument(
         "--state",
         help="the host's state file: worker names, AID ownership, service AIDs and groups survive a restart"
-        " (default: kept in memory only)",
+        " (default: kept in memory only); or a postgresql://... database several hosts share: one is elected"
+        " to serve, the others stand by",
     )
     host.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
     host.add_argument("--tls-key", help="PEM private key of --tls-cert")
@@ -56,7 +59,9 @@ def add_commands(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
     worker.add_argument(
-        "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+        "--host", type=_hosts, default=DEFAULT_HOST_ADDRESS,
+        help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS}), or several hosts' comma-separated"
+        " (hosts sharing a postgresql:// --state: the worker reconnects to whichever serves)",
     )
     worker.add_argument(
         "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
@@ -104,6 +109,11 @@ def add_commands(commands: Any) -> None:
     status.set_defaults(run=_run_status)
 
 
+def _hosts(text: str) -> str:
+    """An argparse type: one `host:port`, or several, comma-separated."""
+    return ",".join(address(part.strip()) for part in text.split(","))
+
+
 def _logging() -> None:
     logging.getLogger("aun_runtime.distributed").setLevel(logging.INFO)
     logging.getLogger("autogen_core").setLevel(logging.WARNING)
@@ -116,6 +126,8 @@ def _run_host(args: argparse.Namespace) -> int:
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
     async def serve(stop: StopRequest) -> int:
+        if args.state and is_postgres_url(args.state):
+            return await _serve_elected(stop, args, tls)
         host = AUNHost(args.address, tls=tls, state=args.state)  # a state file it cannot use: exit 2
         readiness = Readiness()
         serving = False
@@ -128,6 +140,38 @@ def _run_host(args: argparse.Namespace) -> int:
             return await _host_served(stop, host)
 
     return run_command(serve, serving=True)
+
+
+async def _serve_elected(stop: StopRequest, args: argparse.Namespace, tls: HostTLS | None) -> int:
+    """A host whose state is in the shared database: it stands by until elected, serves until its
+    session ends (deposed: it stops serving at once) or it is stopped, and stands by again."""
+    readiness = Readiness()
+    serving = False
+    readiness.require("host", lambda: None if serving else "standing by: another host serves")
+    async with serving_probes(args, readiness, []) as probes:
+        readiness.started()
+        while True:
+            state = PostgresHostState(args.state)
+            elected, _ = await stop.unless_stopped(state.elect())
+            if not elected:
+                state.close()
+                return stop.exit_code(failed=False)
+            host = AUNHost(args.address, tls=tls, state=state)
+            metrics = host_metrics(host)
+            if probes is not None:
+                probes.add(metrics)
+            await host.open()
+            serving = True
+            print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
+            await first_of(stop.wait(), state.lost.wait())
+            serving = False
+            await host.stop(grace=1)
+            if probes is not None:
+                probes.remove(metrics)
+            if stop.requested:
+                logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
+                return stop.exit_code(failed=False)
+            logger.warning("host: deposed (its database session ended): it stopped serving, and stands by")
 
 
 async def _host_served(stop: StopRequest, host: AUNHost) -> int:

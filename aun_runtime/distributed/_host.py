@@ -16,7 +16,7 @@ import grpc
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHost
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ._host_state import HostStateFile
+from ._host_state import HostState, HostStateFile
 from ._servicer import AUNHostServicer, HostStats, rpc_handlers
 from ._tls import HostTLS
 
@@ -52,7 +52,8 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         state: the host's state file: worker names and their secrets' digests, AID ownership,
             service AIDs and groups are kept there, so that after a restart nobody can claim what
             was someone else's. None (the default) keeps them in memory only: after a restart the
-            first connection to claim a name or an AID gets it.
+            first connection to claim a name or an AID gets it. A `HostState` object keeps it
+            elsewhere (`aun-runtime host --state postgresql://...` gives the elected host's).
 
     Raises:
         HostStateError: another running host holds `state`, or it is not a host state file.
@@ -68,11 +69,12 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
     """
 
     def __init__(
-        self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None, state: str | Path | None = None
+        self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None,
+        state: str | Path | HostState | None = None,
     ) -> None:
         # autogen-ext's constructor binds a plain port; this one binds the port itself (TLS or not)
         # and serves the AUN servicer and directory service, then reuses autogen-ext's start/stop.
-        state_file = HostStateFile(state) if state is not None else None
+        state_file = HostStateFile(state) if isinstance(state, str | Path) else state
         self.state_path = state_file.path if state_file is not None else None
         try:
             servicer = AUNHostServicer(state_file)

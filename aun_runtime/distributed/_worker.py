@@ -135,7 +135,8 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
     connects to the host and [`close`][aun_runtime.Inbox.close] stops it and releases the connection.
 
     Args:
-        host_address: the host's `host:port`.
+        host_address: the host's `host:port`, or several hosts' comma-separated (one serves, the
+            others stand by: the worker reconnects to whichever serves).
         archive: the SQLite file of this worker's archive and journal, `":memory:"`, or the
             `postgresql://` URL of the database the workers of several machines share (then `name`
             is needed; when its database session ends, nothing more is committed and
@@ -189,7 +190,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
     ) -> None:
         # Checked first: a handler refused leaves nothing opened behind it.
         interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
-        super().__init__(host_address, tracer_provider=tracer_provider)
+        super().__init__(host_address.split(",")[0], tracer_provider=tracer_provider)
         policies = dict(services or {})
         for aid, policy in policies.items():
             if policy not in POLICIES:
