@@ -45,3 +45,22 @@ async def test_a_deposed_host_writes_nothing_and_is_told(
     await asyncio.wait_for(again.elect(), 10)
     assert "late" not in again.loaded["workers"]
     again.close()
+
+
+async def test_a_serving_host_rides_out_a_database_restart_by_standing_by_and_being_elected_again() -> None:
+    with PostgresServer(durable=True) as server:
+        url = server.url("postgres")
+        host = PostgresHostState(url)
+        await asyncio.wait_for(host.elect(), 10)
+        await host.save(lambda: _state({"w": "digest"}))
+        server.crash()
+        await asyncio.wait_for(host.lost.wait(), 10)  # deposed: it must stop serving
+        host.close()
+        again = PostgresHostState(url)
+        electing = asyncio.ensure_future(again.elect())  # stands by while the database is down
+        await asyncio.sleep(2)
+        assert not electing.done()
+        server.start_again()
+        await asyncio.wait_for(electing, 30)
+        assert again.loaded["workers"] == {"w": "digest"}
+        again.close()

@@ -47,13 +47,11 @@ def test_a_standby_host_serves_when_the_serving_host_dies_and_every_message_is_h
     try:
         url = server.url("postgres")
         addresses = {label: f"{machines[label].address}:{HOST_PORT}" for label in ("h1", "h2")}
-        hosts = {
-            label: Process(["host", "--address", addresses[label], "--state", url], prefix=machines[label].command([]))
-            for label in ("h1", "h2")
-        }
-        procs.extend(hosts.values())
-        hosts["h1"].wait_for_line(lambda line: "aun-runtime host ready on" in line)
-        hosts["h2"].wait_for_line(lambda line: "standing by" in line)
+        hosts = {}
+        for label, says in (("h1", "aun-runtime host ready on"), ("h2", "standing by")):  # h1 first: it serves
+            hosts[label] = Process(["host", "--address", addresses[label], "--state", url], prefix=machines[label].command([]))
+            procs.append(hosts[label])
+            hosts[label].wait_for_line(lambda line, says=says: says in line)
         both = f"{addresses['h1']},{addresses['h2']}"
         for label in ("a", "b"):
             procs.append(start_worker(
