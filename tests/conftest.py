@@ -35,6 +35,7 @@ SLOW_FILES = (
     "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_frozen_instance.py",
     "tests/distributed/test_standby_host.py",
+    "tests/distributed/test_failover_all.py",
     "tests/distributed/test_cluster.py",
     "tests/test_instruction_gate.py",
     "tests/notebooks/test_notebooks_always_answering.py",
