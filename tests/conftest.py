@@ -36,6 +36,7 @@ SLOW_FILES = (
     "tests/distributed/test_frozen_instance.py",
     "tests/distributed/test_standby_host.py",
     "tests/distributed/test_failover_all.py",
+    "tests/distributed/test_host_election.py",
     "tests/distributed/test_cluster.py",
     "tests/test_instruction_gate.py",
     "tests/notebooks/test_notebooks_always_answering.py",
