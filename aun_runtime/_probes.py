@@ -129,6 +129,10 @@ class ProbeServer:
         """Serve `collector`'s metrics too."""
         self.registry.register(collector)
 
+    def remove(self, collector: Collector) -> None:
+        """Stop serving `collector`'s metrics (a worker that rejoins serves its new run's)."""
+        self.registry.unregister(collector)
+
     async def start(self) -> str:
         """Listen; the base URL (with the port picked, if 0 was asked)."""
         app = web.Application()

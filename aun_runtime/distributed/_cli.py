@@ -14,26 +14,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import sys
-import time
-from typing import Any, cast
+from typing import Any
 
 from protocols.aun import ROUND_ROBIN
 
-from .._actor_tracing import tracing_provider
 from .._command_errors import address
-from .._errors import ConfigurationError, StorageSessionLostError
-from .._metrics import ModelMetrics, RuntimeMetrics
-from .._probes import ProbeServer, Readiness, serving_probes
-from .._stopping import STOP_GRACE, StopRequest, run_command
-from .._storage_wait import open_when_available
+from .._metrics import ModelMetrics
+from .._probes import Readiness, serving_probes
+from .._stopping import StopRequest, run_command
+from .._storage import is_postgres_url
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
-from ._host_metrics import host_metrics, worker_metrics
+from ._host_election import PostgresHostState
+from ._host_metrics import host_metrics
 from ._tls import HostTLS, TLSConfig
-from ._worker import WorkerRuntime
+from ._worker_serving import first_of, serve_worker
 
 __all__ = ["add_commands"]
 
@@ -52,7 +49,8 @@ def add_commands(commands: Any) -> None:
     host.add_argument(
         "--state",
         help="the host's state file: worker names, AID ownership, service AIDs and groups survive a restart"
-        " (default: kept in memory only)",
+        " (default: kept in memory only); or a postgresql://... database several hosts share: one is elected"
+        " to serve, the others stand by",
     )
     host.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
     host.add_argument("--tls-key", help="PEM private key of --tls-cert")
@@ -61,7 +59,9 @@ def add_commands(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
     worker.add_argument(
-        "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
+        "--host", type=_hosts, default=DEFAULT_HOST_ADDRESS,
+        help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS}), or several hosts' comma-separated"
+        " (hosts sharing a postgresql:// --state: the worker reconnects to whichever serves)",
     )
     worker.add_argument(
         "--app", required=True, help="module:function registering the agents, e.g. agents.demo:app"
@@ -109,6 +109,11 @@ def add_commands(commands: Any) -> None:
     status.set_defaults(run=_run_status)
 
 
+def _hosts(text: str) -> str:
+    """An argparse type: one `host:port`, or several, comma-separated."""
+    return ",".join(address(part.strip()) for part in text.split(","))
+
+
 def _logging() -> None:
     logging.getLogger("aun_runtime.distributed").setLevel(logging.INFO)
     logging.getLogger("autogen_core").setLevel(logging.WARNING)
@@ -121,6 +126,8 @@ def _run_host(args: argparse.Namespace) -> int:
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
     async def serve(stop: StopRequest) -> int:
+        if args.state and is_postgres_url(args.state):
+            return await _serve_elected(stop, args, tls)
         host = AUNHost(args.address, tls=tls, state=args.state)  # a state file it cannot use: exit 2
         readiness = Readiness()
         serving = False
@@ -133,6 +140,38 @@ def _run_host(args: argparse.Namespace) -> int:
             return await _host_served(stop, host)
 
     return run_command(serve, serving=True)
+
+
+async def _serve_elected(stop: StopRequest, args: argparse.Namespace, tls: HostTLS | None) -> int:
+    """A host whose state is in the shared database: it stands by until elected, serves until its
+    session ends (deposed: it stops serving at once) or it is stopped, and stands by again."""
+    readiness = Readiness()
+    serving = False
+    readiness.require("host", lambda: None if serving else "standing by: another host serves")
+    async with serving_probes(args, readiness, []) as probes:
+        readiness.started()
+        while True:
+            state = PostgresHostState(args.state)
+            elected, _ = await stop.unless_stopped(state.elect())
+            if not elected:
+                state.close()
+                return stop.exit_code(failed=False)
+            host = AUNHost(args.address, tls=tls, state=state)
+            metrics = host_metrics(host)
+            if probes is not None:
+                probes.add(metrics)
+            await host.open()
+            serving = True
+            print(f"aun-runtime host ready on {host.address}{' (TLS)' if tls else ''}", flush=True)
+            await first_of(stop.wait(), state.lost.wait())
+            serving = False
+            await host.stop(grace=1)
+            if probes is not None:
+                probes.remove(metrics)
+            if stop.requested:
+                logger.info("host: stopped; %s", " ".join(f"{k}={v}" for k, v in host.stats.__dict__.items()))
+                return stop.exit_code(failed=False)
+            logger.warning("host: deposed (its database session ended): it stopped serving, and stands by")
 
 
 async def _host_served(stop: StopRequest, host: AUNHost) -> int:
@@ -175,16 +214,6 @@ def _run_status(args: argparse.Namespace) -> int:
     return asyncio.run(ask())
 
 
-async def _first(*waits: Any) -> None:
-    """Wait until the first of `waits` is done; cancel the others."""
-    tasks = [asyncio.ensure_future(wait) for wait in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
 def _service(spec: str) -> tuple[str, str]:
     aid, _, policy = spec.partition("=")
     return aid, policy or ROUND_ROBIN
@@ -204,80 +233,6 @@ def _run_worker(args: argparse.Namespace) -> int:
     async def serve(stop: StopRequest) -> int:
         readiness = Readiness()
         async with serving_probes(args, readiness, [ModelMetrics()]) as probes:
-            return await _serve_worker(stop, args, app, tls, services, readiness, probes)
+            return await serve_worker(stop, args, app, tls, services, readiness, probes)
 
     return run_command(serve, serving=True)
-
-
-async def _serve_worker(
-    stop: StopRequest, args: argparse.Namespace, app: Any, tls: TLSConfig | None, services: dict[str, str],
-    readiness: Readiness, probes: ProbeServer | None,
-) -> int:
-    from .._app import AppRun
-    from . import worker_runtime
-
-    waited_for: dict[str, str | None] = {"storage": "opening the archive"}
-    readiness.require("storage", lambda: waited_for["storage"])
-    readiness.require("host", lambda: f"not linked to the host at {args.host}")
-    started = time.monotonic()
-    timeout = args.connect_timeout
-
-    def opened() -> Any:
-        return worker_runtime(
-            args.host, archive=args.archive, name=args.name, tls=tls,
-            connect_timeout=None if timeout is None else max(0.0, timeout - (time.monotonic() - started)),
-            services=services, service_dir=args.service_ledger or args.service_dir,
-            tracer_provider=tracing_provider(None),  # the one the OTEL_* environment installed, if any
-        )
-
-    try:
-        # Both within the one connect timeout: the database first (started beside it, it may
-        # not be up yet), then the host.
-        done, runtime = await stop.unless_stopped(
-            open_when_available(opened, timeout, lambda why: waited_for.__setitem__("storage", why))
-        )
-        if not done or runtime is None:
-            return stop.exit_code(failed=False)
-        core = cast(WorkerRuntime, runtime.core)
-        readiness.require("host", lambda: None if core.stats.connected else f"not linked to the host at {args.host}")
-        linked, _ = await stop.unless_stopped(runtime.start())
-        if not linked:  # stopped while it waited for its host: nothing was registered yet
-            with contextlib.suppress(Exception):
-                await core.stop()
-            runtime.archive.close()
-            return stop.exit_code(failed=False)
-    except (ValueError, OSError) as exc:  # options that do not go together, a file it cannot read
-        raise ConfigurationError(str(exc)) from exc
-    # Anything else that stops it here is reported by the command line's one reporter: a database or
-    # state it cannot use (exit 2), or a host that does not answer in time (exit 1).
-    if probes is not None:
-        probes.add(RuntimeMetrics(runtime))
-        probes.add(worker_metrics(core))
-    run = AppRun(app, runtime)
-    registered = False
-    readiness.require("agents", lambda: None if registered else "the app is registering its agents")
-    readiness.started()
-    try:
-        if await run.setup(stop):
-            registered = True
-            core.log_registered()
-            print(f"aun-runtime worker {core.name} ready on {args.host}", flush=True)
-            lost = core.session_lost
-            await _first(stop.wait(), lost.wait())
-            if lost.is_set():
-                # Fenced: nothing more can be committed; the other instances take this one's
-                # claims, and a restart settles the rest from the database.
-                print(f"error: worker {core.name}: its database session ended; stopping", file=sys.stderr)
-                run.failed = True
-    finally:
-        registered = False
-        # A delivery still running after the grace is cancelled and left unacknowledged: the
-        # host sends it again when this worker is back.
-        try:
-            await runtime.stop(grace=STOP_GRACE)
-        except StorageSessionLostError as exc:  # what was not committed is sent again by its senders
-            logger.error("worker %s: stopped without its last commit: %s", core.name, exc)
-    logger.info("worker %s: %s", core.name, core.stats_line())
-    with contextlib.suppress(StorageSessionLostError):
-        runtime.archive.close()
-    return stop.exit_code(failed=run.failed)

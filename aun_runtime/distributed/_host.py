@@ -16,7 +16,7 @@ import grpc
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHost
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ._host_state import HostStateFile
+from ._host_state import HostState, HostStateFile
 from ._servicer import AUNHostServicer, HostStats, rpc_handlers
 from ._tls import HostTLS
 
@@ -24,10 +24,20 @@ __all__ = ["DEFAULT_HOST_ADDRESS", "AUNHost"]
 
 DEFAULT_HOST_ADDRESS = "127.0.0.1:50051"
 
-#: The host accepts keepalive pings from workers as often as they send them (every 20 s).
+#: Seconds between the host's own pings of each worker's connection, and how long it waits for the
+#: answer before it drops the connection (the worker's AIDs become *away* and their senders send
+#: to the other instances): a worker that is frozen or cut off is dropped within their sum.
+PING_INTERVAL = 1.0
+PING_TIMEOUT = 2.0
+#: The host accepts keepalive pings from workers as often as they send them (every 20 s), and pings
+#: each worker itself every `PING_INTERVAL`, whether or not messages flow.
 _SERVER_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.keepalive_time_ms", int(PING_INTERVAL * 1000)),
+    ("grpc.keepalive_timeout_ms", int(PING_TIMEOUT * 1000)),
+    ("grpc.http2.ping_timeout_ms", int(PING_TIMEOUT * 1000)),  # what gRPC 1.70 waits on (60 s by default)
+    ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_receive_message_length", 8 * 1024 * 1024),
     ("grpc.max_send_message_length", 8 * 1024 * 1024),
 ]
@@ -42,7 +52,8 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
         state: the host's state file: worker names and their secrets' digests, AID ownership,
             service AIDs and groups are kept there, so that after a restart nobody can claim what
             was someone else's. None (the default) keeps them in memory only: after a restart the
-            first connection to claim a name or an AID gets it.
+            first connection to claim a name or an AID gets it. A `HostState` object keeps it
+            elsewhere (`aun-runtime host --state postgresql://...` gives the elected host's).
 
     Raises:
         HostStateError: another running host holds `state`, or it is not a host state file.
@@ -58,11 +69,12 @@ class AUNHost(GrpcWorkerAgentRuntimeHost):
     """
 
     def __init__(
-        self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None, state: str | Path | None = None
+        self, address: str = DEFAULT_HOST_ADDRESS, *, tls: HostTLS | None = None,
+        state: str | Path | HostState | None = None,
     ) -> None:
         # autogen-ext's constructor binds a plain port; this one binds the port itself (TLS or not)
         # and serves the AUN servicer and directory service, then reuses autogen-ext's start/stop.
-        state_file = HostStateFile(state) if state is not None else None
+        state_file = HostStateFile(state) if isinstance(state, str | Path) else state
         self.state_path = state_file.path if state_file is not None else None
         try:
             servicer = AUNHostServicer(state_file)

@@ -32,11 +32,11 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
-from typing import Any
+from typing import Any, Protocol
 
 from ._errors import HostStateError
 
-__all__ = ["MAX_STATE_BYTES", "STATE_FORMAT", "HostStateFile", "lock_path"]
+__all__ = ["MAX_STATE_BYTES", "STATE_FORMAT", "HostState", "HostStateFile", "empty_state", "lock_path"]
 
 #: The version of the file's layout; a file of another version is refused, not guessed at.
 STATE_FORMAT = 1
@@ -47,6 +47,32 @@ MAX_STATE_BYTES = 256 * 1024 * 1024
 _SECTIONS = ("workers", "aids", "services", "groups")
 
 Snapshot = dict[str, Any]
+
+
+def empty_state() -> Snapshot:
+    """The state of a host that knows nobody yet: every section empty."""
+    return {section: {} for section in _SECTIONS}
+
+
+class HostState(Protocol):
+    """Where a host keeps its state: a file (`HostStateFile`) or the shared database
+    (`._host_election.PostgresHostState`)."""
+
+    given: str
+    loaded: Snapshot
+
+    @property
+    def path(self) -> Path | str:
+        """Where the state is, as shown in messages."""
+        ...
+
+    async def save(self, snapshot: Callable[[], Snapshot]) -> None:
+        """Keep what `snapshot()` gives; return once it is kept."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the state (another host may use it from now on)."""
+        ...
 
 
 def _kind(mode: int) -> str:
@@ -130,7 +156,7 @@ class HostStateFile:
             # Non-blocking: a FIFO put there since the look above is never waited on.
             descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
-            return {section: {} for section in _SECTIONS}
+            return empty_state()
         except OSError as exc:
             raise HostStateError(f"cannot read the host's state file {self.path}: {exc}", value=self.given) from None
         with os.fdopen(descriptor, "rb") as file:

@@ -26,6 +26,7 @@ first, since the database holds every worker's journal, and one more table says 
 
 ```text
 aun_workers(worker TEXT PRIMARY KEY, lock BIGINT, secret TEXT)  -- proof-of-life lock id, secret
+aun_leases(worker TEXT PRIMARY KEY, until TIMESTAMPTZ)          -- renewed by the worker's event loop
 ```
 
 There, a journal holds a session-level advisory lock `(LIVE_LOCK_CLASS, lock)` on its own session
@@ -59,7 +60,9 @@ from .._errors import AgentRegistrationError, FencedError
 from .._storage import ScopedSQL, Storage, is_postgres_url
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
-__all__ = ["DELIVERY", "IDLE_COMMIT_GAP", "LIVE_LOCK_CLASS", "Commit", "Delivery", "JournalArchive"]
+__all__ = [
+    "DELIVERY", "IDLE_COMMIT_GAP", "LEASE", "LEASE_RENEWAL", "LIVE_LOCK_CLASS", "Commit", "Delivery", "JournalArchive",
+]
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS aun_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,6 +85,7 @@ CREATE TABLE IF NOT EXISTS aun_in_streams (worker TEXT NOT NULL, origin TEXT NOT
     through BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid));
 CREATE TABLE IF NOT EXISTS aun_in_handled (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
     seq BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid, seq));
+CREATE TABLE IF NOT EXISTS aun_leases (worker TEXT PRIMARY KEY, until TIMESTAMPTZ NOT NULL);
 """
 #: The first key of every worker's proof-of-life advisory lock (the second is its `aun_workers.lock`):
 #: an arbitrary constant that keeps these locks apart from any other use of advisory locks.
@@ -89,6 +93,17 @@ LIVE_LOCK_CLASS = 0x41554E
 #: Seconds a starting worker waits for its own lock: another instance holds it for a moment while
 #: it settles this worker's claims (a takeover is one transaction); past it, the worker runs elsewhere.
 LIVE_LOCK_WAIT = 10.0
+#: Seconds a worker's lease runs from its last renewal (by the server's clock). A worker's own event
+#: loop renews it every `LEASE_RENEWAL` seconds; one that has not for this long (frozen, its loop
+#: blocked) is treated as dead by the instances that find its claims, even though its session,
+#: answered by its kernel, lives on: they end that session, which fences it (see `._service_liveness`).
+LEASE = 5.0
+#: Seconds between two renewals of the lease: four may be missed before it runs out.
+LEASE_RENEWAL = 1.0
+_RENEW_LEASE = (
+    "INSERT INTO aun_leases (worker, until) VALUES (?, clock_timestamp() + make_interval(secs => ?))"
+    " ON CONFLICT (worker) DO UPDATE SET until = excluded.until"
+)
 _HOLDS_LIVE_LOCK = (
     "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
     " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
@@ -208,9 +223,20 @@ class JournalArchive(Archive):
                 )
             time.sleep(0.05)
         self.live_lock, self._secret = int(lock), str(secret)
+        db.execute(_RENEW_LEASE, (self._worker_arg, LEASE))
         watch = getattr(db, "watch", None)
         if watch is not None:
             watch()  # a worker cut off from the server learns it even while it commits nothing
+
+    def renew_lease(self) -> None:
+        """PostgreSQL: extend this worker's lease by `LEASE` seconds from now. Called by the worker's
+        own event loop, so that a worker whose loop stands still stops renewing it.
+
+        Raises:
+            StorageSessionLostError: the session has ended (the worker is fenced).
+        """
+        if self.live_lock is not None:
+            self._writer.read(lambda db: db.execute(_RENEW_LEASE, (self._worker_arg, LEASE)))
 
     def secret(self) -> str | None:
         """PostgreSQL: the worker's secret, kept in the database (None: it is a file beside an SQLite archive)."""

@@ -63,7 +63,8 @@ class HostLink:
     """Sessions with the host, one after another, for as long as the worker runs.
 
     Args:
-        address: `host:port`.
+        address: `host:port`, or several, comma-separated: hosts of which one serves at a time
+            (standbys); after a failed or ended session the link tries the next.
         worker: the worker's name (sent as metadata on every call).
         secret: the secret that proves the name (sent as metadata on every call, nowhere else).
         tls: TLS settings, or None for a plain connection.
@@ -85,7 +86,8 @@ class HostLink:
         on_lost: Callable[[], None],
         on_refused: Callable[[grpc.aio.AioRpcError], None] = lambda error: None,
     ) -> None:
-        self.address = address
+        self.addresses = [part.strip() for part in address.split(",") if part.strip()]
+        self.address = self.addresses[0]
         self.worker = worker
         self._secret = secret
         self.tls = tls
@@ -143,6 +145,8 @@ class HostLink:
             if isinstance(error, grpc.aio.AioRpcError) and error.code() in REFUSED_CODES:
                 self._on_refused(error)
                 backoff = _MAX_BACKOFF  # trying again soon would be refused again
+            if not was_connected and len(self.addresses) > 1:  # that host does not serve: try the next
+                self.address = self.addresses[(self.addresses.index(self.address) + 1) % len(self.addresses)]
             delay = backoff * (0.5 + random.random())
             backoff = min(backoff * 2, _MAX_BACKOFF)
             self.reconnects += 1

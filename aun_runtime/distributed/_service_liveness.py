@@ -12,7 +12,12 @@ committed. Two proofs, one interface:
   journals): each worker's journal session holds the worker's advisory lock (see `._journal`);
   the server lets go of it when the session ends: when the process dies, or within
   `SESSION_TIMEOUT` seconds (`aun_runtime._postgres_storage`) once the server finds it cut off. What a dead instance handled is
-  read from its journal rows in the same database.
+  read from its journal rows in the same database. A session outlives a process that is frozen
+  (SIGSTOP, a blocked event loop), since its kernel still answers: so each worker also renews a
+  lease from its own event loop (`._journal.LEASE`), and an instance whose lease ran out while its
+  session holds the lock has that session ended by the instance that finds its claims
+  (`pg_terminate_backend`, allowed between sessions of one role). With the session, its lock, its
+  uncommitted work and any later commit of it are gone: it is fenced, and taken for dead.
 
 In both, whoever took a dead instance's lock holds it while it settles that instance's claim, so
 the instance cannot start again (and settle the same claim) meanwhile.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import sqlite3
 import time
@@ -31,9 +37,18 @@ from typing import IO, Protocol
 
 from .._errors import AgentRegistrationError
 from .._storage import SQLITE_BUSY_TIMEOUT, Storage
-from ._journal import LIVE_LOCK_CLASS, JournalArchive
+from ._journal import LEASE, LIVE_LOCK_CLASS, JournalArchive
 
-__all__ = ["LOCK_WAIT", "FileLiveness", "Liveness", "PostgresLiveness"]
+__all__ = ["FENCE_WAIT", "LOCK_WAIT", "FileLiveness", "Liveness", "PostgresLiveness"]
+
+logger = logging.getLogger("aun_runtime.distributed")
+
+#: Seconds an instance that ended another's session (its lease ran out) waits for the lock to come free.
+FENCE_WAIT = 2.0
+_LOCK_HOLDER = (
+    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
+)
 
 #: Seconds an instance waits for its own lock file at start (another instance may hold it for a
 #: moment while it checks whether this one is dead); past it, another process runs this instance.
@@ -141,13 +156,39 @@ class PostgresLiveness:
             yield True  # never started with this database: nothing of it can commit
             return
         key = (LIVE_LOCK_CLASS, int(rows[0][0]))
-        if not db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0]:
+        if not db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0] and not self._fence(db, instance, key):
             yield False
             return
         try:
             yield True
         finally:
             db.fetch("SELECT pg_advisory_unlock(?, ?)", key)
+
+    def _fence(self, db: Storage, instance: str, key: tuple[int, int]) -> bool:
+        """`instance`'s session holds its lock: if its lease has run out, end that session and take
+        the lock (True). Its process may still run (frozen, its event loop blocked): whatever it
+        does next fails with its session, and it rejoins."""
+        expired = db.fetch("SELECT until < clock_timestamp() FROM aun_leases WHERE worker = ?", (instance,))
+        if not expired or not expired[0][0]:
+            return False  # renewed in time (or never leased: a worker without leases is not judged by one)
+        db.execute("SAVEPOINT aun_fence")  # a refusal to end the session must not undo the transaction
+        try:
+            for (pid,) in db.fetch(_LOCK_HOLDER, key):
+                db.fetch("SELECT pg_terminate_backend(?)", (int(pid),))
+        except Exception as exc:  # not allowed to end it (another role): it keeps its claims
+            if getattr(exc, "sqlstate", None) is None:
+                raise  # the session itself failed
+            db.execute("ROLLBACK TO SAVEPOINT aun_fence")
+            logger.warning("instance %s: its lease ran out, but its session cannot be ended: %s", instance, exc)
+            return False
+        db.execute("RELEASE SAVEPOINT aun_fence")
+        deadline = time.monotonic() + FENCE_WAIT
+        while time.monotonic() < deadline:  # the session's end lets go of the lock a moment later
+            if db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0]:
+                logger.warning("instance %s renewed no lease for %g s: its session is ended and it is fenced", instance, LEASE)
+                return True
+            time.sleep(0.01)
+        return False
 
     def handled_by(self, db: Storage, instance: str, aid: str, origin: str, seq: int) -> bool:
         return bool(

@@ -54,7 +54,7 @@ from .._errors import RPCForbiddenError
 from .._topics import GROUP_PREFIX, INBOX_PREFIX
 from ._errors import HostStateError
 from ._frames import BATCH_TYPE, FrameError, drain, pack, unpack
-from ._host_state import HostStateFile, Snapshot
+from ._host_state import HostState, Snapshot
 from ._identity import Identities, IdentityRefused
 from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA, ServiceRoute, secret_digest
 from ._service_store import POLICIES
@@ -200,7 +200,7 @@ R = TypeVar("R")
 class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
     """autogen-ext's host servicer with the AUN additions described in the module docstring."""
 
-    def __init__(self, state: HostStateFile | None = None) -> None:
+    def __init__(self, state: HostState | None = None) -> None:
         super().__init__()
         self.stats = HostStats()
         self._state = state

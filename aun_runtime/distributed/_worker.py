@@ -30,6 +30,7 @@ the worker adds under them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import uuid
@@ -59,7 +60,13 @@ from protocols.aun import AUNMessage
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
 from .._core_protocol import MailboxProvider, MailboxReleasedHook, PublishesCopiesOneByOne, UndeliverableHook
-from .._errors import AgentRegistrationError, MessageDroppedError, OutboxFullError, RPCForbiddenError
+from .._errors import (
+    AgentRegistrationError,
+    MessageDroppedError,
+    OutboxFullError,
+    RPCForbiddenError,
+    StorageSessionLostError,
+)
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
@@ -72,7 +79,7 @@ from ._errors import HostUnavailableError, WorkerIdentityError
 from ._events import EventBuilder
 from ._identity import MAX_WORKER_NAME_LENGTH, valid_worker_name, worker_secret
 from ._inbound import Inbound
-from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, Commit, Delivery, JournalArchive
+from ._journal import DEFAULT_COMMIT_INTERVAL, DELIVERY, LEASE_RENEWAL, Commit, Delivery, JournalArchive
 from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._returning import ReturningPublishes
@@ -128,11 +135,13 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
     connects to the host and [`close`][aun_runtime.Inbox.close] stops it and releases the connection.
 
     Args:
-        host_address: the host's `host:port`.
+        host_address: the host's `host:port`, or several hosts' comma-separated (one serves, the
+            others stand by: the worker reconnects to whichever serves).
         archive: the SQLite file of this worker's archive and journal, `":memory:"`, or the
             `postgresql://` URL of the database the workers of several machines share (then `name`
             is needed; when its database session ends, nothing more is committed and
-            `session_lost` is set: stop the worker then, as `aun-runtime worker` does). Either
+            `session_lost` is set: stop this runtime then, and start a new one on the same archive
+            when the database is back, as `aun-runtime worker` does). Either
             makes the worker durable: its name, outbox and positions survive a restart, and a stop
             leaves its AIDs *away* (messages to them are kept) rather than released.
         name: the worker's name; default: the one in the archive file (made on first start). The
@@ -181,7 +190,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
     ) -> None:
         # Checked first: a handler refused leaves nothing opened behind it.
         interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
-        super().__init__(host_address, tracer_provider=tracer_provider)
+        super().__init__(host_address.split(",")[0], tracer_provider=tracer_provider)
         policies = dict(services or {})
         for aid, policy in policies.items():
             if policy not in POLICIES:
@@ -191,7 +200,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         self.archive = JournalArchive(archive, commit_interval=commit_interval, worker=name)
         self.name = name or self.archive.worker_name()
         #: Set when the journal's database session ended (PostgreSQL): nothing more can be
-        #: committed, so the worker must stop (`aun-runtime worker` exits with an error).
+        #: committed, so this runtime must stop (`aun-runtime worker` then rejoins with a new one).
         self.session_lost = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         storage = self.archive.storage
@@ -381,8 +390,14 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         if self._timer is not None:
             self._timer.cancel()
         await self._deliveries.cancel()
-        self.archive.flush()
-        self._settle_services()
+        try:
+            self.archive.flush()
+            self._settle_services()
+        except StorageSessionLostError as exc:
+            # Nothing more can be committed, and need not be: what was not is sent again by its
+            # senders, and the claims are settled by whoever next holds this worker's lock. The
+            # link is still closed below, so that a worker that rejoins is the only one the host sees.
+            logger.warning("worker %s: stopping without its last commit: %s", self.name, exc)
         if self._acks.pending:  # what was handled is acknowledged before the link goes
             self._acks.flush()
         if leave and self._link.connected:
@@ -437,7 +452,11 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(LEASE_RENEWAL)
+            # Renewed here, on the loop the agents run on: a worker whose loop stands still (frozen,
+            # or a handler that blocks it) lets its lease run out, and its claims pass to others.
+            with contextlib.suppress(StorageSessionLostError):  # its end is told through `session_lost`
+                self.archive.renew_lease()
             self._outbox.check_timeouts()
             if self._returning.expire(asyncio.get_running_loop().time()):
                 self._changed()

@@ -182,3 +182,22 @@ def test_a_commit_that_finds_the_lock_gone_is_fenced(shared: Place) -> None:
     with pytest.raises(FencedError):
         a.claim("src", [(2, 1)], in_order=False)
     assert journal_a.storage.fetch("SELECT COUNT(*) FROM aun_in_handled")[0][0] == 0
+
+
+def test_an_instance_whose_lease_ran_out_is_fenced_and_its_claim_passes_on(shared: Place) -> None:
+    place = shared
+    a, journal_a = _ledger(place, "a")
+    b, journal_b = _ledger(place, "b")
+    assert a.claim("src", [(1, 1), (2, 1)], in_order=True)[0] == [Claim.WON, Claim.WON]
+    _handle(journal_a, "src", 1)
+    journal_a.renew_lease()  # renewed: its session alive and its lease running, its claim is its own
+    assert b.claim("src", [(2, 1)], in_order=True)[0] == [Claim.ELSEWHERE]
+    # Frozen: its session lives on (its kernel answers), but its loop renews nothing any more.
+    journal_b.storage.execute("UPDATE aun_leases SET until = clock_timestamp() - interval '1 second' WHERE worker = 'a'")
+    assert b.claim("src", [(1, 1), (2, 1)], in_order=True)[0] == [Claim.DONE, Claim.WON]  # settled from a's journal
+    with pytest.raises(StorageSessionLostError):  # woken, it commits nothing: its session was ended
+        _handle(journal_a, "src", 2)
+    _handle(journal_b, "src", 2)
+    assert b.done([("src", 1), ("src", 2)]) == {"src": 2}
+    handled = journal_b.storage.fetch("SELECT worker, seq FROM aun_in_handled ORDER BY seq")
+    assert handled == [("a", 1), ("b", 2)]
