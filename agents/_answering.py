@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aun_runtime import AUNAgent, AUNContract, AUNMessage
+from aun_runtime import DEFAULT_TURN_RETRY, AUNAgent, AUNContract, AUNMessage, TurnRetry
 from protocols.aun import Payload
 
 PayloadLike = Payload | AUNContract | str | dict[str, Any]
 
-__all__ = ["AnsweringAgent"]
+__all__ = ["AnsweringAgent", "ModelAnsweringAgent"]
 
 
 class AnsweringAgent(AUNAgent):
@@ -31,3 +31,15 @@ class AnsweringAgent(AUNAgent):
     ) -> AUNMessage:
         cause = in_reply_to if in_reply_to is not None else self.inbound
         return await super().send(to, payload, in_reply_to=cause, message_id=message_id)
+
+
+class ModelAnsweringAgent(AnsweringAgent):
+    """An `AnsweringAgent` that asks a model in its turns: a turn that failed for a passing cause (its
+    model rate-limited, down or answering nonsense) is tried again under `DEFAULT_TURN_RETRY`, as
+    `AutonomousAgent`'s are.
+
+    A handler of such an agent changes its own state only after its model calls, or puts it back when
+    one fails, so that a second try (or a redrive) starts where the first one did.
+    """
+
+    turn_retry: TurnRetry | None = DEFAULT_TURN_RETRY

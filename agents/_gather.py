@@ -68,6 +68,10 @@ class GatherTable(Generic[ResultT]):
             return gather
         return None
 
+    def reopen(self, key: Hashable, gather: OpenGather[ResultT]) -> None:
+        """Keep gathering `gather` under `key` again (its completion could not be acted on)."""
+        self._open[key] = gather
+
     def close(self, key: Hashable) -> OpenGather[ResultT] | None:
         """Stop gathering (a deadline passed); returns what was gathered so far."""
         return self._open.pop(key, None)

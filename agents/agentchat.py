@@ -67,7 +67,17 @@ from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 from autogen_core.tools import BaseTool
 
-from aun_runtime import AUNAgent, AUNError, AUNMessage, BudgetExceeded, MessageContext, event
+from aun_runtime import (
+    DEFAULT_TURN_RETRY,
+    AUNAgent,
+    AUNError,
+    AUNMessage,
+    BudgetExceeded,
+    MessageContext,
+    TransientError,
+    TurnRetry,
+    event,
+)
 from aun_runtime.models import MeteredChatCompletionClient, metered
 from protocols.aun import ToolCallPayload, ToolResultPayload
 
@@ -159,6 +169,10 @@ class AgentChatAgent(AUNAgent):
         self.tokens_used = 0
         self.model_turns = 0
 
+    #: A turn whose model failed for a passing cause is tried again, as `AutonomousAgent`'s are; the
+    #: chat agent's memory is put back first (see `_take_turn`). None: a retryable dead letter at once.
+    turn_retry: TurnRetry | None = DEFAULT_TURN_RETRY
+
     # Not `on_message`: that name would override autogen-core's BaseAgent.on_message, which the
     # runtime then calls directly, past the AUN delivery (no inbound message, so no reply()).
     @event
@@ -198,6 +212,9 @@ class AgentChatAgent(AUNAgent):
         self.model_turns += 1
         incoming = [TextMessage(content=text, source=speaker_name(message.from_aid))]
         response: Response | None = None
+        # The chat agent adds the message to its memory before it asks its model: a second try of
+        # the turn would add it twice, so a failed try leaves the memory as it found it.
+        before = await self.chat_agent.save_state() if self.turn_retry is not None else None
         try:
             # Each model call the turn makes (one per tool round) spends the budgets on its own, and
             # the send tools it calls speak as this agent.
@@ -213,6 +230,10 @@ class AgentChatAgent(AUNAgent):
         except BudgetExceeded as exc:  # recorded as a budget stop by the call that was refused
             self.think(f"the turn on {message.from_aid}'s message ended at a budget: {exc.reason}")
             return None
+        except TransientError:
+            if before is not None:
+                await self.chat_agent.load_state(before)
+            raise
         if response is None:
             self.think(f"{self.chat_agent.name} ended its turn on {message.from_aid}'s message with no response")
             return None

@@ -16,7 +16,7 @@ from autogen_core.models import SystemMessage, UserMessage
 from aun_runtime import MessageContext, event
 from protocols.concurrent import GatheredResults, GatherRequest, ScatterTask, WorkerResult
 
-from ._answering import AnsweringAgent
+from ._answering import AnsweringAgent, ModelAnsweringAgent
 from ._gather import GatherTable
 from ._model_calls import ModelLike, result_text, use_model
 
@@ -70,7 +70,7 @@ class Gatherer(AnsweringAgent):
         await self.send(gather.requester, report)
 
 
-class ConcurrentWorker(AnsweringAgent):
+class ConcurrentWorker(ModelAnsweringAgent):
     """Answers scattered tasks with the model.
 
     Args:

@@ -25,7 +25,7 @@ from protocols.debate import (
     majority,
 )
 
-from ._answering import AnsweringAgent
+from ._answering import AnsweringAgent, ModelAnsweringAgent
 from ._gather import MAX_OPEN_GATHERS, GatherTable
 from ._model_calls import ModelLike, result_text, use_model
 
@@ -44,7 +44,7 @@ class _Debate:
     mine: dict[int, DebateAnswer] = field(default_factory=dict)
 
 
-class Solver(AnsweringAgent):
+class Solver(ModelAnsweringAgent):
     """One debater.
 
     Args:
@@ -64,9 +64,11 @@ class Solver(AnsweringAgent):
 
     @event
     async def on_open(self, message: DebateOpen, ctx: MessageContext) -> None:
-        if len(self.debates) >= MAX_OPEN_GATHERS:
-            self.debates.popitem(last=False)
-        debate = self.debates[message.question_id] = _Debate(message)
+        debate = self.debates.get(message.question_id)
+        if debate is None:  # else a second try of this turn: the debate goes on where the first left it
+            if len(self.debates) >= MAX_OPEN_GATHERS:
+                self.debates.popitem(last=False)
+            debate = self.debates[message.question_id] = _Debate(message)
         for answer in self.early.pop(message.question_id, []):
             debate.heard.setdefault(answer.round, {})[answer.solver] = answer
         await self._advance(debate)

@@ -31,7 +31,7 @@ from autogen_core.tools import Tool, ToolSchema
 from aun_runtime import MessageContext, event
 from protocols.handoffs import AgentReply, ChatTurn, CustomerMessage, Handoff
 
-from ._answering import AnsweringAgent
+from ._answering import AnsweringAgent, ModelAnsweringAgent
 from ._model_calls import ModelLike, speaker_name, use_model
 
 __all__ = ["MAX_TOOL_STEPS", "Customer", "HumanDesk", "ServiceAgent"]
@@ -53,7 +53,7 @@ def _handoff_schema(name: str, target: str) -> ToolSchema:
     }
 
 
-class ServiceAgent(AnsweringAgent):
+class ServiceAgent(ModelAnsweringAgent):
     """Answers the customer, uses its tools, or hands the conversation to a colleague.
 
     Args:

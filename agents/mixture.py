@@ -14,7 +14,7 @@ from autogen_core.models import SystemMessage, UserMessage
 from aun_runtime import MessageContext, event
 from protocols.mixture import LayerResult, LayerTask, MixtureResult, MixtureTask
 
-from ._answering import AnsweringAgent
+from ._answering import ModelAnsweringAgent
 from ._gather import MAX_OPEN_GATHERS, GatherTable
 from ._model_calls import ModelLike, result_text, use_model
 
@@ -36,7 +36,7 @@ def _with_previous(task: str, previous: list[str]) -> str:
     return f"{task}\n\nAnswers from the previous layer:\n{listed}"
 
 
-class MixtureWorker(AnsweringAgent):
+class MixtureWorker(ModelAnsweringAgent):
     """Answers one layer of a mixture task.
 
     Args:
@@ -66,7 +66,7 @@ class MixtureWorker(AnsweringAgent):
         await self.send(inbound.from_aid, answer)
 
 
-class MixtureOrchestrator(AnsweringAgent):
+class MixtureOrchestrator(ModelAnsweringAgent):
     """Drives the layers and aggregates.
 
     Args:
@@ -102,13 +102,19 @@ class MixtureOrchestrator(AnsweringAgent):
         if message.layer < len(self.layers):
             await self._run_layer(task, message.layer + 1, answers, gather.requester)
             return
+        try:
+            result = await self.model.create(
+                [
+                    SystemMessage(content=AGGREGATOR_PROMPT),
+                    UserMessage(content=_with_previous(task.task, answers), source="user"),
+                ]
+            )
+        except BaseException:
+            # The gather was complete and forgotten: open it again, so that a second try of this
+            # turn (or a redrive of its message) finds the other answers where the first one did.
+            self.table.reopen((message.task_id, message.layer), gather)
+            raise
         del self.tasks[message.task_id]
-        result = await self.model.create(
-            [
-                SystemMessage(content=AGGREGATOR_PROMPT),
-                UserMessage(content=_with_previous(task.task, answers), source="user"),
-            ]
-        )
         final = MixtureResult(
             task_id=task.task_id, answer=result_text(result).strip(), layers=len(self.layers)
         )

@@ -42,7 +42,7 @@ from protocols.reflection import (
     parse_verdict,
 )
 
-from ._answering import AnsweringAgent
+from ._answering import AnsweringAgent, ModelAnsweringAgent
 from ._code_runner import DEFAULT_TIMEOUT, run_program
 from ._model_calls import ModelLike, result_text, use_model
 
@@ -73,7 +73,7 @@ def _fenced(text: str, language: str = "") -> str:
     return f"```{language}\n{text.rstrip()}\n```" if text.strip() else "(empty)"
 
 
-class Coder(AnsweringAgent):
+class Coder(ModelAnsweringAgent):
     """Writes a program for each task and a corrected one for each rejection.
 
     Args:
@@ -161,7 +161,7 @@ class Executor(AnsweringAgent):
         )
 
 
-class Reviewer(AnsweringAgent):
+class Reviewer(ModelAnsweringAgent):
     """Judges each run; sends the outcome to the requester or the reasons back to the Coder.
 
     Args:

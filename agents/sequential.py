@@ -12,13 +12,13 @@ from autogen_core.models import SystemMessage, UserMessage
 from aun_runtime import MessageContext, event
 from protocols.sequential import StageInput, StageOutput, WorkflowResult
 
-from ._answering import AnsweringAgent
+from ._answering import ModelAnsweringAgent
 from ._model_calls import ModelLike, result_text, use_model
 
 __all__ = ["StageAgent"]
 
 
-class StageAgent(AnsweringAgent):
+class StageAgent(ModelAnsweringAgent):
     """One step of a pipeline.
 
     Args:

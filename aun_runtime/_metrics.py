@@ -40,6 +40,10 @@ class RuntimeMetrics(Collector):
         if runtime.turns.durations is None:  # measured from now on (it costs a clock read a turn)
             runtime.turns.durations = DurationHistogram(TURN_BUCKETS)
 
+    def busy_report(self) -> list[dict[str, Any]]:
+        """Each busy agent of the runtime, as plain values (what `GET /busy` serves)."""
+        return [agent.as_dict() for agent in self.runtime.busy()]
+
     def collect(self) -> Iterator[Metric]:
         runtime = self.runtime
         stats = runtime.stats
@@ -67,8 +71,36 @@ class RuntimeMetrics(Collector):
         )
         turns = runtime.turns
         yield GaugeMetricFamily("aun_turns_in_flight", "Turns running now.", value=len(turns.in_flight))
+        yield from _busy_families(runtime)
         if turns.durations is not None:
             yield histogram_family("aun_turn_duration_seconds", "How long turns took.", [([], turns.durations)])
+
+
+#: What a turn in flight may wait for (`Turn.wait_for`): each is a series of `aun_turns_waiting`, 0 or not.
+WAITS = ("model limiter", "model", "tool", "retry")
+
+
+def _busy_families(runtime: AUNRuntime) -> Iterator[Metric]:
+    """The busy agents in a few series (`runtime.busy()` per agent is `GET /busy`)."""
+    try:
+        busy = runtime.busy()
+    except RuntimeError:  # read outside the event loop (a registry describing itself): nothing in flight to see
+        busy = []
+    yield GaugeMetricFamily(
+        "aun_agents_busy", "Agents with a turn in flight or messages in their mailbox.", value=len(busy)
+    )
+    waiting = GaugeMetricFamily("aun_turns_waiting", "Turns in flight waiting, by what they wait for.", labels=["for"])
+    for what in WAITS:
+        waiting.add_metric([what], sum(1 for agent in busy if agent.waiting_for == what))
+    yield waiting
+    yield GaugeMetricFamily(
+        "aun_turn_longest_seconds", "How long the longest turn in flight has run (0: none).",
+        value=max((agent.turn_seconds or 0.0 for agent in busy), default=0.0),
+    )
+    yield GaugeMetricFamily(
+        "aun_mailbox_oldest_seconds", "The age of the oldest message being handled (0: none).",
+        value=max((agent.oldest_seconds or 0.0 for agent in busy), default=0.0),
+    )
 
 
 class ModelMetrics(Collector):

@@ -11,6 +11,9 @@ a load balancer) and Prometheus expect:
   is missing: `{"ready": false, "missing": {"host": "not linked to 10.0.0.5:50051"}}`.
 * `GET /metrics`: the Prometheus exposition format, read from the runtime's counters at scrape
   time (see `aun_runtime._metrics`).
+* `GET /busy`: each agent with a turn in flight or messages waiting (`AUNRuntime.busy()`, as JSON):
+  what the metrics say in a few series, per agent. 404 from a process that runs no agents (`host`,
+  `gateway`), and while a command has not opened its runtime yet.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -27,10 +31,12 @@ from prometheus_client.registry import Collector
 
 __all__ = [
     "DEFAULT_PROBE_HOST",
+    "BusyReport",
     "ProbeServer",
     "Readiness",
     "add_http_option",
     "add_probe_routes",
+    "no_agents",
     "parse_listen_address",
     "serving_probes",
 ]
@@ -41,6 +47,13 @@ DEFAULT_PROBE_HOST = "0.0.0.0"
 
 #: A readiness condition: None when it holds, else what is missing, in a few words.
 Condition = Callable[[], str | None]
+
+#: What `/busy` reads: the busy agents as plain values (None: this process runs no agents, or not yet).
+BusyReport = Callable[[], list[dict[str, Any]] | None]
+
+
+def no_agents() -> None:
+    """The `/busy` of a process that runs no agents."""
 
 
 class Readiness:
@@ -75,8 +88,10 @@ class Readiness:
         return missing
 
 
-def add_probe_routes(app: web.Application, readiness: Readiness, registry: CollectorRegistry) -> None:
-    """Serve `/healthz`, `/readyz` and `/metrics` from `app`."""
+def add_probe_routes(
+    app: web.Application, readiness: Readiness, registry: CollectorRegistry, busy: BusyReport = no_agents
+) -> None:
+    """Serve `/healthz`, `/readyz`, `/metrics` and `/busy` from `app`."""
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -91,9 +106,17 @@ def add_probe_routes(app: web.Application, readiness: Readiness, registry: Colle
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
+    async def busy_agents(request: web.Request) -> web.Response:
+        report = busy()
+        if report is None:
+            return web.json_response({"error": "this process runs no agents (or has not opened its runtime yet)"},
+                                     status=404)
+        return web.json_response({"busy": report})
+
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/busy", busy_agents)
 
 
 def parse_listen_address(text: str) -> tuple[str, int]:
@@ -121,13 +144,19 @@ class ProbeServer:
         self.host, self.port = parse_listen_address(address)
         self.readiness = readiness
         self.registry = CollectorRegistry(auto_describe=True)
-        for collector in collectors:
-            self.registry.register(collector)
         self._runner: web.AppRunner | None = None
+        #: What `/busy` serves, once the command has a runtime.
+        self.busy: BusyReport = no_agents
+        for collector in collectors:
+            self.add(collector)
 
     def add(self, collector: Collector) -> None:
-        """Serve `collector`'s metrics too."""
+        """Serve `collector`'s metrics too; one that reports busy agents (`busy_report()`, as a
+        runtime's metrics do) is what `/busy` serves from now on."""
         self.registry.register(collector)
+        report = getattr(collector, "busy_report", None)
+        if report is not None:
+            self.busy = report
 
     def remove(self, collector: Collector) -> None:
         """Stop serving `collector`'s metrics (a worker that rejoins serves its new run's)."""
@@ -136,7 +165,7 @@ class ProbeServer:
     async def start(self) -> str:
         """Listen; the base URL (with the port picked, if 0 was asked)."""
         app = web.Application()
-        add_probe_routes(app, self.readiness, self.registry)
+        add_probe_routes(app, self.readiness, self.registry, lambda: self.busy())
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
@@ -179,7 +208,7 @@ async def serving_probes(
     url = await server.start()
     log = logging.getLogger("aun_runtime.probes")
     log.setLevel(logging.INFO)  # where they are is worth a line whatever the log level
-    log.info("probes on %s (/healthz, /readyz, /metrics)", url)
+    log.info("probes on %s (/healthz, /readyz, /metrics, /busy)", url)
     try:
         yield server
     finally:

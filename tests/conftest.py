@@ -54,6 +54,8 @@ SLOW_FILES = (
     "tests/agents/test_model_shapes.py",
     "tests/agents/test_model_storm.py",
     "tests/agents/test_model_anomalies.py",
+    "tests/agents/test_pattern_retries.py",
+    "tests/distributed/test_worker_redrive_processes.py",
     "tests/agents/test_turn_retry.py",
     "tests/agents/test_redrive.py",
     "tests/agents/test_busy.py",

@@ -5,6 +5,7 @@ them, with no per-AID label."""
 from __future__ import annotations
 
 import json
+import socket
 
 import aiohttp
 import pytest
@@ -14,6 +15,7 @@ from agents.echo import EchoTwice
 from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, UnknownAIDError, event
 from aun_runtime._metrics import ModelMetrics, RuntimeMetrics
 from aun_runtime._probes import ProbeServer, Readiness, parse_listen_address
+from aun_runtime.distributed._busy_status import ask_busy
 from aun_runtime.models import ScriptedChatCompletionClient, metered
 from aun_runtime.models._call_stats import ModelCallStats
 
@@ -103,3 +105,18 @@ def test_a_bad_listen_address_is_one_line(text: str) -> None:
     with pytest.raises(SystemExit, match="give HOST:PORT"):
         parse_listen_address(text)
     assert parse_listen_address(":9090") == ("0.0.0.0", 9090)
+
+
+async def test_status_reports_a_process_that_gives_no_busy_report() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{sock.getsockname()[1]}"  # bound, not listening: the connection is refused
+        found, answered = await ask_busy([nobody])
+    assert not answered and found[nobody].startswith("no answer: ClientConnectorError")
+    server = ProbeServer("127.0.0.1:0", Readiness(), [])  # a process with no runtime (a host, a gateway)
+    await server.start()
+    try:
+        found, answered = await ask_busy([f"127.0.0.1:{server.port}"])
+    finally:
+        await server.stop()
+    assert answered and "runs no agents" in found[f"127.0.0.1:{server.port}"]

@@ -15,7 +15,7 @@ from .._archive import Archive
 from .._bad_requests import BadRequestLog
 from .._metrics import ModelMetrics, RuntimeMetrics
 from .._postgres_storage import redacted_url
-from .._probes import Readiness, add_probe_routes
+from .._probes import BusyReport, Readiness, add_probe_routes, no_agents
 from .._runtime import AUNRuntime
 from .._storage import is_postgres_url
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
@@ -140,9 +140,12 @@ class Console:
         # The probes of a long-running process, on the console's own port (see the docs' page Operating).
         registry = CollectorRegistry(auto_describe=True)
         registry.register(ModelMetrics())
+        busy: BusyReport | None = None
         if self.runtime is not None:
-            registry.register(RuntimeMetrics(self.runtime))
-        add_probe_routes(app, self.readiness, registry)
+            metrics = RuntimeMetrics(self.runtime)
+            registry.register(metrics)
+            busy = metrics.busy_report
+        add_probe_routes(app, self.readiness, registry, busy or no_agents)
         runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=1.0, logger=self._bad_requests
         )

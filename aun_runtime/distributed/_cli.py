@@ -7,7 +7,8 @@ that registers agents and groups, exactly as for `aun-runtime run`), then serves
 SIGTERM; `--service AID[=POLICY]` makes it one instance of the service AID `AID`. Both print one
 `ready` line on stdout once they serve (scripts wait for it) and log one line per lifecycle event
 on stderr. `aun-runtime status --host ...` prints the host's counters and directory as JSON,
-with each service AID's policy and instances (`live` or `away`) under `services`.
+with each service AID's policy and instances (`live` or `away`) under `services`, and with
+`--busy HOST:PORT` the busy agents of the processes whose probes are there, under `busy`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .._metrics import ModelMetrics
 from .._probes import Readiness, serving_probes
 from .._stopping import StopRequest, run_command
 from .._storage import is_postgres_url
+from ._busy_status import ask_busy
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._host_election import PostgresHostState
 from ._host_metrics import host_metrics
@@ -106,6 +108,11 @@ def add_commands(commands: Any) -> None:
     )
     status.add_argument("--tls-ca", help="PEM CA to trust: connect with TLS")
     status.add_argument("--tls-server-name", help="name to check the host certificate against")
+    status.add_argument(
+        "--busy", type=address, action="append", default=[], metavar="HOST:PORT",
+        help="also print the busy agents of the process whose probes (--http) are at HOST:PORT: a worker's, run's"
+        " (repeat it for each)",
+    )
     status.set_defaults(run=_run_status)
 
 
@@ -208,8 +215,11 @@ def _run_status(args: argparse.Namespace) -> int:
             return 1
         finally:
             await channel.close()
+        answered = True
+        if args.busy:
+            answer["busy"], answered = await ask_busy(args.busy)
         print(json.dumps(answer, indent=2, sort_keys=True))
-        return 0
+        return 0 if answered else 1
 
     return asyncio.run(ask())
 

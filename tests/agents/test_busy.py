@@ -12,9 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from agents.autonomous import AutonomousAgent
 from aun_runtime import AgentBusy, AUNRuntime
+from aun_runtime._metrics import RuntimeMetrics
+from aun_runtime._probes import ProbeServer, Readiness
 from aun_runtime.console import Console
 from aun_runtime.models import ModelConfig
 from tests.models.openai_stand_in import Reply, ToolCalls, openai_stand_in
@@ -60,6 +63,10 @@ async def test_a_slow_model_shows_as_a_turn_waiting_for_it_with_the_mailbox_behi
         async with aiohttp.ClientSession() as http, http.get(console.url + "api/busy") as response:
             served = await response.json()
         assert [b["aid"] for b in served] == ["bot.local"] and served[0]["waiting_for"] == "model"
+        async with aiohttp.ClientSession() as http, http.get(console.url + "busy") as response:
+            [probed] = (await response.json())["busy"]  # its probes' /busy says the same
+        assert {k: probed[k] for k in ("aid", "waiting_for", "mailbox", "message_id")} == {
+            k: served[0][k] for k in ("aid", "waiting_for", "mailbox", "message_id")}
         release.set()
         await asyncio.wait_for(runtime.settle(), timeout=60)
         assert of(runtime, "bot.local") is None  # idle again
@@ -84,4 +91,45 @@ async def test_a_storm_shows_as_waiting_for_the_limiter() -> None:
         calm.set()
         await asyncio.wait_for(runtime.settle(), timeout=60)
         assert runtime.stats.dead_letters == 0
+        await runtime.close()
+
+
+async def test_the_probes_show_the_busy_agents_in_metrics_and_at_busy() -> None:
+    release = threading.Event()
+
+    def slow(body: dict[str, Any]) -> Reply:
+        release.wait(20)
+        return Reply(answer=ANSWER)
+
+    with openai_stand_in(slow) as stand_in:
+        model = ModelConfig(source="openai", model="slow", base_url=stand_in.base_url, model_info=INFO)
+        runtime = AUNRuntime()
+        await runtime.register_agent("bot.local", lambda: AutonomousAgent(model))
+        human = await runtime.open_inbox("alice.local")
+        await runtime.start()
+        probes = ProbeServer("127.0.0.1:0", Readiness(), [])
+        url = await probes.start()
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/busy") as response:
+                assert response.status == 404  # no runtime yet: as a command before it opened one
+            probes.add(RuntimeMetrics(runtime))
+            for n in range(2):
+                await human.send("bot.local", f"question {n}")
+            await until(lambda: b if (b := of(runtime, "bot.local")) and b.waiting_for == "model"
+                        and (b.turn_seconds or 0) >= 0.3 else None)
+            async with http.get(f"{url}/busy") as response:
+                [served] = (await response.json())["busy"]
+            assert served["aid"] == "bot.local" and served["waiting_for"] == "model" and served["mailbox"] == 2
+            async with http.get(f"{url}/metrics") as response:
+                seen = {(s.name, tuple(s.labels.values())): s.value
+                        for family in text_string_to_metric_families(await response.text()) for s in family.samples}
+            assert seen[("aun_agents_busy", ())] == 1
+            assert seen[("aun_turns_waiting", ("model",))] == 1 and seen[("aun_turns_waiting", ("tool",))] == 0
+            assert seen[("aun_turn_longest_seconds", ())] >= 0.3
+            assert seen[("aun_mailbox_oldest_seconds", ())] >= 0.3
+            release.set()
+            await asyncio.wait_for(runtime.settle(), timeout=60)
+            async with http.get(f"{url}/busy") as response:
+                assert await response.json() == {"busy": []}
+        await probes.stop()
         await runtime.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from agents.autonomous import AutonomousAgent
@@ -114,15 +115,52 @@ async def test_unreadable_arguments_and_unknown_tools_are_fed_back_and_recorded(
     assert "'reply' with arguments that are not a JSON object" in found[0]
     assert "does not exist: 'teleport'" in found[1]
     await runtime.close()
-async def test_after_a_storm_500s_empty_answers_and_slow_answers_lose_nothing() -> None:
-    def bad_day(body: dict[str, Any]) -> Reply | ToolCalls:
-        with lock:
-            count[0] += 1
-            n = count[0]
-        return [Reply(status=500), Reply(body={**completion({}), "choices": []}), Reply(answer=REPLY, delay=2.0),
-                Reply(status=503, headers={"Retry-After": "0.2"}), Reply(answer=REPLY)][n % 5]
 
-    lock, count = threading.Lock(), [0]
+
+#: The bad day after the storm: each request gets the next of these, round and round.
+BAD_DAY = ("500", "empty", "slow", "503", "ok")
+#: A slow answer, as a loaded server gives one (the agent's mailbox is held meanwhile).
+SLOW = 8.0
+#: The storm before it: 429 to everything for this long, `Retry-After: 1`.
+STORM = 1.5
+
+
+class BadDay:
+    """A short storm of 429s, then 500s, empty `choices`, slow answers and 503s mixed in with answers."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started: float | None = None
+        self.served: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        now = time.monotonic()
+        with self.lock:
+            self.started = self.started or now
+            if now - self.started < STORM:
+                kind = "429"
+            else:
+                kind = BAD_DAY[sum(1 for served in self.served if served != "429") % len(BAD_DAY)]
+            self.served.append(kind)
+        return {
+            "429": Reply(status=429, headers={"Retry-After": "1"}),
+            "500": Reply(status=500),
+            "empty": Reply(body={**completion({}), "choices": []}),
+            "slow": Reply(answer=REPLY, delay=SLOW),
+            "503": Reply(status=503, headers={"Retry-After": "0.2"}),
+            "ok": Reply(answer=REPLY),
+        }[kind]
+
+
+async def test_after_a_storm_500s_empty_answers_and_slow_answers_lose_nothing() -> None:
+    bad_day = BadDay()
+    seen_waiting: set[str] = set()
+
+    async def watch(runtime: AUNRuntime) -> None:
+        while True:
+            seen_waiting.update(f"{b.aid} {b.waiting_for}" for b in runtime.busy() if (b.waiting_seconds or 0) >= 2)
+            await asyncio.sleep(0.2)
+
     with openai_stand_in(bad_day) as stand_in:
         runtime = AUNRuntime()
         model = config(stand_in)
@@ -130,11 +168,21 @@ async def test_after_a_storm_500s_empty_answers_and_slow_answers_lose_nothing() 
             await runtime.register_agent(f"b{n}.local", lambda: AutonomousAgent(model))
         human = await runtime.open_inbox("alice.local")
         await runtime.start()
+        watcher = asyncio.create_task(watch(runtime))
         for n in range(5):
             await human.send(f"b{n}.local", "status?")
         await asyncio.wait_for(runtime.settle(), timeout=90)
-    assert len(answered(runtime)) == 5, runtime.transcript()
-    assert runtime.stats.dead_letters == 0
-    assert runtime.stats.model_retries >= 1
-    assert runtime.stats.model_anomalies == len(anomalies(runtime)) >= 1
+        watcher.cancel()
+    served = bad_day.served
+    assert {"429", "500", "empty", "slow", "503"} <= set(served), served  # the whole bad day was met
+    assert sorted(r.message.from_aid for r in runtime.archive.records(kinds=[RecordKind.RECEIVED])
+                  if r.owner == "alice.local" and r.message is not None) == [f"b{n}.local" for n in range(5)]
+    assert runtime.stats.dead_letters == 0 and runtime.archive.dead_letters() == []
+    # Each anomaly on the record: every unreadable answer an anomaly of the agent that asked, every
+    # failed request a retry counted, every slow answer an agent seen waiting for its model.
+    found = runtime.archive.records(kinds=[RecordKind.MODEL_ANOMALY])
+    assert len(found) == served.count("empty") == runtime.stats.model_anomalies
+    assert all("not a completion" in (r.reason or "") and r.owner.startswith("b") for r in found)
+    assert runtime.stats.model_retries == sum(served.count(kind) for kind in ("429", "500", "503"))
+    assert sum(1 for seen in seen_waiting if seen.endswith(" model")) >= 1, seen_waiting
     await runtime.close()

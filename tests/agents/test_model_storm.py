@@ -23,8 +23,8 @@ from tests.models.model_shapes import asker
 from tests.models.openai_stand_in import OpenAIStandIn, Reply, ToolCalls, openai_stand_in
 
 AGENTS = 20
-#: The storm's length (a hosted API's can be longer; the ratio of requests to windows is what counts).
-STORM = 6.0
+#: The storm's length, as the issue measured it on a hosted API's bad minute.
+STORM = 15.0
 RETRY_AFTER = 2.0
 CONCURRENCY = 8
 
@@ -83,6 +83,7 @@ async def test_twenty_agents_ride_out_a_storm_together_and_each_answers_once() -
     assert runtime.stats.dead_letters == 0
     assert runtime.stats.model_retries > 0
     during = [entry for entry in storm.log if entry[2] == 429]
+    assert len(during) <= 40, len(during)  # twenty agents each retrying on their own clock sent more
     # The first wave (a slot each) meets the storm; after that about one probe per Retry-After.
     windows = math.ceil(STORM / RETRY_AFTER)
     assert len(during) <= CONCURRENCY + 2 * windows + 2, len(during)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.models.openai_stand_in import openai_stand_in
+from tests.models.openai_stand_in import Reply, openai_stand_in
 
 from .processes import ROOT, Process, wait_until
 
@@ -49,7 +51,14 @@ def samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_a_worker_started_before_its_host_is_alive_not_ready_then_ready(procs: list[Process], tmp_path: Path) -> None:
-    with openai_stand_in(lambda request: "__REPLY__ It is up.") as model:
+    # The answer waits until the worker's turn has been seen waiting for it (at /busy, in status).
+    seen_waiting = threading.Event()
+
+    def answer(request: dict[str, Any]) -> Reply:
+        seen_waiting.wait(60)
+        return Reply(answer="__REPLY__ It is up.")
+
+    with openai_stand_in(answer) as model:
         host_address = f"127.0.0.1:{free_port()}"
         worker = Process(["worker"], env={
             "PYTHONPATH": str(ROOT),
@@ -77,6 +86,24 @@ def test_a_worker_started_before_its_host_is_alive_not_ready_then_ready(procs: l
         assert get(f"{worker_url}/healthz")[0] == 200
         assert get(f"{host_url}/healthz")[0] == 200 and get(f"{host_url}/readyz")[0] == 200
 
+        def waiting_for_model() -> bool:
+            status, body = get(f"{worker_url}/busy")
+            assert status == 200, body
+            return any(agent["waiting_for"] == "model" and agent["mailbox"] == 1 for agent in json.loads(body)["busy"])
+
+        wait_until(waiting_for_model, timeout=60, what="the worker's turn waiting for its model at /busy")
+        assert samples(worker_url)[("aun_turns_waiting", (("for", "model"),))] == 1
+        assert get(f"{host_url}/busy")[0] == 404  # the host runs no agents
+        worker_probes, host_probes = worker_url.removeprefix("http://"), host_url.removeprefix("http://")
+        status = Process(["status", "--host", host_address, "--busy", worker_probes, "--busy", host_probes])
+        assert status.finish() == 0
+        report = json.loads(status.output)
+        [busy] = report["busy"][worker_probes]
+        assert busy["waiting_for"] == "model" and busy["mailbox"] == 1 and busy["turn_seconds"] > 0
+        assert "runs no agents" in report["busy"][host_probes]
+        assert report["stats"]["workers_connected"] == 1  # the host's own report, as before
+        seen_waiting.set()
+
         def answered() -> bool:
             return samples(worker_url).get(("aun_model_calls_total", (("model", MODEL), ("outcome", "ok"))), 0) >= 1
 
@@ -94,6 +121,8 @@ def test_a_worker_started_before_its_host_is_alive_not_ready_then_ready(procs: l
         assert at_host[("aun_host_workers", ())] == 1
         assert at_host[("aun_host_registrations_total", ())] == 2  # the observer and the inbox
         assert len(model.requests) == 1 and model.requests[0]["model"] == MODEL
+        wait_until(lambda: json.loads(get(f"{worker_url}/busy")[1]) == {"busy": []}, timeout=30, what="nobody busy")
+        assert samples(worker_url)[("aun_agents_busy", ())] == 0
 
 
 async def test_the_host_answers_grpcs_standard_health_check() -> None:
