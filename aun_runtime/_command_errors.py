@@ -28,7 +28,7 @@ from protocols.errors import AUNError
 from ._env_options import EnvironmentParser
 from ._errors import ConfigurationError
 from ._postgres_storage import redacted_url
-from ._stopping import ExitCode
+from ._stopping import ExitCode, json_line, saying_json
 
 __all__ = ["CommandParser", "add_debug_option", "address", "option_values", "port_number", "report_errors", "shown_line"]
 
@@ -114,10 +114,12 @@ def _setting(error: ConfigurationError, options: Mapping[str, Sequence[object]])
     return ""
 
 
-def _say(line: str, error: BaseException, debug: bool) -> None:
-    if debug:
+def _say(line: str, error: BaseException | None, debug: bool) -> None:
+    if debug and error is not None:
         traceback.print_exception(error, file=sys.stderr)
-    print(shown_line(line), file=sys.stderr, flush=True)
+    line = shown_line(line)
+    # Under --log-format json the one line is a log line too: a collector parses every line.
+    print(json_line(line, "ERROR") if saying_json() else line, file=sys.stderr, flush=True)
 
 
 def report_errors(
@@ -146,6 +148,5 @@ def report_errors(
         return ExitCode.FAILED
     except Exception as exc:  # a bug: everything that could help find it
         traceback.print_exception(exc, file=sys.stderr)
-        print(shown_line(f"error: an unexpected {type(exc).__name__} (a bug; its traceback is above): {exc}"),
-              file=sys.stderr, flush=True)
+        _say(f"error: an unexpected {type(exc).__name__} (a bug; its traceback is above): {exc}", None, False)
         return ExitCode.FAILED

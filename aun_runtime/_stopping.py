@@ -50,8 +50,10 @@ __all__ = [
     "ExitCode",
     "StopRequest",
     "bound_exit",
+    "json_line",
     "run_command",
     "say_as_json",
+    "saying_json",
 ]
 
 T = TypeVar("T")
@@ -86,14 +88,21 @@ def say_as_json(on: bool) -> None:
     _say_as_json = on
 
 
+def saying_json() -> bool:
+    """Whether a command's own lines on stderr are JSON log lines (`--log-format json`)."""
+    return _say_as_json
+
+
+def json_line(text: str, level: str) -> str:
+    """`text` as one JSON log line, the shape `--log-format json` gives every line on stderr."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    return json.dumps({"time": stamp, "level": level, "logger": "aun_runtime", "message": text})
+
+
 def _say(text: str) -> None:
     # Written with os.write: a signal handler may interrupt a print to the same stream.
-    if _say_as_json:
-        now = time.time()
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
-        line = json.dumps({"time": stamp, "level": "WARNING", "logger": "aun_runtime", "message": text})
-    else:
-        line = f"aun-runtime: {text}"
+    line = json_line(text, "WARNING") if _say_as_json else f"aun-runtime: {text}"
     with contextlib.suppress(OSError):
         os.write(2, f"{line}\n".encode())
 

@@ -47,3 +47,23 @@ def test_a_root_logger_someone_else_set_up_is_left_alone() -> None:
         assert (list(root.handlers), root.level) == before
     finally:
         root.removeHandler(foreign)
+
+
+def test_a_command_that_refuses_its_configuration_says_so_as_a_json_line(tmp_path: object) -> None:
+    # Under --log-format json every line on stderr is parsed by a collector: the one line of a
+    # configuration error is a JSON log line too, with its level.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    state = Path(str(tmp_path)) / "a-directory"
+    state.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "aun_runtime", "--log-format", "json", "host", "--address", "127.0.0.1:0",
+         "--state", str(state)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    said = json.loads(line)
+    assert said["level"] == "ERROR" and said["message"].startswith("error: --state: ")
