@@ -26,6 +26,7 @@ from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_
 from .._waiting import wait_set
 from ._errors import HostUnavailableError
 from ._frames import BATCH_TYPE, drain, pack, unpack
+from ._heartbeat import beat
 from ._tls import TLSConfig
 from ._wire import (
     DIRECTORY_SERVICE,
@@ -102,6 +103,7 @@ class HostLink:
         self._connected = asyncio.Event()
         self._snapshot = asyncio.Event()
         self._host_frames = False  # the host of this session reads batch frames (its snapshot says so)
+        self._host_heartbeat = False  # the host of this session reads heartbeats (its snapshot says so)
         self.last_error: BaseException | None = None
         self.sessions = 0
         self.reconnects = 0
@@ -162,13 +164,16 @@ class HostLink:
         queue: asyncio.Queue[agent_worker_pb2.Message | None] = asyncio.Queue()
         self._queue = queue
         self._snapshot.clear()
-        self._host_frames = False
+        self._host_frames = self._host_heartbeat = False
         stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
         call = stub.OpenChannel(_drain(queue, lambda: self._host_frames), metadata=self.metadata)
-        # "frames": this worker reads batch frames (see :mod:`._frames`), so the host may send them.
-        queue.put_nowait(control_event(HELLO_TYPE, {"worker": self.worker, "frames": True}, sender=self.worker))
+        # "frames": this worker reads batch frames (see :mod:`._frames`), so the host may send them;
+        # "heartbeat": it sends heartbeats to a host that reads them (see :mod:`._heartbeat`).
+        hello = {"worker": self.worker, "frames": True, "heartbeat": True}
+        queue.put_nowait(control_event(HELLO_TYPE, hello, sender=self.worker))
         reader = asyncio.get_running_loop().create_task(self._read(call))
         snapshot = asyncio.ensure_future(self._snapshot.wait())
+        beating: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait([reader, snapshot], timeout=ATTEMPT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
             if reader.done():  # the host ended the stream first: refused, or gone
@@ -176,6 +181,8 @@ class HostLink:
                 raise ConnectionError("the host closed the stream before sending its directory")
             if not snapshot.done():
                 raise TimeoutError
+            if self._host_heartbeat:
+                beating = asyncio.ensure_future(beat(self.worker, queue.put_nowait))
             self.stub = stub
             await self._on_ready()
             self._connected.set()
@@ -183,9 +190,9 @@ class HostLink:
             logger.info("worker %s: connected to %s", self.worker, self.address)
             await reader
         finally:
-            snapshot.cancel()
-            reader.cancel()
-            await asyncio.gather(reader, snapshot, return_exceptions=True)
+            for task in (snapshot, reader, beating):
+                task.cancel()
+            await asyncio.gather(reader, snapshot, beating, return_exceptions=True)
 
     async def _read(self, call: Any) -> None:
         while True:
@@ -209,6 +216,7 @@ class HostLink:
             # in it (an older host does not, and gets one event per write).
             body = event_json(message.cloudEvent)
             self._host_frames = isinstance(body, dict) and body.get("frames") is True
+            self._host_heartbeat = isinstance(body, dict) and body.get("heartbeat") is True
             self._snapshot.set()
 
     async def _end_session(self) -> None:

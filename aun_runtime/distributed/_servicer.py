@@ -26,6 +26,9 @@ On top of autogen-ext's routing it:
 * **remembers, given a state file** (see `._host_state`): worker names and their secrets'
   digests, AID ownership, service AIDs and groups are written down before the call that changed
   them is answered, and a restarted host starts from them, everything away until its owner is back;
+* **ends the stream of a worker whose event loop went silent** (see `._heartbeat`): a worker that
+  sends heartbeats and has sent nothing for `HEARTBEAT_TIMEOUT` is dropped, as if its connection
+  had, though gRPC still answers the keepalive pings for it;
 * **logs one line per lifecycle event** (connected, registered, disconnected, left, refused, dead
   letter) and counts them ([`HostStats`][aun_runtime.distributed.HostStats]).
 """
@@ -36,6 +39,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
@@ -54,6 +58,7 @@ from .._errors import RPCForbiddenError
 from .._topics import GROUP_PREFIX, INBOX_PREFIX
 from ._errors import HostStateError
 from ._frames import BATCH_TYPE, FrameError, drain, pack, unpack
+from ._heartbeat import HEARTBEAT_TYPE, watch
 from ._host_state import HostState, Snapshot
 from ._identity import Identities, IdentityRefused
 from ._service_routing import SERVICE_METADATA, SERVICE_SECRET_METADATA, ServiceRoute, secret_digest
@@ -134,6 +139,8 @@ class _Client:
     peer: str
     greeted: bool = False  # sent its hello (and got the directory snapshot)
     frames: bool = False  # said in its hello that it reads batch frames (see ._frames)
+    heartbeat: bool = False  # said in its hello that it sends heartbeats (see ._heartbeat)
+    heard: float = field(default_factory=time.monotonic)  # when its stream last carried anything
     types: set[str] = field(default_factory=set)  # registered on this stream: it may acknowledge these
     warned: set[str] = field(default_factory=set)
 
@@ -154,6 +161,7 @@ class _DataConnection(CallbackChannelConnection[agent_worker_pb2.Message, agent_
     a way to end the stream: a `Refusal` raised by the handler ends it with that status."""
 
     refusal: Refusal | None = None
+    silence: str | None = None  # why the host ends the stream of a worker gone silent
 
     async def _receive_messages(self, client_id: str, request_iterator: AsyncIterator[agent_worker_pb2.Message]) -> None:
         try:
@@ -361,6 +369,14 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         async def handle(message: agent_worker_pb2.Message | None) -> None:
             await self._receive_message(client, message)
 
+        async def silent(seconds: float) -> None:
+            connection.silence = f"nothing from worker {client.worker} for {seconds:.1f} s (no heartbeat from its event loop)"
+            logger.warning("host: %s: dropping its connection", connection.silence)
+            await connection.send(_END)
+
+        watching = asyncio.get_running_loop().create_task(
+            watch(lambda: client.heard if client.heartbeat else time.monotonic(), silent)
+        )
         try:
             connection = _DataConnection(request_iterator, client_id, handle_callback=handle)  # type: ignore[arg-type]
             self._data_connections[client_id] = connection
@@ -371,9 +387,12 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
                         if connection.refusal is not None:
                             await self._abort(context, f"a message on its data stream (client {client_id[:8]})", connection.refusal)
                         await connection.stop_receiving()  # the host is stopping: the call ends, status OK
+                        if connection.silence is not None:
+                            await context.abort(_Status.UNAVAILABLE, connection.silence)
                         return
                     yield message
         finally:
+            watching.cancel()
             self._data_connections.pop(client_id, None)
             if not self._data_connections and self._streams_ended is not None:
                 self._streams_ended.set()
@@ -382,6 +401,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
             await self._on_client_disconnect(client_id)
 
     async def _receive_message(self, client: _Client, message: agent_worker_pb2.Message | None) -> None:  # type: ignore[override]
+        client.heard = time.monotonic()  # anything on the stream was written by the worker's event loop
         if message is None:
             raise Refusal(_Status.INVALID_ARGUMENT, "the data stream carried bytes that are not an agents.Message")
         kind = message.WhichOneof("message")
@@ -452,6 +472,8 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         topic = event.type
         if topic.startswith(GROUP_PREFIX):
             return event
+        if topic == HEARTBEAT_TYPE:  # noted as anything on the stream is (`client.heard`), not routed
+            return None
         if topic.startswith(ACK_PREFIX):
             return self._checked_ack(client, event)
         raise Refusal(_Status.PERMISSION_DENIED, f"{topic[:100]!r} is the runtime's own topic; no stream may publish on it")
@@ -505,6 +527,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         if not isinstance(body, dict) or body.get("worker") != client.worker:
             raise Refusal(_Status.INVALID_ARGUMENT, f'aun.hello is {{"worker": "{client.worker}"}} on the stream of worker {client.worker}')
         client.frames = body.get("frames") is True
+        client.heartbeat = body.get("heartbeat") is True
         if not client.greeted:
             client.greeted = True
             self.stats.connects += 1
@@ -513,6 +536,7 @@ class AUNHostServicer(GrpcWorkerAgentRuntimeHostServicer):
         snapshot = {
             "snapshot": True,
             "frames": True,  # this host reads batch frames: the worker may send them (see ._frames)
+            "heartbeat": True,  # this host reads heartbeats: the worker sends them (see ._heartbeat)
             "aids": {aid: [w, status] for aid, (w, _, status) in self._aids.items()}
             | {aid: self._service_entry(aid) for aid in self._services},
             "groups": {gid: g.view() for gid, g in self._groups.items()},
