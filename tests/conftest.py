@@ -34,6 +34,8 @@ SLOW_FILES = (
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_frozen_instance.py",
+    "tests/distributed/test_blocked_loop.py",
+    "tests/distributed/test_heartbeat.py",
     "tests/distributed/test_standby_host.py",
     "tests/distributed/test_failover_all.py",
     "tests/distributed/test_host_election.py",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from aun_runtime import AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
 
@@ -54,3 +55,23 @@ async def opener(runtime: AUNRuntime) -> None:
     """Tells ``source.local`` to go on."""
     inbox = await runtime.open_inbox("opener.local")
     await inbox.send("source.local", "go")
+
+
+class _Blocking(Tally):
+    """A Tally whose first handling from message ``BLOCK_FROM`` on blocks its event loop for
+    ``BLOCK_SECONDS`` (a synchronous sleep, as a handler that computes without awaiting would)."""
+
+    blocked = False  # once per process: after it rejoins, its agents start afresh but must not block again
+
+    @event
+    async def on_any(self, message: AUNMessage, ctx: MessageContext) -> None:
+        if not _Blocking.blocked and message.text.isdigit() and int(message.text) >= int(os.environ["BLOCK_FROM"]):
+            _Blocking.blocked = True
+            print(f"blocking the event loop at {message.text}", flush=True)
+            time.sleep(float(os.environ["BLOCK_SECONDS"]))  # noqa: ASYNC251 - blocking the loop is the point
+        await super().on_any(message, ctx)
+
+
+async def blocking_instance(runtime: AUNRuntime) -> None:
+    """``svc.local``: a Tally that blocks its event loop once (``BLOCK_FROM``, ``BLOCK_SECONDS``)."""
+    await runtime.register_agent("svc.local", lambda: _Blocking(float(os.environ.get("TALLY_DELAY", "0"))))
