@@ -131,6 +131,22 @@ def query(archive: Path | str, sql: str, args: Sequence[Any] = ()) -> list[tuple
         db.close()
 
 
+def received_texts(archive: Path | str, owner: str = "source.local") -> list[str]:
+    """The texts `owner` received, in the order its SQLite archive holds them (a sender's replies)."""
+    rows = query(archive, "SELECT json_extract(body, '$.payload.text') FROM archive WHERE owner = ? AND kind = 'received'"
+                 " ORDER BY id", (owner,))  # fmt: skip
+    return [str(text) for (text,) in rows]
+
+
+def shared_received_texts(server: Any, owner: str = "svc.local") -> list[str]:
+    """The texts `owner`'s `received` records hold in the shared PostgreSQL archive of `server` (a
+    `PostgresServer`), in order: one per handling, whichever instance handled it."""
+    out = server.sql(
+        f"SELECT body::json->'payload'->>'text' FROM archive WHERE owner = '{owner}' AND kind = 'received' ORDER BY id"
+    )
+    return [str(text) for text in out.split()]
+
+
 def wait_until(check: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
     """Poll ``check`` until it holds; the poll interval is short and the wait ends on success."""
     deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aun_runtime.testing import PostgresServer
 
-from .processes import Process, query, start_host, start_worker, wait_until
+from .processes import Process, received_texts, start_host, start_worker, wait_until
 
 SERVICE_APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -31,11 +31,6 @@ BLOCK_SECONDS = 18.0
 #: heartbeat what was routed to the blocked instance waits there for most of the block, round after
 #: round of resends (5 s, doubling) of which each may land on it again.
 LONGEST_GAP = 12.0
-
-
-def _replies(sender_db: Path) -> list[str]:
-    rows = query(sender_db, "SELECT json_extract(body, '$.payload.text') FROM archive WHERE owner = 'source.local' AND kind = 'received'")
-    return [str(text) for (text,) in rows]
 
 
 def _answered_through(replies: list[str]) -> int:
@@ -68,8 +63,8 @@ def test_a_blocked_event_loop_gets_nothing_routed_to_it_until_it_runs_again(proc
 
         wait_until(lambda: any("blocking the event loop" in line for line in instances["a"].lines), timeout=120, what="the block")
         last_change, seen, longest = time.monotonic(), -1, 0.0
-        while _answered_through(_replies(sender_db)) < STREAM:
-            now, count = time.monotonic(), _answered_through(_replies(sender_db))
+        while _answered_through(received_texts(sender_db)) < STREAM:
+            now, count = time.monotonic(), _answered_through(received_texts(sender_db))
             if count != seen:
                 seen, last_change = count, now
             longest = max(longest, now - last_change)
@@ -80,7 +75,7 @@ def test_a_blocked_event_loop_gets_nothing_routed_to_it_until_it_runs_again(proc
             "SELECT body::json->'payload'->>'text' FROM archive WHERE owner = 'svc.local' AND kind = 'received'"
         ).split())  # fmt: skip
         assert handled == Counter(str(n) for n in range(STREAM))  # each handled exactly once
-        assert Counter(_replies(sender_db)) == Counter(f"done {n}" for n in range(STREAM))  # one reply each
+        assert Counter(received_texts(sender_db)) == Counter(f"done {n}" for n in range(STREAM))  # one reply each
         print(f"longest wait of the oldest unanswered message: {longest:.1f} s")
         assert longest < LONGEST_GAP, host.output
         assert any("no heartbeat" in line for line in host.lines), host.output

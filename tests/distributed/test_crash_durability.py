@@ -19,7 +19,15 @@ import pytest
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 
-from .processes import Process, query, start_host, start_worker, wait_until
+from .processes import (
+    Process,
+    query,
+    received_texts,
+    shared_received_texts,
+    start_host,
+    start_worker,
+    wait_until,
+)
 
 SERVICE_APPS = "tests.distributed.service_apps"
 APPS = "tests.distributed.apps"
@@ -33,17 +41,6 @@ CRASH_AT = 150
 DOWN = 3.0
 #: Seconds without any progress after which the stream is taken as finished (or stuck for good).
 QUIET = 10.0
-
-
-def _handled(server: PostgresServer) -> list[str]:
-    """The texts svc.local's `received` records hold in the shared archive (one per handling)."""
-    out = server.sql("SELECT body::json->'payload'->>'text' FROM archive WHERE owner = 'svc.local' AND kind = 'received'")
-    return out.split()
-
-
-def _replies(sender_db: Path) -> list[str]:
-    rows = query(sender_db, "SELECT json_extract(body, '$.payload.text') FROM archive WHERE owner = 'source.local' AND kind = 'received'")
-    return [str(text) for (text,) in rows]
 
 
 def _once_each(texts: list[str], expected: list[str]) -> tuple[list[str], list[str]]:
@@ -85,19 +82,19 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_database_
         env = {"SOURCE_COUNT": str(STREAM), "SOURCE_BURST": "10", "SOURCE_PAUSE": "0.05"}
         procs.append(start_worker(address, f"{SERVICE_APPS}:sender", sender_db, env=env, prefix=machines["sender"].command([])))
 
-        wait_until(lambda: len(_handled(server)) >= CRASH_AT, timeout=120, what="the stream under way")
+        wait_until(lambda: len(shared_received_texts(server)) >= CRASH_AT, timeout=120, what="the stream under way")
         server.crash()
         crashed = time.monotonic()
         time.sleep(max(0.0, DOWN - (time.monotonic() - crashed)))
         server.start_again()
-        assert len(_handled(server)) < STREAM, "the crash must land in the middle of the stream"
+        assert len(shared_received_texts(server)) < STREAM, "the crash must land in the middle of the stream"
         # Nobody starts anything again: the instances ride out the restart in their own processes.
 
         expected = [str(n) for n in range(STREAM)]
         progress: tuple[int, int] = (-1, -1)
         quiet_since = time.monotonic()
-        while len(set(_handled(server))) < STREAM or len(set(_replies(sender_db))) < STREAM:
-            now = (len(_handled(server)), len(_replies(sender_db)))
+        while len(set(shared_received_texts(server))) < STREAM or len(set(received_texts(sender_db))) < STREAM:
+            now = (len(shared_received_texts(server)), len(received_texts(sender_db)))
             if now != progress:
                 progress, quiet_since = now, time.monotonic()
             elif time.monotonic() - quiet_since > QUIET:
@@ -105,9 +102,9 @@ def test_a_service_on_two_machines_handles_every_message_once_across_a_database_
             time.sleep(0.2)
         time.sleep(1)  # anything handled twice would show by now
 
-        missing, doubled = _once_each(_handled(server), expected)
+        missing, doubled = _once_each(shared_received_texts(server), expected)
         assert (missing, doubled) == ([], []), f"archive: missing {missing}, handled twice {doubled}"
-        missing, doubled = _once_each(_replies(sender_db), [f"done {n}" for n in range(STREAM)])
+        missing, doubled = _once_each(received_texts(sender_db), [f"done {n}" for n in range(STREAM)])
         assert (missing, doubled) == ([], []), f"sender: no reply to {missing}, two replies to {doubled}"
         for label, process in instances.items():  # still running, and they said they came back
             assert process.proc.poll() is None, f"instance {label} exited: {process.output}"
@@ -127,12 +124,12 @@ def test_what_a_sqlite_worker_acknowledged_or_answered_is_in_its_file_after_a_si
     env = {"SOURCE_COUNT": "2000", "SOURCE_BURST": "20", "SOURCE_PAUSE": "0.01"}
     procs.append(start_worker(host, f"{APPS}:source", source_db, env=env))
 
-    wait_until(lambda: len(_replies(source_db)) >= 300, what="the stream under way")
+    wait_until(lambda: len(received_texts(source_db)) >= 300, what="the stream under way")
     sink.proc.kill()  # no flush, no goodbye
     sink.proc.wait()
     # What the source holds now was acknowledged or answered before the kill: it is what the sink
     # had told others it had committed.
-    answered = {text.removeprefix("done ") for text in _replies(source_db)}
+    answered = {text.removeprefix("done ") for text in received_texts(source_db)}
     unacknowledged = query(source_db, "SELECT MIN(seq) FROM aun_outbox WHERE aid = 'sink.local'")[0][0]
     sent = query(source_db, "SELECT last_seq FROM aun_out_streams WHERE aid = 'sink.local'")[0][0]
     acknowledged = (unacknowledged if unacknowledged is not None else sent + 1) - 1

@@ -20,7 +20,7 @@ import pytest
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 
-from .processes import Process, query, start_worker, wait_until
+from .processes import Process, received_texts, start_worker, wait_until
 
 SERVICE_APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -29,11 +29,6 @@ STREAM = 500
 #: Seconds the sender may go without a reply: the issue's bound, over the lease (5 s), the host's
 #: pings (3 s), a database restart (3 s down, then the rejoin) and a standby's election.
 LONGEST_SILENCE = 15.0
-
-
-def _replies(sender_db: Path) -> list[str]:
-    rows = query(sender_db, "SELECT json_extract(body, '$.payload.text') FROM archive WHERE owner = 'source.local' AND kind = 'received'")
-    return [str(text) for (text,) in rows]
 
 
 class Silence:
@@ -49,7 +44,7 @@ class Silence:
     def _watch(self) -> None:
         seen, since = -1, time.monotonic()
         while not self._stop.is_set():
-            count, now = len(_replies(self._db)), time.monotonic()
+            count, now = len(received_texts(self._db)), time.monotonic()
             if count != seen:
                 seen, since = count, now
             if count < STREAM:
@@ -91,22 +86,22 @@ def test_a_host_kill_a_frozen_instance_and_a_database_crash_in_one_stream(
         procs.append(sender)
         silence = Silence(sender_db)
 
-        wait_until(lambda: len(_replies(sender_db)) >= 100, timeout=120, what="100 replies")
+        wait_until(lambda: len(received_texts(sender_db)) >= 100, timeout=120, what="100 replies")
         hosts["h1"].proc.send_signal(signal.SIGKILL)
         hosts["h2"].wait_for_line(lambda line: "aun-runtime host ready on" in line, timeout=30)
 
-        wait_until(lambda: len(_replies(sender_db)) >= 200, timeout=120, what="200 replies")
+        wait_until(lambda: len(received_texts(sender_db)) >= 200, timeout=120, what="200 replies")
         instances["a"].proc.send_signal(signal.SIGSTOP)
         time.sleep(20)
         instances["a"].proc.send_signal(signal.SIGCONT)
 
-        wait_until(lambda: len(_replies(sender_db)) >= 300, timeout=120, what="300 replies")
-        assert len(_replies(sender_db)) < STREAM, "the crash must land in the middle of the stream"
+        wait_until(lambda: len(received_texts(sender_db)) >= 300, timeout=120, what="300 replies")
+        assert len(received_texts(sender_db)) < STREAM, "the crash must land in the middle of the stream"
         server.crash()
         time.sleep(3)
         server.start_again()
 
-        wait_until(lambda: len(set(_replies(sender_db))) >= STREAM, timeout=180, what="every reply")
+        wait_until(lambda: len(set(received_texts(sender_db))) >= STREAM, timeout=180, what="every reply")
         time.sleep(1)  # anything handled twice would show by now
         longest = silence.stop()
         in_order = server.sql(
@@ -116,7 +111,7 @@ def test_a_host_kill_a_frozen_instance_and_a_database_crash_in_one_stream(
         assert sorted(handled, key=int) == [str(n) for n in range(STREAM)] and set(handled.values()) == {1}
         if policy == "sender_affinity":  # and in the sender's order
             assert in_order == [str(n) for n in range(STREAM)]
-        assert set(Counter(_replies(sender_db)).values()) == {1}
+        assert set(Counter(received_texts(sender_db)).values()) == {1}
         assert longest < LONGEST_SILENCE, f"no reply for {longest:.1f} s"
         for process in [*instances.values(), sender, hosts["h2"]]:  # nobody exited, nobody was started again
             assert process.proc.poll() is None, process.output

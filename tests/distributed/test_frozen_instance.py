@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 
-from .processes import Process, query, start_host, start_worker, wait_until
+from .processes import Process, query, shared_received_texts, start_host, start_worker, wait_until
 
 SERVICE_APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -32,13 +32,6 @@ FROZEN = 10.0
 #: host's pings (3 s) and room for a machine busy with other work; without a takeover the stream
 #: would stand still for the whole freeze and then some.
 LONGEST_GAP = 15.0
-
-
-def _handled(server: PostgresServer) -> list[str]:
-    out = server.sql(
-        "SELECT body::json->'payload'->>'text' FROM archive WHERE owner = 'svc.local' AND kind = 'received' ORDER BY id"
-    )
-    return out.split()
 
 
 def _holder(server: PostgresServer) -> str | None:
@@ -74,7 +67,7 @@ def test_a_frozen_instance_loses_its_claims_to_its_partner_and_rejoins_when_it_w
         env = {"SOURCE_COUNT": str(STREAM), "SOURCE_BURST": "1", "SOURCE_PAUSE": "0.08"}
         procs.append(start_worker(address, f"{SERVICE_APPS}:sender", sender_db, env=env, prefix=machines["sender"].command([])))
 
-        wait_until(lambda: len(_handled(server)) >= 40, timeout=120, what="the stream under way")
+        wait_until(lambda: len(shared_received_texts(server)) >= 40, timeout=120, what="the stream under way")
         found: list[str] = []  # the holder as seen when found (it may catch up a moment later)
 
         def held() -> bool:
@@ -85,14 +78,14 @@ def test_a_frozen_instance_loses_its_claims_to_its_partner_and_rejoins_when_it_w
         frozen = found[0]
         partner = "b" if frozen == "a" else "a"
         instances[frozen].proc.send_signal(signal.SIGSTOP)
-        frozen_at, handled_at_freeze = time.monotonic(), len(_handled(server))
+        frozen_at, handled_at_freeze = time.monotonic(), len(shared_received_texts(server))
         assert handled_at_freeze < STREAM - 100, "the freeze must land in the middle of the stream"
         taken_at: float | None = None
         while time.monotonic() - frozen_at < FROZEN:
             if taken_at is None and any(f"from the dead instance {frozen}" in line for line in instances[partner].lines):
                 taken_at = time.monotonic() - frozen_at
             time.sleep(0.1)
-        handled_while_frozen = len(_handled(server)) - handled_at_freeze
+        handled_while_frozen = len(shared_received_texts(server)) - handled_at_freeze
         instances[frozen].proc.send_signal(signal.SIGCONT)
         # Taken over while it was still frozen, and the stream went on meanwhile.
         assert taken_at is not None, instances[partner].output + "\n" + host.output
@@ -102,15 +95,15 @@ def test_a_frozen_instance_loses_its_claims_to_its_partner_and_rejoins_when_it_w
         # Woken, it finds its session ended (fenced) and rejoins in its own process.
         wait_until(lambda: any("rejoined" in line for line in instances[frozen].lines), timeout=60, what="the rejoin")
         last_change, seen, longest = time.monotonic(), -1, 0.0
-        while len(_handled(server)) < STREAM or len(query(sender_db, "SELECT 1 FROM archive WHERE owner = 'source.local' AND kind = 'received'")) < STREAM:
-            now, count = time.monotonic(), len(_handled(server))
+        while len(shared_received_texts(server)) < STREAM or len(query(sender_db, "SELECT 1 FROM archive WHERE owner = 'source.local' AND kind = 'received'")) < STREAM:
+            now, count = time.monotonic(), len(shared_received_texts(server))
             if count != seen:
                 seen, last_change = count, now
             longest = max(longest, now - last_change)
             assert now - last_change < 60, f"the stream stopped at {count}"
             time.sleep(0.2)
         time.sleep(1)  # anything handled twice would show by now
-        handled = _handled(server)
+        handled = shared_received_texts(server)
         assert handled == [str(n) for n in range(STREAM)]  # each exactly once, in the sender's order
         replies = Counter(
             str(text) for (text,) in query(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 
-from .processes import Process, query, start_worker, wait_until
+from .processes import Process, received_texts, shared_received_texts, start_worker, wait_until
 
 SERVICE_APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -26,16 +26,6 @@ STREAM = 300
 #: Seconds without a new handling that the test tolerates across the host's death: the standby's
 #: election (0.5 s), the workers' reconnection (2 s at most between tries) and room for a busy machine.
 LONGEST_GAP = 15.0
-
-
-def _handled(server: PostgresServer) -> list[str]:
-    out = server.sql("SELECT body::json->'payload'->>'text' FROM archive WHERE owner = 'svc.local' AND kind = 'received'")
-    return out.split()
-
-
-def _replies(sender_db: Path) -> list[str]:
-    rows = query(sender_db, "SELECT json_extract(body, '$.payload.text') FROM archive WHERE owner = 'source.local' AND kind = 'received'")
-    return [str(text) for (text,) in rows]
 
 
 def test_a_standby_host_serves_when_the_serving_host_dies_and_every_message_is_handled_once(
@@ -62,16 +52,16 @@ def test_a_standby_host_serves_when_the_serving_host_dies_and_every_message_is_h
         env = {"SOURCE_COUNT": str(STREAM), "SOURCE_BURST": "1", "SOURCE_PAUSE": "0.08"}
         procs.append(start_worker(both, f"{SERVICE_APPS}:sender", sender_db, env=env, prefix=machines["sender"].command([])))
 
-        wait_until(lambda: len(_replies(sender_db)) >= 80, timeout=120, what="the stream under way")
+        wait_until(lambda: len(received_texts(sender_db)) >= 80, timeout=120, what="the stream under way")
         hosts["h1"].proc.send_signal(signal.SIGKILL)
         hosts["h1"].proc.wait()
-        killed_at = len(_handled(server))
+        killed_at = len(shared_received_texts(server))
         assert killed_at < STREAM - 100, "the kill must land in the middle of the stream"
         hosts["h2"].wait_for_line(lambda line: "aun-runtime host ready on" in line, timeout=30)
 
         # Deposed: the serving host's session ends (as when it is cut off from the database). It
         # stops serving at once and stands by; the lock free, it is elected again, and serves.
-        wait_until(lambda: len(_handled(server)) >= killed_at + 30, timeout=60, what="the stream through the standby")
+        wait_until(lambda: len(shared_received_texts(server)) >= killed_at + 30, timeout=60, what="the stream through the standby")
         ended = server.sql(
             "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = 4281679"
         )
@@ -80,19 +70,19 @@ def test_a_standby_host_serves_when_the_serving_host_dies_and_every_message_is_h
         hosts["h2"].wait_for_line(lambda line: "aun-runtime host ready on" in line, timeout=30)
 
         last_change, seen, longest = time.monotonic(), -1, 0.0
-        while len(set(_handled(server))) < STREAM or len(set(_replies(sender_db))) < STREAM:
-            now, count = time.monotonic(), len(_handled(server)) + len(_replies(sender_db))
+        while len(set(shared_received_texts(server))) < STREAM or len(set(received_texts(sender_db))) < STREAM:
+            now, count = time.monotonic(), len(shared_received_texts(server)) + len(received_texts(sender_db))
             if count != seen:
                 seen, last_change = count, now
             longest = max(longest, now - last_change)
-            assert now - last_change < 60, f"the stream stopped at {len(_handled(server))} handled"
+            assert now - last_change < 60, f"the stream stopped at {len(shared_received_texts(server))} handled"
             time.sleep(0.2)
         time.sleep(1)  # anything handled twice would show by now
-        handled, replies = Counter(_handled(server)), Counter(_replies(sender_db))
+        handled, replies = Counter(shared_received_texts(server)), Counter(received_texts(sender_db))
         assert sorted(handled) == sorted(str(n) for n in range(STREAM)) and set(handled.values()) == {1}
         assert set(replies.values()) == {1} and len(replies) == STREAM
         assert longest < LONGEST_GAP
-        assert len(_handled(server)) > killed_at + 50  # handled through the standby
+        assert len(shared_received_texts(server)) > killed_at + 50  # handled through the standby
     finally:
         for process in procs:
             process.kill()
