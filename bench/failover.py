@@ -31,7 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 from aun_runtime.testing._namespaces import namespaces_unavailable
-from tests.distributed.processes import Process, query, start_host, start_worker, wait_until
+from tests.distributed.processes import (
+    Process,
+    query,
+    start_host,
+    start_standby_hosts,
+    start_worker,
+    wait_until,
+)
 
 APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -102,13 +109,7 @@ def dead_host(network: PrivateNetwork, directory: Path) -> tuple[float, float]:
     procs: list[Process] = []
     try:
         url = server.url("postgres")
-        addresses = {label: f"{machines[label].address}:{PORT}" for label in ("h1", "h2")}
-        hosts = {}
-        for label, says in (("h1", "aun-runtime host ready on"), ("h2", "standing by")):  # h1 first: it serves
-            hosts[label] = Process(["host", "--address", addresses[label], "--state", url], prefix=machines[label].command([]))
-            procs.append(hosts[label])
-            hosts[label].wait_for_line(lambda line, says=says: says in line)
-        both = f"{addresses['h1']},{addresses['h2']}"
+        hosts, both = start_standby_hosts(machines, url, PORT, procs)  # h1 serves, h2 stands by
         for label in ("a", "b"):
             procs.append(start_worker(
                 both, f"{APPS}:instance", url, env={"TALLY_DELAY": "0.02", "HOME": str(directory)},

@@ -120,6 +120,21 @@ def start_worker(
     return worker
 
 
+def start_standby_hosts(
+    machines: dict[str, Any], url: str, port: int, procs: list[Process]
+) -> tuple[dict[str, Process], str]:
+    """Two hosts on the shared state at `url`, in the namespaces `machines["h1"]` and `["h2"]`: h1
+    first, so that it serves and h2 stands by. Their processes (also added to `procs`), and both
+    addresses as a worker's `--host` takes them."""
+    addresses = {label: f"{machines[label].address}:{port}" for label in ("h1", "h2")}
+    hosts = {}
+    for label, says in (("h1", "aun-runtime host ready on"), ("h2", "standing by")):
+        hosts[label] = Process(["host", "--address", addresses[label], "--state", url], prefix=machines[label].command([]))
+        procs.append(hosts[label])
+        hosts[label].wait_for_line(lambda line, says=says: says in line)
+    return hosts, f"{addresses['h1']},{addresses['h2']}"
+
+
 def query(archive: Path | str, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """Read a worker's archive while it runs (WAL lets a reader in beside the writer)."""
     db = sqlite3.connect(f"file:{archive}?mode=ro", uri=True, timeout=5)

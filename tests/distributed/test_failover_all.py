@@ -20,7 +20,7 @@ import pytest
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 
-from .processes import Process, received_texts, start_worker, wait_until
+from .processes import Process, received_texts, start_standby_hosts, start_worker, wait_until
 
 SERVICE_APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -66,13 +66,7 @@ def test_a_host_kill_a_frozen_instance_and_a_database_crash_in_one_stream(
     server = PostgresServer(host=db.address, port=5432, prefix=db.command([]), durable=True).start()
     try:
         url = server.url("postgres")
-        addresses = {label: f"{machines[label].address}:{HOST_PORT}" for label in ("h1", "h2")}
-        hosts = {}
-        for label, says in (("h1", "aun-runtime host ready on"), ("h2", "standing by")):  # h1 first: it serves
-            hosts[label] = Process(["host", "--address", addresses[label], "--state", url], prefix=machines[label].command([]))
-            procs.append(hosts[label])
-            hosts[label].wait_for_line(lambda line, says=says: says in line)
-        both = f"{addresses['h1']},{addresses['h2']}"
+        hosts, both = start_standby_hosts(machines, url, HOST_PORT, procs)  # h1 serves, h2 stands by
         instances = {}
         for label in ("a", "b"):
             instances[label] = start_worker(

@@ -16,7 +16,14 @@ from pathlib import Path
 
 from aun_runtime.testing import PostgresServer, PrivateNetwork
 
-from .processes import Process, received_texts, shared_received_texts, start_worker, wait_until
+from .processes import (
+    Process,
+    received_texts,
+    shared_received_texts,
+    start_standby_hosts,
+    start_worker,
+    wait_until,
+)
 
 SERVICE_APPS = "tests.distributed.service_apps"
 AID = "svc.local"
@@ -36,13 +43,7 @@ def test_a_standby_host_serves_when_the_serving_host_dies_and_every_message_is_h
     server = PostgresServer(host=db.address, port=5432, prefix=db.command([])).start()
     try:
         url = server.url("postgres")
-        addresses = {label: f"{machines[label].address}:{HOST_PORT}" for label in ("h1", "h2")}
-        hosts = {}
-        for label, says in (("h1", "aun-runtime host ready on"), ("h2", "standing by")):  # h1 first: it serves
-            hosts[label] = Process(["host", "--address", addresses[label], "--state", url], prefix=machines[label].command([]))
-            procs.append(hosts[label])
-            hosts[label].wait_for_line(lambda line, says=says: says in line)
-        both = f"{addresses['h1']},{addresses['h2']}"
+        hosts, both = start_standby_hosts(machines, url, HOST_PORT, procs)  # h1 serves, h2 stands by
         for label in ("a", "b"):
             procs.append(start_worker(
                 both, f"{SERVICE_APPS}:instance", url, env={"TALLY_DELAY": "0.02", "HOME": str(tmp_path)},
