@@ -20,7 +20,7 @@ from aun_runtime._metrics import RuntimeMetrics
 from aun_runtime._probes import ProbeServer, Readiness
 from aun_runtime.console import Console
 from aun_runtime.models import ModelConfig
-from tests.models.openai_stand_in import Reply, ToolCalls, openai_stand_in
+from tests.models.openai_stand_in import OpenAIStandIn, Reply, ToolCalls, openai_stand_in
 
 INFO = {"vision": False, "function_calling": True, "json_output": True, "family": "unknown",
         "structured_output": False, "multiple_system_messages": True}
@@ -38,6 +38,16 @@ def of(runtime: AUNRuntime, aid: str) -> AgentBusy | None:
     return next((b for b in runtime.busy() if b.aid == aid), None)
 
 
+async def _started(stand_in: OpenAIStandIn) -> tuple[AUNRuntime, Any]:
+    """A started runtime with bot.local, a model agent on the stand-in's model, and alice.local's inbox."""
+    model = ModelConfig(source="openai", model="slow", base_url=stand_in.base_url, model_info=INFO)
+    runtime = AUNRuntime()
+    await runtime.register_agent("bot.local", lambda: AutonomousAgent(model))
+    human = await runtime.open_inbox("alice.local")
+    await runtime.start()
+    return runtime, human
+
+
 async def test_a_slow_model_shows_as_a_turn_waiting_for_it_with_the_mailbox_behind() -> None:
     release = threading.Event()
 
@@ -46,11 +56,7 @@ async def test_a_slow_model_shows_as_a_turn_waiting_for_it_with_the_mailbox_behi
         return Reply(answer=ANSWER)
 
     with openai_stand_in(slow) as stand_in:
-        model = ModelConfig(source="openai", model="slow", base_url=stand_in.base_url, model_info=INFO)
-        runtime = AUNRuntime()
-        await runtime.register_agent("bot.local", lambda: AutonomousAgent(model))
-        human = await runtime.open_inbox("alice.local")
-        await runtime.start()
+        runtime, human = await _started(stand_in)
         console = Console(runtime, port=0)
         await console.start()
         for n in range(3):
@@ -102,11 +108,7 @@ async def test_the_probes_show_the_busy_agents_in_metrics_and_at_busy() -> None:
         return Reply(answer=ANSWER)
 
     with openai_stand_in(slow) as stand_in:
-        model = ModelConfig(source="openai", model="slow", base_url=stand_in.base_url, model_info=INFO)
-        runtime = AUNRuntime()
-        await runtime.register_agent("bot.local", lambda: AutonomousAgent(model))
-        human = await runtime.open_inbox("alice.local")
-        await runtime.start()
+        runtime, human = await _started(stand_in)
         probes = ProbeServer("127.0.0.1:0", Readiness(), [])
         url = await probes.start()
         async with aiohttp.ClientSession() as http:
