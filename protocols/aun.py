@@ -25,30 +25,53 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import json
 import json.encoder
-import re
-import secrets
 import time
 from collections.abc import Callable
-from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    ValidationError,
-    model_validator,
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
+
+from ._dispatch_modes import (
+    DispatchMode,
+    dispatch_mode_or_none,
+    mention_mode_of,
+    parse_dispatch_mode,
+    replies_name_the_sender,
 )
-from pydantic_core import PydanticSerializationError
-
-from .errors import InvalidAIDError, InvalidGroupIdError, InvalidMessageError, PayloadTooLargeError
+from ._identifiers import (
+    AID,
+    AID_PATTERN,
+    GROUP_ID_PATTERN,
+    MAX_AID_LENGTH,
+    GroupId,
+    aid_domain,
+    is_aid,
+    is_text,
+    new_message_id,
+    validate_aid,
+    validate_group_id,
+    validate_message_id,
+)
+from ._payloads import (
+    MAX_PAYLOAD_BYTES,
+    PAYLOAD_CLASSES,
+    AIDMention,
+    FrozenModel,
+    JsonPayload,
+    Mention,
+    Payload,
+    ScopeMention,
+    TextPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+    UnknownPayload,
+    check_payload_size,
+    invalid_message,
+    payload_from_json,
+)
+from .errors import InvalidMessageError
 
 __all__ = [
     "AID_PATTERN",
@@ -72,6 +95,7 @@ __all__ = [
     "mention_mode_of",
     "new_message_id",
     "parse_dispatch_mode",
+    "payload_from_json",
     "replies_name_the_sender",
     "validate_aid",
     "validate_group_id",
@@ -85,272 +109,13 @@ ROUND_ROBIN = "round_robin"
 SENDER_AFFINITY = "sender_affinity"
 #: Every queue routing, the one place they are listed.
 QUEUE_ROUTINGS = (ROUND_ROBIN, SENDER_AFFINITY)
-#: The AUN client refuses to send a frame over 1,000,000 bytes, so no payload may be larger.
-MAX_PAYLOAD_BYTES = 1_000_000
-#: A DNS name is at most 253 characters; an AID is a DNS-shaped name.
-MAX_AID_LENGTH = 253
-#: ``name.domain``: lowercase labels of letters, digits, ``-`` and ``_`` (the name may use ``_``).
-AID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$")
-_GROUP_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
-_MAX_GROUP_ID_LENGTH = 128
-
-
-def validate_message_id(message_id: str) -> str:
-    """Return `message_id` if it can be a message's id, else raise `InvalidMessageError`.
-
-    An id is 1 to 128 characters of text that UTF-8 can carry (no lone surrogate).
-
-    Example:
-        >>> validate_message_id("task-42")
-        'task-42'
-    """
-    if not isinstance(message_id, str) or not 0 < len(message_id) <= 128:
-        got = f"{len(message_id)} characters" if isinstance(message_id, str) else type(message_id).__name__
-        raise InvalidMessageError(f"invalid message: message_id: 1 to 128 characters of text, not {got}", field="message_id")
-    if not _is_text(message_id):
-        raise InvalidMessageError(
-            "invalid message: message_id: text that is not valid Unicode (a lone surrogate)", field="message_id"
-        )
-    return message_id
-
-
-def validate_aid(aid: str) -> str:
-    """Return `aid` if it is a valid AID, else raise `InvalidAIDError` saying why.
-
-    Example:
-        >>> validate_aid("coder.local")
-        'coder.local'
-    """
-    if not isinstance(aid, str):
-        raise InvalidAIDError(f"an AID is a string like 'coder.local', not {type(aid).__name__}")
-    if len(aid) > MAX_AID_LENGTH:
-        raise InvalidAIDError(f"AID is {len(aid)} characters long; the limit is {MAX_AID_LENGTH}")
-    if AID_PATTERN.match(aid):
-        return aid
-    if aid.lower() != aid and AID_PATTERN.match(aid.lower()):
-        raise InvalidAIDError(f"AIDs are lowercase: use {aid.lower()!r} instead of {aid!r}")
-    if "." not in aid:
-        # The example must itself be a valid AID, or following the advice only meets the next error.
-        example = f"{aid.lower()}.local"
-        hint = f", e.g. {example!r}" if AID_PATTERN.match(example) else ""
-        raise InvalidAIDError(f"AID {aid!r} has no domain: write it as 'name.domain' in lowercase{hint}")
-    raise InvalidAIDError(
-        f"AID {aid!r} is not of the form 'name.domain' (lowercase letters, digits, '-' and '_', "
-        "labels separated by dots)"
-    )
-
-
-def aid_domain(aid: str) -> str:
-    """The domain of an AID: everything after its first dot (`coder.local` -> `local`)."""
-    return aid.split(".", 1)[1]
-
-
-def validate_group_id(group_id: str) -> str:
-    """Return `group_id` if it can name a group (and a topic), else raise `InvalidGroupIdError`."""
-    if not isinstance(group_id, str) or not _GROUP_ID_PATTERN.match(group_id):
-        raise InvalidGroupIdError(
-            f"group id {group_id!r} must be 1-{_MAX_GROUP_ID_LENGTH} lowercase letters, digits, '.', '-' "
-            "or '_', starting with a letter or digit"
-        )
-    return group_id
-
-
-def new_message_id() -> str:
-    """A fresh, globally unique message id: 32 hex digits, like a UUID.
-
-    A random 64-bit prefix drawn once per process, then a counter: unique across processes (a prefix
-    collision is a 1 in 2**64 event), and an order of magnitude cheaper than asking the OS for 16
-    random bytes per message.
-    """
-    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
-
-
-_ID_PREFIX = secrets.token_hex(8)
-_ID_COUNTER = itertools.count(1)
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-AID = Annotated[str, AfterValidator(validate_aid)]
-GroupId = Annotated[str, AfterValidator(validate_group_id)]
-
-
-class DispatchMode(StrEnum):
-    """What a group's members see, decided by each receiver's channel before any model.
-
-    `broadcast`: every group message reaches every member.
-    `mention`: only messages whose structured mentions name the member, or everyone, reach it;
-    the rest are archived with the reason, never dropped.
-    """
-
-    BROADCAST = "broadcast"
-    MENTION = "mention"
-
-
-#: Each mode in the newer wire spelling, a group's `mention_mode`: the one place it is written.
-_MENTION_MODES = {DispatchMode.BROADCAST: "disabled", DispatchMode.MENTION: "mention-only"}
-
-_DISPATCH_SPELLINGS = {
-    **{mode.value: mode for mode in DispatchMode},
-    **{spelling: mode for mode, spelling in _MENTION_MODES.items()},
-    "mention_only": DispatchMode.MENTION,
-}
-
-
-def replies_name_the_sender(mode: DispatchMode | None) -> bool:
-    """Whether a reply in a group of this mode names the member it answers, unless told otherwise,
-    so that the member is shown it (in `mention` mode an unnamed reply would reach nobody).
-
-    Example:
-        >>> replies_name_the_sender(DispatchMode.MENTION), replies_name_the_sender(DispatchMode.BROADCAST)
-        (True, False)
-    """
-    return mode is DispatchMode.MENTION
-
-
-def mention_mode_of(mode: DispatchMode) -> str:
-    """The `mention_mode` wire spelling of `mode`, as the AUN network's `group.*` methods use it.
-
-    Example:
-        >>> mention_mode_of(DispatchMode.MENTION)
-        'mention-only'
-    """
-    return _MENTION_MODES[mode]
-
-
-def parse_dispatch_mode(value: str | DispatchMode) -> DispatchMode:
-    """Accept both spellings: `dispatch_mode` (`broadcast`/`mention`) and the newer
-    `mention_mode` (`disabled`/`mention-only`).
-
-    Example:
-        >>> parse_dispatch_mode("mention-only")
-        <DispatchMode.MENTION: 'mention'>
-    """
-    if isinstance(value, DispatchMode):
-        return value
-    mode = _DISPATCH_SPELLINGS.get(str(value).strip().lower())
-    if mode is None:
-        raise InvalidMessageError(
-            f"unknown dispatch mode {value!r}: use 'broadcast' or 'mention' "
-            "(or the mention_mode spellings 'disabled' and 'mention-only')",
-            field="dispatch_mode",
-        )
-    return mode
-
-
-def _dispatch_mode(value: Any) -> DispatchMode | None:
-    return None if value is None else parse_dispatch_mode(value)
-
-
-class _Frozen(BaseModel):
-    # One published object reaches every subscriber in-process: nobody may change it under the others.
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
-
-
-class AIDMention(_Frozen):
-    """A mention of one agent, optionally with where it sits in the text."""
-
-    aid: AID
-    display: str | None = None
-    offset: int | None = Field(default=None, ge=0)
-    length: int | None = Field(default=None, ge=0)
-
-
-class ScopeMention(_Frozen):
-    """A mention of everyone in the group."""
-
-    scope: Literal["all"] = "all"
-
-
-def _mention_tag(value: Any) -> str:
-    if isinstance(value, dict):
-        return "scope" if "scope" in value else "aid"
-    return "scope" if isinstance(value, ScopeMention) else "aid"
-
-
-Mention = Annotated[
-    Annotated[AIDMention, Tag("aid")] | Annotated[ScopeMention, Tag("scope")],
-    Discriminator(_mention_tag),
-]
-
-
-class TextPayload(_Frozen):
-    """Plain or formatted text, with structured mentions."""
-
-    type: Literal["text"] = "text"
-    text: str
-    format: str = "plain"
-    mentions: tuple[Mention, ...] = ()
-
-
-class JsonPayload(_Frozen):
-    """Structured data. `kind` names what it is; typed contract classes travel as this payload."""
-
-    type: Literal["json"] = "json"
-    kind: str = Field(min_length=1)
-    data: Any = None
-    schema_: str | None = Field(default=None, alias="schema")
-    fallback_text: str | None = None
-
-
-class ToolCallPayload(_Frozen):
-    """The sender announces a call of its *own* tool, for display. The receiver runs nothing."""
-
-    type: Literal["tool_call"] = "tool_call"
-    call_id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    timeout_ms: int | None = Field(default=None, ge=0)
-
-
-class ToolResultPayload(_Frozen):
-    """The sender reports the outcome of its own tool call (`result` if `ok`, else `error`)."""
-
-    type: Literal["tool_result"] = "tool_result"
-    call_id: str = Field(min_length=1)
-    ok: bool
-    result: Any = None
-    error: Any = None
-
-    @model_validator(mode="after")
-    def _result_or_error(self) -> ToolResultPayload:
-        if not self.ok and self.error is None:
-            raise ValueError("a tool_result with ok=false needs an 'error'")
-        return self
-
-
-class UnknownPayload(_Frozen):
-    """Any payload type this contract does not model, kept whole: every field survives a round trip."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    type: str = Field(min_length=1)
-
-
-_KNOWN_PAYLOAD_TYPES = frozenset({"text", "json", "tool_call", "tool_result"})
-
-
-def _payload_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _KNOWN_PAYLOAD_TYPES else "unknown"
-
-
-Payload = Annotated[
-    Annotated[TextPayload, Tag("text")]
-    | Annotated[JsonPayload, Tag("json")]
-    | Annotated[ToolCallPayload, Tag("tool_call")]
-    | Annotated[ToolResultPayload, Tag("tool_result")]
-    | Annotated[UnknownPayload, Tag("unknown")],
-    Discriminator(_payload_tag),
-]
-
-# JSON escapes a character in at most 6 bytes (\uXXXX) and a mention takes well under 512, so a text
-# payload under this estimate cannot reach the limit: the common case is checked without encoding.
-_FAST_PATH_BYTES = MAX_PAYLOAD_BYTES - 4096
-
-
-class AUNMessage(_Frozen):
+class AUNMessage(FrozenModel):
     """One AUN message: an envelope around a payload.
 
     Exactly one of `to` (a direct message) or `group_id` (a group message) is set.
@@ -380,7 +145,7 @@ class AUNMessage(_Frozen):
     in_reply_to: str | None = None
     thread: str | None = None
     hops: int = Field(default=0, ge=0)
-    dispatch_mode: Annotated[DispatchMode | None, BeforeValidator(_dispatch_mode)] = None
+    dispatch_mode: Annotated[DispatchMode | None, BeforeValidator(dispatch_mode_or_none)] = None
 
     # The JSON text, computed once (the message is immutable). A slot, not a pydantic private
     # attribute: those are initialised in Python on every construction and read through
@@ -407,11 +172,11 @@ class AUNMessage(_Frozen):
                 field="to",
             )
         for name in ("message_id", "in_reply_to", "thread"):
-            if not _is_text(getattr(self, name)):
+            if not is_text(getattr(self, name)):
                 raise InvalidMessageError(
                     f"invalid message: {name}: text that is not valid Unicode (a lone surrogate)", field=name
                 )
-        _check_payload_size(self.payload)
+        check_payload_size(self.payload)
         _set_attribute(self, "_json_text", None)  # set, so that to_json never takes the slow miss path
         return self
 
@@ -440,20 +205,20 @@ class AUNMessage(_Frozen):
         if (
             type(message_id) is str
             and 0 < len(message_id) <= 128
-            and _is_text(message_id)
-            and _is_aid(from_aid)
-            and (to is None or _is_aid(to))
-            and (group_id is None or (type(group_id) is str and _GROUP_ID_PATTERN.match(group_id) is not None))
+            and is_text(message_id)
+            and is_aid(from_aid)
+            and (to is None or is_aid(to))
+            and (group_id is None or (type(group_id) is str and GROUP_ID_PATTERN.match(group_id) is not None))
             and (to is None) != (group_id is None)
-            and _PAYLOAD_CLASSES.get(getattr(payload, "type", None)) is type(payload)
+            and PAYLOAD_CLASSES.get(getattr(payload, "type", None)) is type(payload)
             and (seq is None or (type(seq) is int and seq >= 0))
-            and (in_reply_to is None or (type(in_reply_to) is str and _is_text(in_reply_to)))
-            and (thread is None or (type(thread) is str and _is_text(thread)))
+            and (in_reply_to is None or (type(in_reply_to) is str and is_text(in_reply_to)))
+            and (thread is None or (type(thread) is str and is_text(thread)))
             and type(hops) is int
             and hops >= 0
             and (dispatch_mode is None or type(dispatch_mode) is DispatchMode)
         ):
-            _check_payload_size(payload)
+            check_payload_size(payload)
             values = {
                 "message_id": message_id,
                 "from_aid": from_aid,
@@ -544,7 +309,7 @@ class AUNMessage(_Frozen):
         try:
             return cls.model_validate_json(data)
         except ValidationError as exc:
-            raise _invalid(exc) from None
+            raise invalid_message(exc) from None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AUNMessage:
@@ -552,7 +317,7 @@ class AUNMessage(_Frozen):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise _invalid(exc) from None
+            raise invalid_message(exc) from None
 
 
 # JSON strings as pydantic writes them: UTF-8 as is, only quotes, backslashes and control
@@ -605,84 +370,3 @@ def _envelope_json(fields: dict[str, Any]) -> str:
     parts.append("}")
     return "".join(parts)
 _set_attribute = object.__setattr__
-#: The payload class each known ``type`` names: a payload instance of exactly that class is valid as is.
-_PAYLOAD_CLASSES: dict[Any, type[BaseModel]] = {
-    "text": TextPayload,
-    "json": JsonPayload,
-    "tool_call": ToolCallPayload,
-    "tool_result": ToolResultPayload,
-}
-
-
-#: AIDs recently found valid. The same few senders and recipients recur in message after message;
-#: a set lookup is a fraction of a pattern match. Cleared when full (the cost is a re-match).
-_KNOWN_AIDS: set[str] = set()
-_KNOWN_AIDS_LIMIT = 4096
-
-
-def _is_aid(value: object) -> bool:
-    if type(value) is not str:
-        return False
-    if value in _KNOWN_AIDS:
-        return True
-    if len(value) <= MAX_AID_LENGTH and AID_PATTERN.match(value) is not None:
-        if len(_KNOWN_AIDS) >= _KNOWN_AIDS_LIMIT:
-            _KNOWN_AIDS.clear()
-        _KNOWN_AIDS.add(value)
-        return True
-    return False
-
-
-def _is_text(value: str | None) -> bool:
-    """Whether `value` can be written as UTF-8, as JSON on the wire and in the archive must be.
-
-    A Python string can hold what UTF-8 cannot: a lone surrogate (`"\\ud800"`, which a JSON
-    escape can also produce). Such a message would fail at every write, so it is refused where
-    it is made. ASCII, the usual case, is told apart without encoding anything.
-    """
-    if value is None or value.isascii():
-        return True
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_payload_size(payload: BaseModel) -> None:
-    """Refuse a payload over `MAX_PAYLOAD_BYTES`, or one that is not valid Unicode text."""
-    if (
-        isinstance(payload, TextPayload)
-        and 6 * len(payload.text) + 512 * len(payload.mentions) < _FAST_PATH_BYTES
-        and _is_text(payload.text)
-    ):
-        return
-    try:
-        size = len(payload.model_dump_json(by_alias=True).encode())
-    except (UnicodeEncodeError, PydanticSerializationError) as exc:
-        raise InvalidMessageError(
-            f"invalid message: payload: text that is not valid Unicode (a lone surrogate): {exc}", field="payload"
-        ) from None
-    if size > MAX_PAYLOAD_BYTES:
-        raise PayloadTooLargeError(size, MAX_PAYLOAD_BYTES)
-
-
-def _invalid(exc: ValidationError) -> InvalidMessageError:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ()))
-    return InvalidMessageError(
-        f"invalid message: {where or 'message'}: {first.get('msg')}", field=where or None
-    )
-
-
-def payload_from_json(data: str | bytes | dict[str, Any]) -> Payload:
-    """Validate a payload on its own (used by transports that carry payload and envelope separately)."""
-    raw = json.loads(data) if isinstance(data, str | bytes) else data
-    try:
-        return _PayloadHolder.model_validate({"payload": raw}).payload
-    except ValidationError as exc:
-        raise _invalid(exc) from None
-
-
-class _PayloadHolder(BaseModel):
-    payload: Payload

@@ -20,8 +20,8 @@ import uuid
 
 from pydantic import Field, model_validator
 
+from ._identifiers import AID, GroupId
 from ._text import snip
-from .aun import AID, GroupId
 from .contract import AUNContract
 
 __all__ = ["GatherRequest", "GatheredResults", "ScatterTask", "WorkerResult"]

@@ -21,8 +21,8 @@ from collections import Counter
 
 from pydantic import Field
 
+from ._identifiers import AID
 from ._text import snip
-from .aun import AID
 from .contract import AUNContract
 
 __all__ = [

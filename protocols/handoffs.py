@@ -18,8 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._identifiers import AID
 from ._text import snip
-from .aun import AID
 from .contract import AUNContract
 
 __all__ = ["AgentReply", "ChatTurn", "CustomerMessage", "Handoff"]

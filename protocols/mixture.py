@@ -13,8 +13,8 @@ import uuid
 
 from pydantic import Field
 
+from ._identifiers import AID
 from ._text import snip
-from .aun import AID
 from .contract import AUNContract
 
 __all__ = ["LayerResult", "LayerTask", "MixtureResult", "MixtureTask"]

@@ -27,8 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._identifiers import AID
 from ._text import snip
-from .aun import AID
 from .contract import AUNContract
 from .errors import InvalidMessageError
 

@@ -15,8 +15,8 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._identifiers import AID
 from ._text import snip
-from .aun import AID
 from .contract import AUNContract
 
 __all__ = ["StageInput", "StageOutput", "WorkflowResult"]
