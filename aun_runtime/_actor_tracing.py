@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from autogen_core import JSON_DATA_CONTENT_TYPE, AgentId, MessageContext
-from autogen_core._serialization import SerializationRegistry
-from autogen_core._telemetry import EnvelopeMetadata, MessageRuntimeTracingConfig, TraceHelper
 from opentelemetry.trace import (
     NoOpTracerProvider,
     ProxyTracerProvider,
@@ -34,6 +32,13 @@ from opentelemetry.trace import (
     TracerProvider,
     get_tracer_provider,
     set_span_in_context,
+)
+
+from ._autogen_internals import (
+    EnvelopeMetadata,
+    MessageRuntimeTracingConfig,
+    SerializationRegistry,
+    TraceHelper,
 )
 
 __all__ = ["PublishTrace", "RuntimeTracer", "tracing_provider"]

@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeAlias, TypeVar, g
 
 from autogen_core import AgentId, AgentInstantiationContext, CancellationToken, MessageContext, RoutedAgent
 from autogen_core import event as _autogen_event
-from autogen_core._routed_agent import MessageHandler
 
 from protocols.aun import AUNMessage, JsonPayload, Mention, TextPayload, replies_name_the_sender
 from protocols.contract import decode_contract
 
 from ._acting import ACTING, INBOUND, repeating, run_proactive
 from ._archive import ArchiveRecord, RecordKind
+from ._autogen_internals import MessageHandler
 from ._endpoint import Endpoint
 from ._errors import (
     AgentRegistrationError,

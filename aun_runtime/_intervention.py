@@ -34,9 +34,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from autogen_core import DefaultInterventionHandler, DropMessage, InterventionHandler, MessageContext, TopicId
-from autogen_core._telemetry import EnvelopeMetadata, TraceHelper, get_telemetry_envelope_metadata
 from opentelemetry import context as otel_context
 
+from ._autogen_internals import EnvelopeMetadata, TraceHelper, get_telemetry_envelope_metadata
 from ._errors import InterventionHandlerError, MessageDroppedError
 
 __all__ = ["PublishInterventions", "begin_publish", "detached"]

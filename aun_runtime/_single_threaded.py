@@ -32,10 +32,10 @@ from autogen_core import (
 
 # A private class of the pinned autogen-core (0.7.5): the lean publish path puts the same envelopes
 # on the same queue. tests/test_core.py fails loudly if a new version moves any of it.
-from autogen_core._single_threaded_agent_runtime import PublishMessageEnvelope
 from opentelemetry.trace import TracerProvider
 
 from ._actor_tracing import tracing_provider
+from ._autogen_internals import PublishMessageEnvelope
 from ._core_protocol import (
     AUNCore,
     InProcessCore,

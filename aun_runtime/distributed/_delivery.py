@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from autogen_core import Agent, AgentId, CancellationToken, MessageContext, MessageHandlerContext, TopicId
-from autogen_core._serialization import SerializationRegistry
 from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Tracer
@@ -24,6 +23,7 @@ from protocols.aun import AUNMessage
 
 from .._actor_tracing import RuntimeTracer
 from .._archive import RecordKind
+from .._autogen_internals import SerializationRegistry
 from .._trace_context import TRACEPARENT_KEY, context_of, well_formed
 from .._turn_spans import note_sent_from
 from ._inbound import Inbound
