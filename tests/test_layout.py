@@ -182,7 +182,7 @@ def test_each_rule_has_one_home() -> None:
     assert _users("copy_recipients") == {"aun_runtime._fan_out"}
     assert _users("GroupFanOut") == {"aun_runtime._fan_out", "aun_runtime._send"}
     # Group topics are not published on: only the host still lets the name through.
-    assert _users("GROUP_PREFIX") == {"aun_runtime._topics", "aun_runtime.distributed._servicer"}
+    assert _users("GROUP_PREFIX") == {"aun_runtime._topics", "aun_runtime.distributed._host_stream_rules"}
     # Where an AID lives is the placement's answer: nothing above it asks a directory or a route.
     for module in ("aun_runtime._runtime", "aun_runtime._send", "aun_runtime._fan_out"):
         asked = _names_used(MODULES[module]) & {"aid_status", "AIDStatus", "Directory", "keeps_undeliverable", "outbound"}
