@@ -59,7 +59,6 @@ from autogen_core import (
     Subscription,
     TopicId,
 )
-from autogen_core._serialization import SerializationRegistry
 from opentelemetry import context as otel_context
 from opentelemetry.trace import TracerProvider
 
@@ -67,6 +66,7 @@ from ._actor_cell import Cell, Delivery, LazyCancellationToken
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import PublishTrace, RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
+from ._autogen_internals import SerializationRegistry
 from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, MailboxReleasedHook, UndeliverableHook
 from ._errors import AgentCreationError, MailboxFullError, MessageDroppedError, UndeliverableError
 from ._eviction import DEFAULT_IDLE_TIMEOUT

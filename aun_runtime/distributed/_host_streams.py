@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import grpc
-from autogen_ext.runtimes.grpc._worker_runtime_host_servicer import CallbackChannelConnection
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 
+from .._autogen_internals import CallbackChannelConnection
 from ._host_records import Refusal, StreamClient, call_metadata
 from ._identity import Identities, IdentityRefused
 from ._wire import DIRECTORY_TYPE, SECRET_METADATA, WORKER_METADATA, control_event

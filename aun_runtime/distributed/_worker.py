@@ -552,7 +552,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
                 await asyncio.sleep(0.05)  # the host is still letting go of a closing connection
 
     async def _subscribe_with_host(self, subscription: Subscription) -> None:
-        from autogen_ext.runtimes.grpc._utils import subscription_to_proto
+        from .._autogen_internals import subscription_to_proto
 
         await self._link.stub.AddSubscription(
             agent_worker_pb2.AddSubscriptionRequest(subscription=subscription_to_proto(subscription)),
