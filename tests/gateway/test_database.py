@@ -66,3 +66,22 @@ def test_checkpoints_run_in_their_own_thread_and_close_truncates_the_wal(tmp_pat
     reopened = sqlite3.connect(path)
     assert reopened.execute("SELECT COUNT(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 200
     reopened.close()
+
+
+def test_a_file_written_before_opens_with_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "g.sqlite3"
+    with sqlite3.connect(path) as old:  # a file from an earlier version: fewer tables, rows in them
+        old.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        old.execute("INSERT INTO meta VALUES ('schema_version', '1'), ('issuer', 'aun.localhost')")
+        old.execute(
+            "CREATE TABLE inbox (receiver TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL,"
+            " message_id TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (receiver, seq)) WITHOUT ROWID"
+        )
+        old.execute("INSERT INTO inbox VALUES ('b.aun.localhost', 1, 'a.aun.localhost', 'm1', '{}')")
+    old.close()
+    db = Database(path)
+    assert db.meta("issuer") == "aun.localhost" and db.meta("schema_version") == "1"
+    assert db.conn.execute("SELECT receiver, seq, message_id FROM inbox").fetchall() == [("b.aun.localhost", 1, "m1")]
+    with db.atomic() as conn:  # the tables it lacked are made
+        conn.execute("INSERT INTO group_states (group_id, body) VALUES ('g1', '{}')")
+    db.close()
