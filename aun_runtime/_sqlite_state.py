@@ -27,7 +27,7 @@ from typing import Any
 from autogen_core import AgentId
 
 from ._agent_state import decoded_state
-from ._storage import open_wal
+from .storage import open_wal
 
 __all__ = ["PENDING_LIMIT", "SQLiteStateStore"]
 

@@ -8,7 +8,7 @@ Writes are batched by *group commit*: each operation runs in a savepoint of one 
 and `Database.commit` commits that transaction once per event-loop turn for every operation
 that wrote during the turn. Twenty concurrent senders cost one commit, not twenty; a lone sender
 costs one commit and no waiting. The file is in WAL mode with the `synchronous` that
-`AUN_SQLITE_SYNCHRONOUS` chooses (`aun_runtime._storage.open_wal`): `normal`, the default, makes a
+`AUN_SQLITE_SYNCHRONOUS` chooses (`aun_runtime.storage.open_wal`): `normal`, the default, makes a
 commit survive a crash of the process (what a restart is), and a crash of the machine or a power loss
 can drop the last commits; `full` makes it survive those too, at one flush per group commit.
 
@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .._storage import open_wal
+from ..storage import open_wal
 
 __all__ = ["Checkpointer", "Database"]
 

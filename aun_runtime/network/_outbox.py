@@ -39,7 +39,7 @@ from pathlib import Path
 from protocols.aun import AUNMessage
 
 from .._errors import OutboxFullError, UndeliverableError
-from .._storage import open_wal
+from ..storage import open_wal
 
 __all__ = ["DEFAULT_OUTBOX_CAPACITY", "Outbox", "OutboxItem", "OutboxWriteError"]
 
