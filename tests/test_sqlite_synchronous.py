@@ -34,14 +34,14 @@ def _journal(path: Path) -> Iterator[sqlite3.Connection]:
 
 def _states(path: Path) -> Iterator[sqlite3.Connection]:
     store = SQLiteStateStore(path)
-    yield store._db  # the store's own connection: what its commits do is the question
+    yield store.storage.db  # the store's own connection: what its commits do is the question
     store.close()
 
 
 def _outbox(path: Path) -> Iterator[sqlite3.Connection]:
     outbox = Outbox(path)
-    yield outbox._db
-    outbox._db.close()
+    yield outbox.store.storage.db  # type: ignore[attr-defined]
+    outbox.store.close()
 
 
 def _gateway(path: Path) -> Iterator[sqlite3.Connection]:

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import StorageSessionLostError, StorageUnavailableError
 from .._postgres_refusal import refusal
-from ._protocol import Dialect, Row, StorageKind
+from ._protocol import Dialect, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
 __all__ = [
@@ -134,6 +134,33 @@ class PostgresDialect:
     # -- the host's state and election ---------------------------------------------------------------
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
+
+    agent_states_table = """
+CREATE TABLE IF NOT EXISTS agent_states (
+    agent_type TEXT NOT NULL,
+    agent_key TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (agent_type, agent_key)
+);
+"""
+    outbox_table = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id BIGINT PRIMARY KEY,
+    sender TEXT NOT NULL,
+    recipient TEXT,
+    body TEXT NOT NULL,
+    enqueued_at BIGINT NOT NULL,
+    trace TEXT
+);
+"""
+
+    def columns(self, storage: Storage, table: str) -> set[str]:
+        rows = storage.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = ?",
+            (table,),
+        )
+        return {str(row[0]) for row in rows}
 
 
 #: The PostgreSQL dialect (it holds no state: one serves every session).

@@ -54,6 +54,17 @@ class Dialect(Protocol):
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
 
+    #: The agent state store's table: one row per agent, `(agent_type, agent_key)` its key, the
+    #: state as JSON text.
+    agent_states_table: str
+    #: The network outbox's table: one row per message waiting for the network, `id` its order.
+    outbox_table: str
+
+    def columns(self, storage: Storage, table: str) -> set[str]:
+        """The columns `table` has now (none if it is not there): a store adds to a table made
+        before a column was."""
+        ...
+
 
 @runtime_checkable
 class Storage(Protocol):

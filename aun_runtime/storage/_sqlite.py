@@ -81,6 +81,30 @@ class SQLiteDialect:
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
 
+    # WITHOUT ROWID: the rows are looked up by their key only, and are stored once, in its order.
+    agent_states_table = """
+CREATE TABLE IF NOT EXISTS agent_states (
+    agent_type TEXT NOT NULL,
+    agent_key TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (agent_type, agent_key)
+) WITHOUT ROWID;
+"""
+    # INTEGER PRIMARY KEY: the id is the row's rowid, the order the rows are read back in.
+    outbox_table = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY,
+    sender TEXT NOT NULL,
+    recipient TEXT,
+    body TEXT NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    trace TEXT
+);
+"""
+
+    def columns(self, storage: Storage, table: str) -> set[str]:
+        return {str(row[1]) for row in storage.fetch(f"PRAGMA table_info({table})")}
+
 
 #: The SQLite dialect (it holds no state: one serves every file).
 SQLITE: Final = SQLiteDialect()
