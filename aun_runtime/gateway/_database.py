@@ -7,7 +7,8 @@ pushed. A restart therefore loses nothing a sender was told was stored.
 Writes are batched by *group commit*: each operation runs in a savepoint of one open transaction,
 and `Database.commit` commits that transaction once per event-loop turn for every operation
 that wrote during the turn. Twenty concurrent senders cost one commit, not twenty; a lone sender
-costs one commit and no waiting. The file is in WAL mode with the `synchronous` that
+costs one commit and no waiting. The file is opened by the storage package's `SQLiteStorage`, as
+every SQLite file of the runtime: in WAL mode with the `synchronous` that
 `AUN_SQLITE_SYNCHRONOUS` chooses (`aun_runtime.storage.open_wal`): `normal`, the default, makes a
 commit survive a crash of the process (what a restart is), and a crash of the machine or a power loss
 can drop the last commits; `full` makes it survive those too, at one flush per group commit.
@@ -61,7 +62,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..storage import open_wal
+from ..storage import SQLiteStorage
 
 __all__ = ["Checkpointer", "Database"]
 
@@ -140,13 +141,18 @@ CREATE TABLE IF NOT EXISTS group_transfers (group_id TEXT PRIMARY KEY, body TEXT
 
 
 class Database:
-    """One SQLite connection, used from the event loop's thread only."""
+    """One SQLite connection, used from the event loop's thread only.
+
+    The gateway is a program of one SQLite file: its stores (`_identities`, `_inboxes`,
+    `_group_store`...) speak SQLite's SQL on `conn`, inside `atomic` for their writes.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # isolation_level=None: transactions are opened and closed here, explicitly.
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        open_wal(self.conn)
+        self.storage = SQLiteStorage(path)
+        #: The connection the gateway's statements run on (autocommit: `atomic` opens the transactions).
+        self.conn = self.storage.db
+        self.closed = False
         self.conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer thread does it
         self.conn.execute("PRAGMA foreign_keys=OFF")
         self.conn.executescript(_SCHEMA)
@@ -221,7 +227,8 @@ class Database:
         self._checkpointer.stop()
         with contextlib.suppress(sqlite3.Error):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.conn.close()
+        self.storage.close()
+        self.closed = True
 
 
 class Checkpointer(threading.Thread):
@@ -234,16 +241,16 @@ class Checkpointer(threading.Thread):
         self._stopping = threading.Event()
 
     def run(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=1000")
+        storage = SQLiteStorage(self.path)
+        storage.execute("PRAGMA busy_timeout=1000")
         try:
             while not self._stopping.wait(self.interval):
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    storage.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:  # a busy or failing disk: try again next interval
                     log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
         finally:
-            conn.close()
+            storage.close()
 
     def stop(self) -> None:
         self._stopping.set()

@@ -70,7 +70,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import time
 from collections import OrderedDict
 from typing import Any
@@ -538,10 +537,11 @@ class QueueRouter:
                 if not more:
                     return
                 await asyncio.sleep(0)
-        except sqlite3.ProgrammingError:  # the database closed under us: the gateway is stopping
-            log.debug("take-over of %s's messages stopped: the gateway is closing", aid)
-        except Exception:  # a failed commit rolled back: the messages stay open, taken over next time
-            log.exception("take-over of %s's open queue messages failed", aid)
+        except Exception:
+            if self.db.closed:  # the database closed under us: the gateway is stopping
+                log.debug("take-over of %s's messages stopped: the gateway is closing", aid)
+            else:  # a failed commit rolled back: the messages stay open, taken over next time
+                log.exception("take-over of %s's open queue messages failed", aid)
         finally:
             if moving:
                 self._moved(aid)
