@@ -46,7 +46,7 @@ def _outbox(path: Path) -> Iterator[sqlite3.Connection]:
 
 def _gateway(path: Path) -> Iterator[sqlite3.Connection]:
     database = Database(path)
-    yield database.conn
+    yield database.storage.db
     database.close()
 
 
