@@ -81,10 +81,10 @@ from ._runtime import AUNRuntime, GroupInfo
 from ._single_threaded import AUNSingleThreadedRuntime
 from ._sqlite_state import SQLiteStateStore
 from ._stats import RuntimeStats
-from ._storage import Storage
 from ._turn_retry import DEFAULT_TURN_RETRY, TurnRetry
 from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .agentmd import AgentCard, AgentMDError
+from .storage import Storage
 
 __all__ = [
     "DEFAULT_BUDGETS",

@@ -200,7 +200,7 @@ class ActorLifecycle:
             except Exception as exc:
                 failure = exc  # raised at the end: the states must reach the store first
         try:
-            durable = getattr(self._store, "durable", False)
+            durable = self._store.durable
             for cell in list(self._cells.values()):
                 agent = cell.agent
                 if agent is None:
@@ -219,9 +219,7 @@ class ActorLifecycle:
             # ever run them (the runtime never ran, or was stopped and published to since).
             self._report_queued("the runtime closed before this message was handled")
         finally:
-            close_store = getattr(self._store, "close", None)
-            if close_store is not None:
-                close_store()
+            self._store.close()
         if failure is not None:
             raise failure
 

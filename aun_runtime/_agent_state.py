@@ -20,7 +20,15 @@ __all__ = ["AgentStateStore", "MemoryStateStore"]
 
 @runtime_checkable
 class AgentStateStore(Protocol):
-    """Keeps the saved state of agents that are not in memory."""
+    """Keeps the saved state of agents that are not in memory.
+
+    A store says what it is: `durable` whether what it keeps outlives the process (then the runtime
+    saves the instances still in memory into it when it is closed, for the next process to resume
+    them), and `close` is called once, when the runtime is closed.
+    """
+
+    #: What is kept outlives the process (a file): the runtime saves its instances into it at close.
+    durable: bool
 
     def put(self, agent: AgentId, state: Mapping[str, Any]) -> None:
         """Keep `state` for `agent`, replacing what was there."""
@@ -40,6 +48,10 @@ class AgentStateStore(Protocol):
 
     def __len__(self) -> int: ...
 
+    def close(self) -> None:
+        """Write what is pending and let go of what the store holds open. Idempotent."""
+        ...
+
 
 class MemoryStateStore:
     """An in-process store that keeps each state as JSON text.
@@ -51,6 +63,9 @@ class MemoryStateStore:
     """
 
     __slots__ = ("_states",)
+
+    #: The states go with the process: nothing is saved into it at close.
+    durable = False
 
     def __init__(self) -> None:
         self._states: dict[str | tuple[str, str], str] = {}
@@ -76,6 +91,9 @@ class MemoryStateStore:
 
     def __len__(self) -> int:
         return len(self._states)
+
+    def close(self) -> None:
+        """Nothing to let go of: the states are the process's."""
 
 
 def _key(agent: AgentId) -> str | tuple[str, str]:

@@ -2,7 +2,7 @@
 
 The database is an SQLite file (the default, for one machine) or a PostgreSQL database that the
 workers of several machines share (`Archive("postgresql://...")`); both through the one storage
-interface of `aun_runtime._storage`.
+interface of `aun_runtime.storage`.
 
 Nothing that reaches a runtime is lost: each message is recorded once per agent that it concerns,
 with what happened to it. The archive is what lets an agent in a `mention` group fold the talk it
@@ -85,7 +85,7 @@ from protocols.aun import AUNMessage
 
 from ._archive_writer import ArchiveWriter
 from ._schema_marker import claim_schema, is_marked
-from ._storage import Storage, check_sqlite_tables, is_missing_table, open_storage
+from .storage import Storage, check_sqlite_tables, is_missing_table, open_storage
 
 __all__ = ["AgentEntry", "Archive", "ArchiveRecord", "ArchiveRow", "MessageRow", "PendingRecord", "RecordKind"]
 

@@ -2,7 +2,7 @@
 
 The sqlite3 module releases the GIL while SQLite works, so a dedicated thread lets B-tree inserts and
 I/O for one batch run on another core while the event loop goes on delivering the next messages.
-On PostgreSQL the thread waits for the server instead (see `aun_runtime._postgres_storage`).
+On PostgreSQL the thread waits for the server instead (see `aun_runtime.storage._postgres`).
 The loop thread only hands over a list; the batch writer turns it into rows here.
 
 What keeps the thread from falling behind a busy event loop is needing the GIL rarely: every time
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from protocols.errors import AUNError
 
 from ._errors import StorageSessionLostError
-from ._storage import Storage
+from .storage import Storage
 
 __all__ = ["MAX_QUEUED_BATCHES", "ArchiveWriteError", "ArchiveWriter"]
 

@@ -27,8 +27,8 @@ from protocols.errors import AUNError
 
 from ._env_options import EnvironmentParser
 from ._errors import ConfigurationError
-from ._postgres_storage import redacted_url
 from ._stopping import ExitCode, json_line, saying_json
+from .storage import redacted_url
 
 __all__ = ["CommandParser", "add_debug_option", "address", "option_values", "port_number", "report_errors", "shown_line"]
 

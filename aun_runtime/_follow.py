@@ -22,8 +22,8 @@ from protocols.aun import AUNMessage
 
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._reconnect import Reconnection, is_connection_lost
-from ._storage import is_missing_table
 from ._transcript import ArchiveRoles, message_line, snip
+from .storage import is_missing_table
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL", "TranscriptFollower", "follow_archive"]
 

@@ -13,8 +13,8 @@ import heapq
 from collections.abc import Sequence
 
 from ._archive import Archive, ArchiveRecord
-from ._storage import is_missing_table
 from ._transcript import ArchiveRoles, render_transcript
+from .storage import is_missing_table
 
 __all__ = ["merge_records", "merged_transcript"]
 

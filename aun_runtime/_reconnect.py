@@ -2,7 +2,7 @@
 backoff between two attempts to open it again, and the one line it says each way.
 
 A reader (`transcript --follow`, the console) holds no lock and commits nothing, so unlike a
-writer's session (see `aun_runtime._postgres_storage`: a session is proof of life, never renewed
+writer's session (see `aun_runtime.storage._postgres`: a session is proof of life, never renewed
 behind its user's back) its session may simply be opened again. It goes on from the last record it
 showed: records are read by id, after the last id shown, so nothing is skipped and nothing is shown
 twice however long the database was away.

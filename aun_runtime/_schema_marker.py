@@ -21,7 +21,7 @@ changed. A reader (`console`, `transcript`) looks the same way, and never writes
 An SQLite file is the runtime's own file on one machine, and many were made before the mark
 existed: it carries no mark. Instead, before anything is created in it (and before a reader reads
 it), each table it already holds by one of the runtime's names must have the columns the runtime
-gives that table (`aun_runtime._storage.check_sqlite_tables`); another application's `messages` is
+gives that table (`aun_runtime.storage.check_sqlite_tables`); another application's `messages` is
 refused, untouched.
 """
 
@@ -31,7 +31,7 @@ import re
 import time
 
 from ._errors import StorageUnavailableError
-from ._storage import Storage
+from .storage import Storage
 
 __all__ = ["MARKER_TABLE", "SCHEMA_NAME", "SCHEMA_VERSION", "claim_schema", "is_marked"]
 

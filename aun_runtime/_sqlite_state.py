@@ -19,7 +19,6 @@ only what changed since each agent was last saved, never an older state.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from autogen_core import AgentId
 
 from ._agent_state import decoded_state
-from ._storage import open_wal
+from .storage import SQLiteStorage
 
 __all__ = ["PENDING_LIMIT", "SQLiteStateStore"]
 
@@ -36,14 +35,11 @@ __all__ = ["PENDING_LIMIT", "SQLiteStateStore"]
 #: kilobytes waiting.
 PENDING_LIMIT = 1024
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS agent_states (
-    agent_type TEXT NOT NULL,
-    agent_key TEXT NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (agent_type, agent_key)
-) WITHOUT ROWID;
-"""
+#: A row's state replaces the one kept for its agent.
+_UPSERT = (
+    "INSERT INTO agent_states (agent_type, agent_key, state) VALUES (?, ?, ?)"
+    " ON CONFLICT (agent_type, agent_key) DO UPDATE SET state = excluded.state"
+)
 
 _Key = tuple[str, str]
 
@@ -54,6 +50,9 @@ class SQLiteStateStore:
     Args:
         path: the file (created with its directory if missing). It may be the runtime's archive
             file: the store keeps to its own table.
+
+    Raises:
+        StorageUnavailableError: `path` is no regular file or no SQLite database, or cannot be made.
 
     Example:
         >>> import tempfile, pathlib
@@ -75,10 +74,8 @@ class SQLiteStateStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        open_wal(self._db)
-        self._db.executescript(_SCHEMA)
+        self.storage = SQLiteStorage(self.path)
+        self.storage.script(self.storage.dialect.agent_states_table)
         self._pending: dict[_Key, str] = {}  # states to write
         # Agents whose state an instance in memory holds: hidden from readers, kept in the file.
         self._taken: set[_Key] = set()
@@ -116,7 +113,7 @@ class SQLiteStateStore:
     def items(self) -> Iterator[tuple[AgentId, Mapping[str, Any]]]:
         """Every kept state (read in one go: the store may change while the caller goes through them)."""
         self.flush()
-        rows = self._db.execute("SELECT agent_type, agent_key, state FROM agent_states").fetchall()
+        rows = self.storage.fetch("SELECT agent_type, agent_key, state FROM agent_states")
         taken = self._taken
         return iter(
             [(AgentId(type_, key), decoded_state(text)) for type_, key, text in rows if (type_, key) not in taken]
@@ -125,7 +122,7 @@ class SQLiteStateStore:
     def __len__(self) -> int:
         self.flush()
         # Every taken key has its row (it came from the file, or was written by the flush above).
-        return int(self._db.execute("SELECT COUNT(*) FROM agent_states").fetchone()[0]) - len(self._taken)
+        return int(self.storage.fetch("SELECT COUNT(*) FROM agent_states")[0][0]) - len(self._taken)
 
     def flush(self) -> None:
         """Write the pending states now, in one transaction."""
@@ -133,15 +130,9 @@ class SQLiteStateStore:
             return
         pending, self._pending = self._pending, {}
         try:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT OR REPLACE INTO agent_states (agent_type, agent_key, state) VALUES (?, ?, ?)",
-                [(type_, key, text) for (type_, key), text in pending.items()],
-            )
-            self._db.execute("COMMIT")
+            with self.storage.transaction():
+                self.storage.executemany(_UPSERT, [(type_, key, text) for (type_, key), text in pending.items()])
         except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
             pending.update(self._pending)  # states put since are newer: they win
             self._pending = pending
             raise
@@ -151,7 +142,7 @@ class SQLiteStateStore:
         if self._closed:
             return
         self.flush()
-        self._db.close()
+        self.storage.close()
         self._closed = True
 
     def _lookup(self, key: _Key) -> str | None:
@@ -161,8 +152,6 @@ class SQLiteStateStore:
         return text if text is not None else self._read(key)
 
     def _read(self, key: _Key) -> str | None:
-        row = self._db.execute(
-            "SELECT state FROM agent_states WHERE agent_type = ? AND agent_key = ?", key
-        ).fetchone()
-        return None if row is None else str(row[0])
+        rows = self.storage.fetch("SELECT state FROM agent_states WHERE agent_type = ? AND agent_key = ?", key)
+        return str(rows[0][0]) if rows else None
 

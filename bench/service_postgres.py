@@ -39,8 +39,8 @@ from _grpc import Busy, Child
 
 from aun_runtime import AUNMessage, RecordKind, TextPayload
 from aun_runtime._archive import Archive
-from aun_runtime._storage import open_storage
 from aun_runtime.distributed import worker_runtime
+from aun_runtime.storage import open_storage
 from aun_runtime.testing import Namespace, PostgresServer, PrivateNetwork
 from aun_runtime.testing._namespaces import namespaces_unavailable
 

@@ -13,7 +13,7 @@ from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubs
 from autogen_core.model_context import BufferedChatCompletionContext
 from autogen_core.models import UserMessage
 
-from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, RecordKind
+from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, MemoryStateStore, RecordKind
 from aun_runtime.testing import Recorder
 
 COUNTER = AgentId("counter", "default")
@@ -265,3 +265,29 @@ async def test_an_autogen_model_context_survives_eviction_unchanged() -> None:
         messages = await agent.context.get_messages()
         assert [m.content for m in messages] == ["two", "three", "four"]  # the buffer of 3, in order
         assert all(isinstance(m, UserMessage) and m.source == "app.local" for m in messages)
+
+
+class KeptStore(MemoryStateStore):
+    """A store of the user's that says it is durable: the runtime saves into it at close, then closes it."""
+
+    __slots__ = ("closed",)
+    durable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+async def test_closing_saves_into_a_store_that_says_it_is_durable_and_closes_it() -> None:
+    kept, memory = KeptStore(), MemoryStateStore()
+    for store in (kept, memory):
+        runtime = await _counter_runtime(state_store=store)
+        await _add(runtime, 1, 2)
+        await runtime.idle()
+        await runtime.close()
+        await runtime.close()
+    assert kept.peek(COUNTER) == {"seen": [1, 2]} and kept.closed == 1  # saved into, closed once
+    assert memory.peek(COUNTER) is None  # the process's own memory: nothing to save for a next one

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from aun_runtime import Archive, AUNMessage, AUNRuntime, RecordKind, TextPayload
-from aun_runtime._storage import open_storage
+from aun_runtime.storage import open_storage
 from aun_runtime.testing import Recorder
 from tests.conftest import Stores
 

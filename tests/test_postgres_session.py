@@ -9,7 +9,7 @@ import time
 import pytest
 
 from aun_runtime import StorageSessionLostError
-from aun_runtime._postgres_storage import PostgresStorage
+from aun_runtime.storage import PostgresStorage
 from aun_runtime.testing import ExternalPostgres, PostgresServer
 
 

@@ -130,3 +130,20 @@ async def test_a_process_that_dies_keeps_each_agents_last_saved_state(tmp_path: 
     # ...and the process dies here, without close(): the file still has the last saved state.
     assert _rows(path) == {"notebook.local/default": '{"notes":["saved before"]}'}
     await runtime.close()
+
+
+def test_a_file_written_before_opens_with_its_states(tmp_path: Path) -> None:
+    path = tmp_path / "states.sqlite"
+    with sqlite3.connect(path) as old:  # the table exactly as earlier versions made it, with a state
+        old.execute(
+            "CREATE TABLE agent_states (agent_type TEXT NOT NULL, agent_key TEXT NOT NULL, state TEXT NOT NULL,"
+            " PRIMARY KEY (agent_type, agent_key)) WITHOUT ROWID"
+        )
+        old.execute("INSERT INTO agent_states VALUES ('notebook.local', 'default', '{\"notes\":[\"old\"]}')")
+    old.close()
+    store = SQLiteStateStore(path)
+    assert len(store) == 1
+    assert store.take(AgentId("notebook.local", "default")) == {"notes": ["old"]}
+    store.put(AgentId("notebook.local", "default"), {"notes": ["old", "new"]})  # replaces the row
+    store.close()
+    assert _rows(path) == {"notebook.local/default": '{"notes":["old","new"]}'}

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from aun_runtime import SQLiteStateStore, StorageUnavailableError
-from aun_runtime._storage import SQLITE_SYNCHRONOUS_VARIABLE, SQLiteStorage
 from aun_runtime.distributed._journal import JournalArchive
 from aun_runtime.gateway._database import Database
 from aun_runtime.network._outbox import Outbox
+from aun_runtime.storage import SQLITE_SYNCHRONOUS_VARIABLE, SQLiteStorage
 
 #: PRAGMA synchronous answers with a number.
 NUMBERS = {"normal": 1, "full": 2}
@@ -34,19 +34,19 @@ def _journal(path: Path) -> Iterator[sqlite3.Connection]:
 
 def _states(path: Path) -> Iterator[sqlite3.Connection]:
     store = SQLiteStateStore(path)
-    yield store._db  # the store's own connection: what its commits do is the question
+    yield store.storage.db  # the store's own connection: what its commits do is the question
     store.close()
 
 
 def _outbox(path: Path) -> Iterator[sqlite3.Connection]:
     outbox = Outbox(path)
-    yield outbox._db
-    outbox._db.close()
+    yield outbox.store.storage.db  # type: ignore[attr-defined]
+    outbox.store.close()
 
 
 def _gateway(path: Path) -> Iterator[sqlite3.Connection]:
     database = Database(path)
-    yield database.conn
+    yield database.storage.db
     database.close()
 
 

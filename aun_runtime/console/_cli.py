@@ -23,8 +23,8 @@ from .._metrics import ModelMetrics, RuntimeMetrics
 from .._probes import serving_probes
 from .._runtime import AUNRuntime
 from .._stopping import STOP_GRACE, StopRequest, run_command
-from .._storage import is_postgres_url
 from .._transcript import ArchiveRoles
+from ..storage import is_postgres_url
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 

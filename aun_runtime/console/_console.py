@@ -14,10 +14,9 @@ from prometheus_client import CollectorRegistry
 from .._archive import Archive
 from .._bad_requests import BadRequestLog
 from .._metrics import ModelMetrics, RuntimeMetrics
-from .._postgres_storage import redacted_url
 from .._probes import BusyReport, Readiness, add_probe_routes, no_agents
 from .._runtime import AUNRuntime
-from .._storage import is_postgres_url
+from ..storage import is_postgres_url, redacted_url
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
 from ._routes import ConsoleState, build_app
 

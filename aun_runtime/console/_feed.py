@@ -31,9 +31,9 @@ from dataclasses import asdict
 from .._archive import AgentEntry, Archive, ArchiveRow
 from .._errors import StorageUnavailableError
 from .._reconnect import Reconnection, is_connection_lost
-from .._storage import is_missing_table, is_postgres_url
 from .._waiting import wait_set
 from ..agentmd import AgentMDError, parse_agent_md
+from ..storage import is_missing_table, is_postgres_url
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
 

@@ -7,7 +7,8 @@ which every message on the worker waits (the largest single cause of the paced p
 So the journal asks this checkpointer, every `CHECKPOINT_EVERY` commits, to run a *passive*
 checkpoint on its own connection and thread: passive checkpoints never block the loop's writer, and
 SQLite's own automatic checkpoint stays on at `SAFETY_PAGES` as the bound on the log's size should
-this thread ever fall behind.
+this thread ever fall behind. Its connection is opened like every SQLite connection of the runtime,
+by the storage package's `SQLiteStorage`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+
+from ..storage import SQLiteStorage
 
 __all__ = ["CHECKPOINT_EVERY", "SAFETY_PAGES", "Checkpointer"]
 
@@ -62,7 +65,7 @@ class Checkpointer:
         self._thread.join()
 
     def _run(self) -> None:
-        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        db = SQLiteStorage(self._path)
         try:
             while True:
                 self._wake.wait()
@@ -70,7 +73,7 @@ class Checkpointer:
                 if self._stopping:
                     return
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    db.fetch("PRAGMA wal_checkpoint(PASSIVE)")
                     self.checkpoints += 1
                 except sqlite3.Error as exc:  # busy, or the file went: the next one tries again
                     logger.debug("journal checkpoint of %s failed: %s", self._path, exc)

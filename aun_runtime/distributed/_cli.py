@@ -26,7 +26,7 @@ from .._command_errors import address
 from .._metrics import ModelMetrics
 from .._probes import Readiness, serving_probes
 from .._stopping import StopRequest, run_command
-from .._storage import is_postgres_url
+from ..storage import is_postgres_url
 from ._busy_status import ask_busy
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._host_election import PostgresHostState

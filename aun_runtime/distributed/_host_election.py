@@ -26,8 +26,8 @@ from typing import Any
 
 from .._archive import create_tables
 from .._errors import DatabaseUnreachableError, StorageSessionLostError
-from .._postgres_storage import PostgresStorage
 from .._storage_wait import RETRY_INTERVAL
+from ..storage import PostgresStorage
 from ._errors import HostStateError
 from ._host_state import STATE_FORMAT, Snapshot, empty_state
 

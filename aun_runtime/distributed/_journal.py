@@ -57,7 +57,7 @@ from typing import Any
 
 from .._archive import Archive, MessageRow, PendingRecord, create_tables
 from .._errors import AgentRegistrationError, FencedError
-from .._storage import ScopedSQL, Storage, is_postgres_url
+from ..storage import ScopedSQL, Storage, is_postgres_url
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
 __all__ = [

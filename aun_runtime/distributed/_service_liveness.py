@@ -11,7 +11,7 @@ committed. Two proofs, one interface:
 * `PostgresLiveness` (instances on any machines, the ledger in the PostgreSQL database of their
   journals): each worker's journal session holds the worker's advisory lock (see `._journal`);
   the server lets go of it when the session ends: when the process dies, or within
-  `SESSION_TIMEOUT` seconds (`aun_runtime._postgres_storage`) once the server finds it cut off. What a dead instance handled is
+  `SESSION_TIMEOUT` seconds (`aun_runtime.storage._postgres`) once the server finds it cut off. What a dead instance handled is
   read from its journal rows in the same database. A session outlives a process that is frozen
   (SIGSTOP, a blocked event loop), since its kernel still answers: so each worker also renews a
   lease from its own event loop (`._journal.LEASE`), and an instance whose lease ran out while its
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from .._errors import AgentRegistrationError
-from .._storage import SQLITE_BUSY_TIMEOUT, Storage
+from ..storage import SQLITE_BUSY_TIMEOUT, Storage
 from ._journal import LEASE, LIVE_LOCK_CLASS, JournalArchive
 
 __all__ = ["FENCE_WAIT", "LOCK_WAIT", "FileLiveness", "Liveness", "PostgresLiveness"]

@@ -55,7 +55,7 @@ from pathlib import Path
 from protocols.aun import QUEUE_ROUTINGS
 
 from .._archive import create_tables
-from .._storage import ScopedSQL, SQLiteStorage, Storage, is_postgres_url
+from ..storage import ScopedSQL, SQLiteStorage, Storage, is_postgres_url
 from ._identity import worker_secret
 from ._journal import JournalArchive
 from ._service_liveness import FileLiveness, Liveness, PostgresLiveness

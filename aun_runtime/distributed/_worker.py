@@ -70,8 +70,8 @@ from .._errors import (
 from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
-from .._postgres_storage import PostgresStorage
 from .._topics import INBOX_PREFIX
+from ..storage import PostgresStorage
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView

@@ -1,6 +1,6 @@
 """`aun-runtime worker` from its start to its exit, riding out the loss of its database session.
 
-A worker's journal session is its proof of life and its fence (`aun_runtime._postgres_storage`):
+A worker's journal session is its proof of life and its fence (`aun_runtime.storage._postgres`):
 it is never reopened behind the worker's back, since a claim made on it may have passed to another
 instance once it ended. So when it ends (the database restarted, the server cut the worker off, or
 another instance fenced a worker that stopped renewing its lease), the worker does what a

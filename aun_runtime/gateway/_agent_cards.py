@@ -100,9 +100,9 @@ class CardStore:
         self.db = db
 
     def get(self, aid: str) -> StoredCard | None:
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT body, etag, updated_at, behavior_mode FROM agent_cards WHERE aid = ?", (aid,)
-        ).fetchone()
+        )
         if row is None:
             return None
         return StoredCard(aid, bytes(row[0]), str(row[1]), float(row[2]), row[3])
@@ -110,8 +110,8 @@ class CardStore:
     def put(self, aid: str, body: bytes, behavior_mode: str | None) -> StoredCard:
         """Store `body` as `aid`'s card, replacing any earlier one (commit with `db.commit`)."""
         card = StoredCard(aid, body, f'"{hashlib.sha256(body).hexdigest()}"', time.time(), behavior_mode)
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT OR REPLACE INTO agent_cards (aid, body, etag, updated_at, behavior_mode) VALUES (?, ?, ?, ?, ?)",
                 (aid, card.body, card.etag, card.updated_at, behavior_mode),
             )

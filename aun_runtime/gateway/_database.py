@@ -7,8 +7,9 @@ pushed. A restart therefore loses nothing a sender was told was stored.
 Writes are batched by *group commit*: each operation runs in a savepoint of one open transaction,
 and `Database.commit` commits that transaction once per event-loop turn for every operation
 that wrote during the turn. Twenty concurrent senders cost one commit, not twenty; a lone sender
-costs one commit and no waiting. The file is in WAL mode with the `synchronous` that
-`AUN_SQLITE_SYNCHRONOUS` chooses (`aun_runtime._storage.open_wal`): `normal`, the default, makes a
+costs one commit and no waiting. The file is opened by the storage package's `SQLiteStorage`, as
+every SQLite file of the runtime: in WAL mode with the `synchronous` that
+`AUN_SQLITE_SYNCHRONOUS` chooses (`aun_runtime.storage.open_wal`): `normal`, the default, makes a
 commit survive a crash of the process (what a restart is), and a crash of the machine or a power loss
 can drop the last commits; `full` makes it survive those too, at one flush per group commit.
 
@@ -57,11 +58,12 @@ import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from .._storage import open_wal
+from ..storage import Row, SQLiteStorage
 
 __all__ = ["Checkpointer", "Database"]
 
@@ -140,17 +142,22 @@ CREATE TABLE IF NOT EXISTS group_transfers (group_id TEXT PRIMARY KEY, body TEXT
 
 
 class Database:
-    """One SQLite connection, used from the event loop's thread only."""
+    """One SQLite file, used from the event loop's thread only.
+
+    The gateway is a program of one SQLite file: its stores (`_identities`, `_inboxes`,
+    `_group_store`...) speak SQLite's SQL through `row`, `rows`, `execute` and `executemany`, their
+    writes inside `atomic`. The file is opened by `SQLiteStorage`, in autocommit mode: the
+    transactions are opened and closed here.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # isolation_level=None: transactions are opened and closed here, explicitly.
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        open_wal(self.conn)
-        self.conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer thread does it
-        self.conn.execute("PRAGMA foreign_keys=OFF")
-        self.conn.executescript(_SCHEMA)
-        self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+        self.storage = SQLiteStorage(path)
+        self.closed = False
+        self.storage.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer thread does it
+        self.storage.execute("PRAGMA foreign_keys=OFF")
+        self.storage.script(_SCHEMA)
+        self.storage.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
         self._in_transaction = False
         self._commit_waiters: asyncio.Future[None] | None = None
         #: Called after a failed commit rolled everything back, so in-memory caches drop what they
@@ -159,28 +166,49 @@ class Database:
         self._checkpointer = Checkpointer(path, CHECKPOINT_INTERVAL)
         self._checkpointer.start()
 
+    def row(self, sql: str, args: Sequence[object] = ()) -> Row | None:
+        """The first row `sql` returns (None if none)."""
+        rows = self.storage.fetch(sql, args)
+        return rows[0] if rows else None
+
+    def value(self, sql: str, args: Sequence[object] = ()) -> Any:
+        """The first column of the one row `sql` returns (an aggregate: `COUNT`, `MAX`...)."""
+        return self.storage.fetch(sql, args)[0][0]
+
+    def rows(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Every row `sql` returns."""
+        return self.storage.fetch(sql, args)
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> None:
+        """Run a statement that returns no rows (a write: inside `atomic`)."""
+        self.storage.execute(sql, args)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        """Run a statement once per row of arguments (a write: inside `atomic`)."""
+        self.storage.executemany(sql, rows)
+
     def meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        row = self.row("SELECT value FROM meta WHERE key = ?", (key,))
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
         with self.atomic():
-            self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+            self.storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     @contextmanager
-    def atomic(self) -> Iterator[sqlite3.Connection]:
+    def atomic(self) -> Iterator[None]:
         """Run the block's writes all or nothing, inside the open group-commit transaction."""
         if not self._in_transaction:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.storage.execute("BEGIN IMMEDIATE")
             self._in_transaction = True
-        self.conn.execute("SAVEPOINT op")
+        self.storage.execute("SAVEPOINT op")
         try:
-            yield self.conn
+            yield
         except BaseException:
-            self.conn.execute("ROLLBACK TO op")
-            self.conn.execute("RELEASE op")
+            self.storage.execute("ROLLBACK TO op")
+            self.storage.execute("RELEASE op")
             raise
-        self.conn.execute("RELEASE op")
+        self.storage.execute("RELEASE op")
 
     async def commit(self) -> None:
         """Return once everything written so far is committed (one commit per loop turn)."""
@@ -201,11 +229,11 @@ class Database:
         error: BaseException | None = None
         if self._in_transaction:
             try:
-                self.conn.execute("COMMIT")
+                self.storage.execute("COMMIT")
             except sqlite3.Error as exc:  # disk full, I/O error: every waiting writer must hear of it
                 error = exc
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
-                    self.conn.execute("ROLLBACK")
+                    self.storage.execute("ROLLBACK")
                 for forget in self.on_rollback:
                     forget()
             finally:
@@ -220,8 +248,9 @@ class Database:
         self._commit_now()
         self._checkpointer.stop()
         with contextlib.suppress(sqlite3.Error):
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.conn.close()
+            self.storage.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.storage.close()
+        self.closed = True
 
 
 class Checkpointer(threading.Thread):
@@ -234,16 +263,16 @@ class Checkpointer(threading.Thread):
         self._stopping = threading.Event()
 
     def run(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=1000")
+        storage = SQLiteStorage(self.path)
+        storage.execute("PRAGMA busy_timeout=1000")
         try:
             while not self._stopping.wait(self.interval):
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    storage.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:  # a busy or failing disk: try again next interval
                     log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
         finally:
-            conn.close()
+            storage.close()
 
     def stop(self) -> None:
         self._stopping.set()

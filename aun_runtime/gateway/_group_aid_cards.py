@@ -28,9 +28,9 @@ __all__ = ["authoritative_cert_headers", "card_publisher", "entity_headers", "re
 
 def record_binding(core: GatewayCore, group_id: str, record: CertRecord) -> None:
     """Remember that `record` is the certificate `group_id`'s AID was bound to."""
-    with core.db.atomic() as conn:
-        conn.execute("INSERT OR REPLACE INTO group_aids (group_id, serial) VALUES (?, ?)",
-                     (group_id, record.serial_hex))
+    with core.db.atomic():
+        core.db.execute("INSERT OR REPLACE INTO group_aids (group_id, serial) VALUES (?, ?)",
+                        (group_id, record.serial_hex))
 
 
 def _bound_group(core: GatewayCore, aid: str) -> tuple[str, CertRecord] | None:
@@ -43,7 +43,7 @@ def _bound_group(core: GatewayCore, aid: str) -> tuple[str, CertRecord] | None:
     record = core.identities.current(aid) if group is not None else None
     if group is None or record is None:
         return None
-    row = core.db.conn.execute("SELECT serial FROM group_aids WHERE group_id = ?", (aid,)).fetchone()
+    row = core.db.row("SELECT serial FROM group_aids WHERE group_id = ?", (aid,))
     if row is None or row[0] != record.serial_hex:
         return None
     return group.owner_aid, record

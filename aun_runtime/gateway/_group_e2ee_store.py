@@ -72,12 +72,12 @@ class GroupE2EEStore:
     # -- group prekeys -------------------------------------------------------------------------
 
     def put_prekey(self, group_id: str, aid: str, device_id: str, body: dict[str, Any]) -> None:
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT OR REPLACE INTO group_prekeys (group_id, aid, device_id, body, updated_at) "
                 "VALUES (?, ?, ?, ?, ?)", (group_id, aid, device_id, _dump(body), time.time()),
             )
-            conn.execute(
+            self.db.execute(
                 "DELETE FROM group_prekeys WHERE group_id = ? AND aid = ? AND device_id NOT IN ("
                 "SELECT device_id FROM group_prekeys WHERE group_id = ? AND aid = ? "
                 "ORDER BY updated_at DESC LIMIT ?)", (group_id, aid, group_id, aid, MAX_DEVICES_PER_MEMBER),
@@ -85,31 +85,31 @@ class GroupE2EEStore:
 
     def prekeys(self, group_id: str, aid: str) -> list[dict[str, Any]]:
         """The group prekeys of `aid`'s devices, oldest first, each with its `device_id`."""
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT device_id, body FROM group_prekeys WHERE group_id = ? AND aid = ? ORDER BY updated_at",
             (group_id, aid),
-        ).fetchall()
+        )
         return [{"device_id": device_id, **json.loads(body)} for device_id, body in rows]
 
     def drop_member(self, group_id: str, aid: str) -> None:
         """Forget a departed member's group prekeys (nobody may wrap for them any more) and any
         pending proposal that still names them (it can no longer be confirmed as it stands)."""
-        with self.db.atomic() as conn:
-            conn.execute("DELETE FROM group_prekeys WHERE group_id = ? AND aid = ?", (group_id, aid))
+        with self.db.atomic():
+            self.db.execute("DELETE FROM group_prekeys WHERE group_id = ? AND aid = ?", (group_id, aid))
         pending = self.proposal(group_id)
         if pending is not None and aid in pending.get("committed_aids", ()):
             self.drop_proposal(group_id)
 
     def drop_group(self, group_id: str) -> None:
         """Forget every key, state and proposal of a dissolved group."""
-        with self.db.atomic() as conn:
+        with self.db.atomic():
             for table in ("group_prekeys", "group_states", "group_proposals"):
-                conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
+                self.db.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
 
     # -- confirmed state -----------------------------------------------------------------------
 
     def state(self, group_id: str) -> GroupState | None:
-        row = self.db.conn.execute("SELECT body FROM group_states WHERE group_id = ?", (group_id,)).fetchone()
+        row = self.db.row("SELECT body FROM group_states WHERE group_id = ?", (group_id,))
         if row is None:
             return None
         fields = json.loads(row[0])
@@ -119,24 +119,24 @@ class GroupE2EEStore:
     def set_state(self, group_id: str, state: GroupState) -> None:
         body = asdict(state)
         body["committed_aids"] = list(state.committed_aids)
-        with self.db.atomic() as conn:
-            conn.execute("INSERT OR REPLACE INTO group_states (group_id, body) VALUES (?, ?)", (group_id, _dump(body)))
-            conn.execute("DELETE FROM group_proposals WHERE group_id = ?", (group_id,))
+        with self.db.atomic():
+            self.db.execute("INSERT OR REPLACE INTO group_states (group_id, body) VALUES (?, ?)", (group_id, _dump(body)))
+            self.db.execute("DELETE FROM group_proposals WHERE group_id = ?", (group_id,))
 
     # -- pending proposal ----------------------------------------------------------------------
 
     def proposal(self, group_id: str) -> dict[str, Any] | None:
-        row = self.db.conn.execute("SELECT body FROM group_proposals WHERE group_id = ?", (group_id,)).fetchone()
+        row = self.db.row("SELECT body FROM group_proposals WHERE group_id = ?", (group_id,))
         return None if row is None else dict(json.loads(row[0]))
 
     def put_proposal(self, group_id: str, proposal: dict[str, Any]) -> None:
         """Store `proposal` as the group's pending one, replacing any older one."""
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT OR REPLACE INTO group_proposals (group_id, proposal_id, body, created_at) VALUES (?, ?, ?, ?)",
                 (group_id, proposal["proposal_id"], _dump(proposal), time.time()),
             )
 
     def drop_proposal(self, group_id: str) -> None:
-        with self.db.atomic() as conn:
-            conn.execute("DELETE FROM group_proposals WHERE group_id = ?", (group_id,))
+        with self.db.atomic():
+            self.db.execute("DELETE FROM group_proposals WHERE group_id = ?", (group_id,))

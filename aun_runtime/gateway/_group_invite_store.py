@@ -53,10 +53,10 @@ class GroupInviteStore:
         self.db = db
 
     def _rows(self, where: str, args: tuple[Any, ...]) -> list[Invite]:
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             f"SELECT {_COLUMNS} FROM group_invites WHERE {where} AND expires_at > ? ORDER BY created_at, invite_id",
             (*args, time.time()),
-        ).fetchall()
+        )
         return [Invite(*row) for row in rows]
 
     def get(self, invite_id: str) -> Invite | None:
@@ -75,26 +75,26 @@ class GroupInviteStore:
 
     def add(self, invite: Invite) -> None:
         now = time.time()
-        with self.db.atomic() as conn:
+        with self.db.atomic():
             # Expired rows of this group and this invitee go first, so they never count to a bound.
-            conn.execute("DELETE FROM group_invites WHERE (group_id = ? OR invitee_aid = ?) AND expires_at <= ?",
-                         (invite.group_id, invite.invitee_aid, now))
-            conn.execute(f"INSERT INTO group_invites ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (invite.invite_id, invite.group_id, invite.invitee_aid, invite.inviter_aid,
-                          invite.member_type, invite.created_at, invite.expires_at))
+            self.db.execute("DELETE FROM group_invites WHERE (group_id = ? OR invitee_aid = ?) AND expires_at <= ?",
+                            (invite.group_id, invite.invitee_aid, now))
+            self.db.execute(f"INSERT INTO group_invites ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (invite.invite_id, invite.group_id, invite.invitee_aid, invite.inviter_aid,
+                             invite.member_type, invite.created_at, invite.expires_at))
 
     def end(self, invite_id: str) -> None:
-        with self.db.atomic() as conn:
-            conn.execute("DELETE FROM group_invites WHERE invite_id = ?", (invite_id,))
+        with self.db.atomic():
+            self.db.execute("DELETE FROM group_invites WHERE invite_id = ?", (invite_id,))
 
     def end_pair(self, group_id: str, invitee_aid: str) -> None:
         """End every invitation of `invitee_aid` into `group_id` (accepted or rejected together)."""
-        with self.db.atomic() as conn:
-            conn.execute("DELETE FROM group_invites WHERE group_id = ? AND invitee_aid = ?", (group_id, invitee_aid))
+        with self.db.atomic():
+            self.db.execute("DELETE FROM group_invites WHERE group_id = ? AND invitee_aid = ?", (group_id, invitee_aid))
 
     def drop_group(self, group_id: str) -> list[str]:
         """End every invitation into `group_id`; returns the AIDs that had one."""
         invitees = sorted({invite.invitee_aid for invite in self._rows("group_id = ?", (group_id,))})
-        with self.db.atomic() as conn:
-            conn.execute("DELETE FROM group_invites WHERE group_id = ?", (group_id,))
+        with self.db.atomic():
+            self.db.execute("DELETE FROM group_invites WHERE group_id = ?", (group_id,))
         return invitees

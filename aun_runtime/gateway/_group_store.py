@@ -78,10 +78,10 @@ class GroupStore:
     def get(self, group_id: str) -> Group | None:
         group = self._groups.get(group_id)
         if group is None:
-            row = self.db.conn.execute(
+            row = self.db.row(
                 "SELECT group_id, name, owner_aid, description, visibility, mention_mode, status, message_seq, "
                 "event_seq, created_at FROM groups WHERE group_id = ?", (group_id,)
-            ).fetchone()
+            )
             if row is None:
                 return None
             group = self._groups[group_id] = Group(*row)
@@ -89,13 +89,13 @@ class GroupStore:
 
     def create(self, group_id: str, name: str, owner: str, description: str, visibility: str) -> Group:
         group = Group(group_id, name, owner, description, visibility, "disabled", "active", 0, 0, time.time())
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT INTO groups (group_id, name, owner_aid, description, visibility, mention_mode, status, "
                 "message_seq, event_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
                 (group_id, name, owner, description, visibility, group.mention_mode, group.status, group.created_at),
             )
-            conn.execute(
+            self.db.execute(
                 "INSERT INTO group_members (group_id, aid, role, join_seq, joined_at) VALUES (?, ?, 'owner', 0, ?)",
                 (group_id, owner, group.created_at),
             )
@@ -103,71 +103,71 @@ class GroupStore:
         return group
 
     def member(self, group_id: str, aid: str) -> Member | None:
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT aid, role, join_seq FROM group_members WHERE group_id = ? AND aid = ?", (group_id, aid)
-        ).fetchone()
+        )
         return None if row is None else Member(*row)
 
     def members(self, group_id: str) -> list[Member]:
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT aid, role, join_seq FROM group_members WHERE group_id = ? ORDER BY joined_at, aid", (group_id,)
-        ).fetchall()
+        )
         return [Member(*row) for row in rows]
 
     def member_count(self, group_id: str) -> int:
-        return int(self.db.conn.execute("SELECT COUNT(*) FROM group_members WHERE group_id = ?", (group_id,)).fetchone()[0])
+        return int(self.db.value("SELECT COUNT(*) FROM group_members WHERE group_id = ?", (group_id,)))
 
     def owned_count(self, aid: str) -> int:
         """Groups `aid` owns that are not dissolved."""
-        return int(self.db.conn.execute(
-            "SELECT COUNT(*) FROM groups WHERE owner_aid = ? AND status != 'dissolved'", (aid,)).fetchone()[0])
+        return int(self.db.value(
+            "SELECT COUNT(*) FROM groups WHERE owner_aid = ? AND status != 'dissolved'", (aid,)))
 
     def add_member(self, group: Group, aid: str, role: str) -> Member:
         if role not in _ROLES[1:]:
             raise ValueError(f"role must be one of {_ROLES[1:]}")
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT INTO group_members (group_id, aid, role, join_seq, joined_at) VALUES (?, ?, ?, ?, ?)",
                 (group.group_id, aid, role, group.message_seq, time.time()),
             )
-            conn.execute("DELETE FROM group_departures WHERE group_id = ? AND aid = ?", (group.group_id, aid))
+            self.db.execute("DELETE FROM group_departures WHERE group_id = ? AND aid = ?", (group.group_id, aid))
         return Member(aid, role, group.message_seq)
 
     def remove_member(self, group: Group, aid: str) -> None:
         """Drop `aid` from the group with its devices' cursors (a member who comes back later
         starts again from the seq of that day, like any new member), remembering the group's
         latest event as the last one `aid` may still read: the announcement of its departure."""
-        with self.db.atomic() as conn:
-            conn.execute("DELETE FROM group_members WHERE group_id = ? AND aid = ?", (group.group_id, aid))
-            conn.execute("DELETE FROM group_cursors WHERE group_id = ? AND aid = ?", (group.group_id, aid))
-            conn.execute("INSERT OR REPLACE INTO group_departures (group_id, aid, event_seq, left_at) "
-                         "VALUES (?, ?, ?, ?)", (group.group_id, aid, group.event_seq, time.time()))
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute("DELETE FROM group_members WHERE group_id = ? AND aid = ?", (group.group_id, aid))
+            self.db.execute("DELETE FROM group_cursors WHERE group_id = ? AND aid = ?", (group.group_id, aid))
+            self.db.execute("INSERT OR REPLACE INTO group_departures (group_id, aid, event_seq, left_at) "
+                            "VALUES (?, ?, ?, ?)", (group.group_id, aid, group.event_seq, time.time()))
+            self.db.execute(
                 "DELETE FROM group_departures WHERE group_id = ? AND aid NOT IN (SELECT aid FROM group_departures "
                 "WHERE group_id = ? ORDER BY left_at DESC LIMIT ?)", (group.group_id, group.group_id, MAX_DEPARTURES),
             )
 
     def departure(self, group_id: str, aid: str) -> int | None:
         """The last event seq of `group_id` that `aid`, who left it, may read; None if it never left."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT event_seq FROM group_departures WHERE group_id = ? AND aid = ?", (group_id, aid)
-        ).fetchone()
+        )
         return None if row is None else int(row[0])
 
     def set_role(self, group_id: str, aid: str, role: str) -> None:
         if role not in _ROLES:
             raise ValueError(f"role must be one of {_ROLES}")
-        with self.db.atomic() as conn:
-            conn.execute("UPDATE group_members SET role = ? WHERE group_id = ? AND aid = ?", (role, group_id, aid))
+        with self.db.atomic():
+            self.db.execute("UPDATE group_members SET role = ? WHERE group_id = ? AND aid = ?", (role, group_id, aid))
 
     def set_owner(self, group: Group, new_owner: str) -> None:
         """Make the member `new_owner` the owner; the old owner stays on as an admin."""
-        with self.db.atomic() as conn:
-            conn.execute("UPDATE group_members SET role = 'admin' WHERE group_id = ? AND aid = ?",
-                         (group.group_id, group.owner_aid))
-            conn.execute("UPDATE group_members SET role = 'owner' WHERE group_id = ? AND aid = ?",
-                         (group.group_id, new_owner))
-            conn.execute("UPDATE groups SET owner_aid = ? WHERE group_id = ?", (new_owner, group.group_id))
+        with self.db.atomic():
+            self.db.execute("UPDATE group_members SET role = 'admin' WHERE group_id = ? AND aid = ?",
+                            (group.group_id, group.owner_aid))
+            self.db.execute("UPDATE group_members SET role = 'owner' WHERE group_id = ? AND aid = ?",
+                            (group.group_id, new_owner))
+            self.db.execute("UPDATE groups SET owner_aid = ? WHERE group_id = ?", (new_owner, group.group_id))
         group.owner_aid = new_owner
 
     def dissolve(self, group: Group) -> None:
@@ -176,14 +176,14 @@ class GroupStore:
         later group inherits either."""
         for member in self.members(group.group_id):
             self.remove_member(group, member.aid)
-        with self.db.atomic() as conn:
-            conn.execute("UPDATE groups SET status = 'dissolved' WHERE group_id = ?", (group.group_id,))
+        with self.db.atomic():
+            self.db.execute("UPDATE groups SET status = 'dissolved' WHERE group_id = ?", (group.group_id,))
         group.status = "dissolved"
 
     def groups_of(self, aid: str) -> list[tuple[Group, Member]]:
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT group_id, aid, role, join_seq FROM group_members WHERE aid = ? ORDER BY group_id", (aid,)
-        ).fetchall()
+        )
         found = []
         for group_id, member_aid, role, join_seq in rows:
             group = self.get(group_id)
@@ -192,35 +192,35 @@ class GroupStore:
         return found
 
     def set_mention_mode(self, group: Group, mode: str) -> None:
-        with self.db.atomic() as conn:
-            conn.execute("UPDATE groups SET mention_mode = ? WHERE group_id = ?", (mode, group.group_id))
+        with self.db.atomic():
+            self.db.execute("UPDATE groups SET mention_mode = ? WHERE group_id = ?", (mode, group.group_id))
         group.mention_mode = mode
 
     # -- messages ------------------------------------------------------------------------------
 
     def find_message(self, group_id: str, sender: str, message_id: str) -> dict[str, Any] | None:
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT body FROM group_messages WHERE group_id = ? AND sender = ? AND message_id = ?",
             (group_id, sender, message_id),
-        ).fetchone()
+        )
         return None if row is None else dict(json.loads(row[0]))
 
     def message_seq(self, group_id: str, message_id: str) -> int | None:
         """The seq of the group's message `message_id` (from any sender), or None."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT MIN(seq) FROM group_messages WHERE group_id = ? AND message_id = ?", (group_id, message_id)
-        ).fetchone()
+        )
         return None if row is None or row[0] is None else int(row[0])
 
     def append_message(self, group: Group, sender: str, message_id: str, row: dict[str, Any]) -> dict[str, Any]:
         seq = group.message_seq + 1
         row = {**row, "seq": seq}
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT INTO group_messages (group_id, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
                 (group.group_id, seq, sender, message_id, _dump(row)),
             )
-            conn.execute("UPDATE groups SET message_seq = ? WHERE group_id = ?", (seq, group.group_id))
+            self.db.execute("UPDATE groups SET message_seq = ? WHERE group_id = ?", (seq, group.group_id))
         group.message_seq = seq
         return row
 
@@ -228,19 +228,19 @@ class GroupStore:
         self, group_id: str, after_seq: int, limit: int, max_bytes: int | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
         """Messages after `after_seq`, bounded by count and bytes; and whether more remain."""
-        bodies = self.db.conn.execute(
+        bodies = self.db.rows(
             "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (group_id, after_seq, limit + 1),
-        ).fetchall()
+        )
         return page_of(bodies, limit, max_bytes)
 
     def tail(self, group_id: str, after_seq: int, upper_seq: int, max_bytes: int) -> list[dict[str, Any]]:
         """The messages after `after_seq` up to `upper_seq`, the latest first kept: as many of
         the newest as fit in `max_bytes` (always at least one), returned oldest first."""
-        bodies = self.db.conn.execute(
+        bodies = self.db.rows(
             "SELECT body FROM group_messages WHERE group_id = ? AND seq > ? AND seq <= ? ORDER BY seq DESC",
             (group_id, after_seq, upper_seq),
-        ).fetchall()
+        )
         kept: list[dict[str, Any]] = []
         size = 0
         for (body,) in bodies:
@@ -257,44 +257,44 @@ class GroupStore:
         event_seq = group.event_seq + 1
         event = {**event, "group_id": group.group_id, "group_aid": group.group_id, "event_seq": event_seq,
                  "created_at": int(time.time() * 1000)}
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT INTO group_events (group_id, event_seq, body) VALUES (?, ?, ?)",
                 (group.group_id, event_seq, _dump(event)),
             )
-            conn.execute("UPDATE groups SET event_seq = ? WHERE group_id = ?", (event_seq, group.group_id))
+            self.db.execute("UPDATE groups SET event_seq = ? WHERE group_id = ?", (event_seq, group.group_id))
         group.event_seq = event_seq
         return event
 
     def events(self, group_id: str, after_event_seq: int, limit: int, upto: int | None = None) -> list[dict[str, Any]]:
         """Up to `limit + 1` events after `after_event_seq` (and at most `upto`, if given)."""
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT body FROM group_events WHERE group_id = ? AND event_seq > ? AND event_seq <= ? "
             "ORDER BY event_seq LIMIT ?", (group_id, after_event_seq, upto if upto is not None else 2**62, limit + 1),
-        ).fetchall()
+        )
         return [json.loads(body) for (body,) in rows]
 
     # -- cursors -------------------------------------------------------------------------------
 
     def cursor(self, group_id: str, aid: str, device_id: str, slot_id: str) -> tuple[int, int]:
         """(message ack seq, event ack seq) of one member device."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT ack_seq, event_ack_seq FROM group_cursors WHERE group_id = ? AND aid = ? AND device_id = ? "
             "AND slot_id = ?", (group_id, aid, device_id, slot_id),
-        ).fetchone()
+        )
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     def message_acks(self, group_id: str) -> dict[tuple[str, str, str], int]:
         """Every member device's message ack seq, by (aid, device_id, slot_id); one read for a
         whole fan-out rather than one per device."""
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT aid, device_id, slot_id, ack_seq FROM group_cursors WHERE group_id = ?", (group_id,)
-        ).fetchall()
+        )
         return {(str(aid), str(device), str(slot)): int(ack) for aid, device, slot, ack in rows}
 
     def set_cursor(self, group_id: str, aid: str, device_id: str, slot_id: str, ack: int, event_ack: int) -> None:
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT OR REPLACE INTO group_cursors (group_id, aid, device_id, slot_id, ack_seq, event_ack_seq) "
                 "VALUES (?, ?, ?, ?, ?, ?)", (group_id, aid, device_id, slot_id, ack, event_ack),
             )

@@ -45,7 +45,7 @@ __all__ = ["GROUP_TRANSFER_METHODS", "cancel_transfer"]
 
 
 def _pending(db: Database, group_id: str) -> dict[str, Any] | None:
-    row = db.conn.execute("SELECT body FROM group_transfers WHERE group_id = ?", (group_id,)).fetchone()
+    row = db.row("SELECT body FROM group_transfers WHERE group_id = ?", (group_id,))
     return None if row is None else dict(json.loads(row[0]))
 
 
@@ -53,8 +53,8 @@ def cancel_transfer(db: Database, group_id: str, new_owner: str | None = None) -
     """End `group_id`'s pending transfer (only one to `new_owner`, if given)."""
     pending = _pending(db, group_id)
     if pending is not None and (new_owner is None or pending["new_owner"] == new_owner):
-        with db.atomic() as conn:
-            conn.execute("DELETE FROM group_transfers WHERE group_id = ?", (group_id,))
+        with db.atomic():
+            db.execute("DELETE FROM group_transfers WHERE group_id = ?", (group_id,))
 
 
 def _bound_key(call: Call, group: Group) -> CertRecord:
@@ -111,9 +111,9 @@ async def transfer_owner(call: Call) -> dict[str, Any]:
     pending = {"status": "pending_rekey", "group_id": group.group_id, "group_aid": group_aid,
                "old_owner": call.aid, "new_owner": new_owner, "old_serial": record.serial_hex,
                "transfer_auth": auth, "created_at": int(time.time() * 1000)}
-    with core.db.atomic() as conn:
-        conn.execute("INSERT OR REPLACE INTO group_transfers (group_id, body) VALUES (?, ?)",
-                     (group.group_id, json.dumps(pending, separators=(",", ":"))))
+    with core.db.atomic():
+        core.db.execute("INSERT OR REPLACE INTO group_transfers (group_id, body) VALUES (?, ?)",
+                        (group.group_id, json.dumps(pending, separators=(",", ":"))))
     announce(call, group, {"action": "owner_transfer_rekey_pending", "status": "pending_rekey",
                            "old_owner": call.aid, "new_owner": new_owner, "actor_aid": call.aid})
     await core.db.commit()

@@ -98,10 +98,10 @@ class IdentityStore:
         """The AID's current certificate, or None if the AID is not registered here."""
         record = self._current.get(aid)
         if record is None:
-            row = self.db.conn.execute(
+            row = self.db.row(
                 "SELECT c.aid, c.serial, c.cert_pem, c.cert_sha256, c.spki_sha256, c.revoked_at "
                 "FROM identities i JOIN certificates c ON c.serial = i.serial WHERE i.aid = ?", (aid,)
-            ).fetchone()
+            )
             if row is None:
                 return None
             record = self._current[aid] = self._record(row)
@@ -111,21 +111,21 @@ class IdentityStore:
         return self.current(aid) is not None
 
     def by_fingerprint(self, aid: str, fingerprint: str) -> CertRecord | None:
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT aid, serial, cert_pem, cert_sha256, spki_sha256, revoked_at FROM certificates WHERE aid = ?",
             (aid,),
-        ).fetchall()
+        )
         return next((r for r in map(self._record, rows) if r.matches(fingerprint)), None)
 
     def by_serial(self, serial_hex: str) -> CertRecord | None:
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT aid, serial, cert_pem, cert_sha256, spki_sha256, revoked_at FROM certificates WHERE serial = ?",
             (serial_hex.lower().lstrip("0") or "0",),
-        ).fetchone()
+        )
         return None if row is None else self._record(row)
 
     def revoked_serials(self) -> list[int]:
-        rows = self.db.conn.execute("SELECT serial FROM certificates WHERE revoked_at IS NOT NULL").fetchall()
+        rows = self.db.rows("SELECT serial FROM certificates WHERE revoked_at IS NOT NULL")
         return [int(serial, 16) for (serial,) in rows]
 
     def register(self, aid: str, cert: x509.Certificate, pem: str, *, rotate: bool = False) -> CertRecord:
@@ -134,13 +134,13 @@ class IdentityStore:
         verifying what was signed with it, but is no longer current)."""
         cert_sha, spki_sha = cert_fingerprints(cert)
         serial = format(cert.serial_number, "x")
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT INTO certificates (serial, aid, cert_pem, cert_sha256, spki_sha256, issued_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)", (serial, aid, pem, cert_sha, spki_sha, time.time()),
             )
-            conn.execute(f"INSERT {'OR REPLACE ' if rotate else ''}INTO identities (aid, serial) VALUES (?, ?)",
-                         (aid, serial))
+            self.db.execute(f"INSERT {'OR REPLACE ' if rotate else ''}INTO identities (aid, serial) VALUES (?, ?)",
+                            (aid, serial))
         record = self._current[aid] = CertRecord(aid, serial, pem, cert_sha, spki_sha, False, cert)
         return record
 
@@ -149,12 +149,12 @@ class IdentityStore:
     def _issue(self, aid: str, family: str, refresh_count: int, family_end: float) -> TokenPair:
         now = time.time()
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        with self.db.atomic() as conn:
-            conn.executemany(
+        with self.db.atomic():
+            self.db.executemany(
                 "INSERT INTO tokens (token_hash, kind, aid, family, refresh_count, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    (_hash(access), "access", aid, family, refresh_count, min(now + self.access_ttl, family_end)),
-                    (_hash(refresh), "refresh", aid, family, refresh_count, family_end),
+                                (_hash(access), "access", aid, family, refresh_count, min(now + self.access_ttl, family_end)),
+                                (_hash(refresh), "refresh", aid, family, refresh_count, family_end),
                 ],
             )
         return TokenPair(access, refresh, max(1, int(min(self.access_ttl, family_end - now))))
@@ -165,10 +165,10 @@ class IdentityStore:
 
     def access_token_owner(self, token: str) -> tuple[str | None, str]:
         """The AID an access token belongs to and its family, or None and why it is refused."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT aid, family, expires_at, revoked FROM tokens WHERE token_hash = ? AND kind = 'access'",
             (_hash(token),),
-        ).fetchone()
+        )
         if row is None:
             return None, "unknown access token: log in again"
         aid, family, expires_at, revoked = row
@@ -180,10 +180,10 @@ class IdentityStore:
 
     def refresh(self, refresh_token: str) -> RefreshOutcome:
         """Rotate `refresh_token`: revoke it, issue a new pair in its family."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT aid, family, refresh_count, expires_at, revoked FROM tokens WHERE token_hash = ? AND kind = 'refresh'",
             (_hash(refresh_token),),
-        ).fetchone()
+        )
         if row is None:
             return RefreshOutcome(None, None, "invalid_or_expired_refresh_token")
         aid, family, count, family_end, revoked = row
@@ -195,38 +195,38 @@ class IdentityStore:
             return RefreshOutcome(aid, None, "invalid_or_expired_refresh_token")
         if count >= self.max_refreshes:
             return RefreshOutcome(aid, None, "refresh_limit_reached")
-        with self.db.atomic() as conn:
-            conn.execute("UPDATE tokens SET revoked = 1 WHERE token_hash = ?", (_hash(refresh_token),))
+        with self.db.atomic():
+            self.db.execute("UPDATE tokens SET revoked = 1 WHERE token_hash = ?", (_hash(refresh_token),))
         return RefreshOutcome(aid, self._issue(aid, family, count + 1, family_end))
 
     def revoke_family(self, family: str) -> None:
         """Revoke every token of `family`, and tell `on_family_revoked` (whose connections
         were authenticated with one of them must end too: a token is only checked at connect)."""
-        with self.db.atomic() as conn:
-            aid = conn.execute("SELECT aid FROM tokens WHERE family = ? LIMIT 1", (family,)).fetchone()
-            conn.execute("UPDATE tokens SET revoked = 1 WHERE family = ?", (family,))
+        with self.db.atomic():
+            aid = self.db.row("SELECT aid FROM tokens WHERE family = ? LIMIT 1", (family,))
+            self.db.execute("UPDATE tokens SET revoked = 1 WHERE family = ?", (family,))
         for listener in self.on_family_revoked:
             listener(family, "" if aid is None else str(aid[0]))
 
     def revoke_access_tokens(self, aid: str) -> int:
         """Revoke every access token of `aid` (refresh tokens stay valid). Returns how many."""
-        with self.db.atomic() as conn:
-            cursor = conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "UPDATE tokens SET revoked = 1 WHERE aid = ? AND kind = 'access' AND revoked = 0", (aid,)
             )
-        return cursor.rowcount
+            return int(self.db.value("SELECT changes()"))  # rows the UPDATE changed
 
     # -- prekeys -------------------------------------------------------------------------------
 
     def put_prekey(self, aid: str, device_id: str, body: dict[str, Any]) -> None:
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT OR REPLACE INTO prekeys (aid, device_id, body, updated_at) VALUES (?, ?, ?, ?)",
                 (aid, device_id, json.dumps(body, ensure_ascii=False, allow_nan=False), time.time()),
             )
 
     def prekeys(self, aid: str) -> list[dict[str, Any]]:
-        rows = self.db.conn.execute(
+        rows = self.db.rows(
             "SELECT device_id, body FROM prekeys WHERE aid = ? ORDER BY updated_at", (aid,)
-        ).fetchall()
+        )
         return [{"device_id": device_id, **json.loads(body)} for device_id, body in rows]

@@ -98,8 +98,7 @@ class InboxStore:
         """The highest seq in `receiver`'s inbox (0 when empty)."""
         head = self._heads.get(receiver)
         if head is None:
-            row = self.db.conn.execute("SELECT MAX(seq) FROM inbox WHERE receiver = ?", (receiver,)).fetchone()
-            head = self._heads[receiver] = int(row[0] or 0)
+            head = self._heads[receiver] = int(self.db.value("SELECT MAX(seq) FROM inbox WHERE receiver = ?", (receiver,)) or 0)
         return head
 
     def peer_head(self, receiver: str, sender: str) -> int:
@@ -108,18 +107,18 @@ class InboxStore:
         head = self._peer_heads.get(key)
         if head is None:
             # Backwards through the per-peer index: past the copies at the head only, not the whole stream.
-            row = self.db.conn.execute(
+            row = self.db.row(
                 f"SELECT seq FROM inbox INDEXED BY inbox_by_peer WHERE receiver = ? AND sender = ? AND {_SENT} "
                 "ORDER BY seq DESC LIMIT 1", (receiver, sender),
-            ).fetchone()
+            )
             head = self._peer_heads[key] = 0 if row is None else int(row[0])
         return head
 
     def find_sent(self, sender: str, message_id: str) -> StoredMessage | None:
         """The message `sender` already sent under `message_id`, if any (idempotent retries)."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT receiver, seq, body FROM inbox WHERE sender = ? AND message_id = ?", (sender, message_id)
-        ).fetchone()
+        )
         return None if row is None else StoredMessage(row[0], int(row[1]), json.loads(row[2]))
 
     def append(self, receiver: str, sender: str, message_id: str, row: dict[str, Any]) -> StoredMessage:
@@ -138,8 +137,8 @@ class InboxStore:
     def _insert(self, receiver: str, sender: str, key: str, row: dict[str, Any]) -> StoredMessage:
         seq = self.head(receiver) + 1
         row = {**row, "seq": seq, "prev_peer_seq": self.peer_head(receiver, sender)}
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "INSERT INTO inbox (receiver, seq, sender, message_id, body) VALUES (?, ?, ?, ?, ?)",
                 (receiver, seq, sender, key, dumps(row)),
             )
@@ -156,17 +155,17 @@ class InboxStore:
     ) -> tuple[list[dict[str, Any]], bool]:
         """Rows from `sender` with seq > `after_seq`, copies left out: at most `limit`, and no
         more once they reach `max_bytes` (at least one). Returns them and whether more remain."""
-        bodies = self.db.conn.execute(
+        bodies = self.db.rows(
             f"SELECT body FROM inbox WHERE receiver = ? AND sender = ? AND seq > ? AND {_SENT} ORDER BY seq LIMIT ?",
             (receiver, sender, after_seq, limit + 1),
-        ).fetchall()
+        )
         return page_of(bodies, limit, max_bytes)
 
     def ack_seq(self, receiver: str, device_id: str, slot_id: str, sender: str) -> int:
-        row = self.db.conn.execute(
+        row = self.db.row(
             "SELECT ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ? AND sender = ?",
             (receiver, device_id, slot_id, sender),
-        ).fetchone()
+        )
         return 0 if row is None else int(row[0])
 
     def acknowledge(self, receiver: str, device_id: str, slot_id: str, sender: str, up_to_seq: int) -> int:
@@ -174,8 +173,8 @@ class InboxStore:
         current = self.ack_seq(receiver, device_id, slot_id, sender)
         target = max(current, min(up_to_seq, self.head(receiver)))
         if target != current:
-            with self.db.atomic() as conn:
-                conn.execute(
+            with self.db.atomic():
+                self.db.execute(
                     "INSERT INTO peer_cursors (receiver, device_id, slot_id, sender, ack_seq) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT DO UPDATE SET ack_seq = excluded.ack_seq",
                     (receiver, device_id, slot_id, sender, target),
@@ -188,25 +187,25 @@ class InboxStore:
     ) -> list[PeerEntry]:
         """The senders of `receiver`'s inbox, in sender order, with this device's cursor for each
         (heads and next pending messages of the messages as sent, copies left out)."""
-        senders = self.db.conn.execute(
+        senders = self.db.rows(
             "SELECT DISTINCT sender FROM inbox WHERE receiver = ? AND sender > ? ORDER BY sender",
             (receiver, after_sender),
-        ).fetchall()
+        )
         heads = [(sender, head) for (sender,) in senders if (head := self.peer_head(receiver, sender))]
-        acks = dict(self.db.conn.execute(
+        acks: dict[str, int] = dict(self.db.rows(
             "SELECT sender, ack_seq FROM peer_cursors WHERE receiver = ? AND device_id = ? AND slot_id = ?",
             (receiver, device_id, slot_id),
-        ).fetchall())
+        ))
         entries = []
         for sender, head in heads:
             ack = int(acks.get(sender, 0))
             if pending_only and head <= ack:
                 continue
             # The first match in index order (MIN() would read every pending row to test its key).
-            next_row = self.db.conn.execute(
+            next_row = self.db.row(
                 f"SELECT seq FROM inbox INDEXED BY inbox_by_peer WHERE receiver = ? AND sender = ? AND seq > ? "
                 f"AND {_SENT} ORDER BY seq LIMIT 1", (receiver, sender, ack),
-            ).fetchone()
+            )
             entries.append(PeerEntry(sender, int(head), ack, None if next_row is None else int(next_row[0])))
             if limit is not None and len(entries) >= limit:
                 break

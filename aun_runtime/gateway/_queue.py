@@ -70,7 +70,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import time
 from collections import OrderedDict
 from typing import Any
@@ -127,7 +126,7 @@ class QueueRouter:
         self._grace_ends = time.monotonic() + rejoin_grace if rejoin_grace > 0 else 0.0
         self._restarted: set[str] = set()
         if self._grace_ends:  # through the partial index of open assignments: they are few
-            self._restarted = {aid for (aid,) in db.conn.execute(
+            self._restarted = {aid for (aid,) in db.rows(
                 "SELECT DISTINCT receiver FROM queue_assignments INDEXED BY queue_open WHERE open = 1")}
         self._back: set[tuple[str, str, str]] = set()  # (aid, device, slot) connected during the grace
         self._grace_timer: asyncio.TimerHandle | None = None
@@ -285,7 +284,7 @@ class QueueRouter:
         owner = member if isinstance(member, tuple) else _member(member)
         # One statement, in the transaction the append just opened (no savepoint of its own:
         # this is on every queue send's path, and a failed INSERT changes nothing anyway).
-        self.db.conn.execute(_INSERT, (stored.receiver, stored.seq, sender, *owner))
+        self.db.execute(_INSERT, (stored.receiver, stored.seq, sender, *owner))
         if isinstance(member, tuple):
             self.events.emit("message.assigned", receiver=stored.receiver, sender=sender, seq=stored.seq,
                              message_id=stored.row["message_id"], connection_id=None, device_id=owner[0], how="held")
@@ -341,10 +340,10 @@ class QueueRouter:
     def _last_owner(self, aid: str, sender: str, before_seq: int) -> Member | None:
         """The member `sender`'s newest message before `before_seq` is assigned to (None if that
         message is unassigned or was moved)."""
-        row = self.db.conn.execute(
+        row = self.db.row(
             f"SELECT a.device_id, a.slot_id, a.moved_to {_JOIN} WHERE i.receiver = ? AND i.sender = ? "
             "AND i.seq < ? ORDER BY i.seq DESC LIMIT 1", (aid, sender, before_seq),
-        ).fetchone()
+        )
         if row is None or row[0] is None or row[2] is not None:
             return None
         return str(row[0]), str(row[1])
@@ -354,7 +353,7 @@ class QueueRouter:
         expected back) or are about to be moved (a take-over is under way), if there is one."""
         online = {_member(m) for m in self.members(aid)}
         # Through the index of open assignments: open ones are few.
-        for device_id, slot_id in self.db.conn.execute(
+        for device_id, slot_id in self.db.rows(
             "SELECT device_id, slot_id FROM queue_assignments INDEXED BY queue_open WHERE receiver = ? "
             "AND sender = ? AND open = 1 GROUP BY device_id, slot_id ORDER BY MAX(seq) DESC", (aid, sender),
         ):
@@ -370,8 +369,8 @@ class QueueRouter:
         return member.push(notification_frame("event/message.received", params))
 
     def _assign(self, receiver: str, seq: int, sender: str, member: Member) -> None:
-        with self.db.atomic() as conn:
-            conn.execute(_INSERT, (receiver, seq, sender, *member))
+        with self.db.atomic():
+            self.db.execute(_INSERT, (receiver, seq, sender, *member))
 
     def _assigned(self, stored: StoredMessage, member: Session, how: str) -> None:
         self.events.emit(
@@ -383,8 +382,8 @@ class QueueRouter:
         """Close the assignments a member's cursor now covers (in the open transaction)."""
         if not session.delivery_mode.queue or session.aid is None:
             return
-        with self.db.atomic() as conn:
-            conn.execute(
+        with self.db.atomic():
+            self.db.execute(
                 "UPDATE queue_assignments INDEXED BY queue_open SET open = 0 WHERE receiver = ? AND device_id = ? "
                 "AND slot_id = ? AND sender = ? AND seq <= ? AND open = 1",
                 (session.aid, session.device_id, session.slot_id, sender, up_to_seq),
@@ -393,10 +392,10 @@ class QueueRouter:
     # -- what a member sees --------------------------------------------------------------------
 
     def _prev_in_view(self, receiver: str, sender: str, member: Member, seq: int) -> int:
-        row = self.db.conn.execute(
+        row = self.db.row(
             f"SELECT i.seq {_JOIN} WHERE i.receiver = ? AND i.sender = ? AND i.seq < ? AND {_VIEW} "
             "ORDER BY i.seq DESC LIMIT 1", (receiver, sender, seq, *member),
-        ).fetchone()
+        )
         return 0 if row is None else int(row[0])
 
     def pull(
@@ -407,10 +406,10 @@ class QueueRouter:
         become the member's (in the open transaction). Returns the rows and whether more remain."""
         assert session.aid is not None
         receiver, member = session.aid, _member(session)
-        found = self.db.conn.execute(
+        found = self.db.rows(
             f"SELECT i.seq, i.body, a.seq IS NULL {_JOIN} WHERE i.receiver = ? AND i.sender = ? AND i.seq > ? "
             f"AND {_VIEW} ORDER BY i.seq LIMIT ?", (receiver, sender, after_seq, *member, limit + 1),
-        ).fetchall()
+        )
         rows: list[dict[str, Any]] = []
         size = 0
         more = len(found) > limit
@@ -437,20 +436,20 @@ class QueueRouter:
         """The senders with messages in a member's view, in sender order, with its cursor for each."""
         assert session.aid is not None
         receiver, member = session.aid, _member(session)
-        heads = self.db.conn.execute(
+        heads = self.db.rows(
             f"SELECT i.sender, MAX(i.seq) {_JOIN} WHERE i.receiver = ? AND i.sender > ? AND {_VIEW} "
             "GROUP BY i.sender ORDER BY i.sender", (receiver, after_sender, *member),
-        ).fetchall()
+        )
         entries = []
         for sender, head in heads:
             ack = self.inboxes.ack_seq(receiver, *member, sender)
             if pending_only and head <= ack:
                 continue
-            next_row = self.db.conn.execute(
+            next_seq = self.db.value(
                 f"SELECT MIN(i.seq) {_JOIN} WHERE i.receiver = ? AND i.sender = ? AND i.seq > ? AND {_VIEW}",
                 (receiver, sender, ack, *member),
-            ).fetchone()
-            entries.append(PeerEntry(sender, int(head), ack, None if next_row[0] is None else int(next_row[0])))
+            )
+            entries.append(PeerEntry(sender, int(head), ack, None if next_seq is None else int(next_seq)))
             if limit is not None and len(entries) >= limit:
                 break
         return entries
@@ -475,8 +474,8 @@ class QueueRouter:
         rows: list[tuple[Any, ...]] = []
         last, more = 0, False
         while len(rows) < TAKEOVER_BATCH:
-            found = self.db.conn.execute(f"{query} AND seq > ? ORDER BY seq LIMIT ?",
-                                         (*args, last, TAKEOVER_BATCH)).fetchall()
+            found = self.db.rows(f"{query} AND seq > ? ORDER BY seq LIMIT ?",
+                                 (*args, last, TAKEOVER_BATCH))
             if not found:
                 break
             last = int(found[-1][0])
@@ -487,8 +486,8 @@ class QueueRouter:
         newest: dict[tuple[Session, str], StoredMessage] = {}
         for seq, sender, device_id, slot_id in rows:
             if seq <= self.inboxes.ack_seq(aid, device_id, slot_id, sender):  # acknowledged after all
-                with self.db.atomic() as conn:
-                    conn.execute("UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND seq = ?", (aid, seq))
+                with self.db.atomic():
+                    self.db.execute("UPDATE queue_assignments SET open = 0 WHERE receiver = ? AND seq = ?", (aid, seq))
                 continue
             moved = self._reissue(aid, int(seq), sender, mode)
             if moved is None:
@@ -497,16 +496,16 @@ class QueueRouter:
         return [(taker, copy) for (taker, _), copy in newest.items()], more
 
     def _reissue(self, aid: str, seq: int, sender: str, mode: DeliveryMode) -> tuple[Session, StoredMessage] | None:
-        (body,) = self.db.conn.execute("SELECT body FROM inbox WHERE receiver = ? AND seq = ?", (aid, seq)).fetchone()
+        body = self.db.value("SELECT body FROM inbox WHERE receiver = ? AND seq = ?", (aid, seq))
         original = json.loads(body)
         taker = self._pick(aid, sender, mode, readers(original))
         if not isinstance(taker, Session):  # no member online (a re-issue is never held)
             return None
         row = {key: value for key, value in original.items() if key not in ("seq", "prev_peer_seq")}
         copy = self.inboxes.append_copy(aid, sender, seq, row)
-        with self.db.atomic() as conn:
-            conn.execute("UPDATE queue_assignments SET moved_to = ?, open = 0 WHERE receiver = ? AND seq = ?",
-                         (copy.seq, aid, seq))
+        with self.db.atomic():
+            self.db.execute("UPDATE queue_assignments SET moved_to = ?, open = 0 WHERE receiver = ? AND seq = ?",
+                            (copy.seq, aid, seq))
         self._assign(aid, copy.seq, sender, _member(taker))
         self.events.emit("message.reissued", receiver=aid, sender=sender, message_id=original["message_id"],
                          from_seq=seq, seq=copy.seq, connection_id=taker.id, device_id=taker.device_id)
@@ -538,10 +537,11 @@ class QueueRouter:
                 if not more:
                     return
                 await asyncio.sleep(0)
-        except sqlite3.ProgrammingError:  # the database closed under us: the gateway is stopping
-            log.debug("take-over of %s's messages stopped: the gateway is closing", aid)
-        except Exception:  # a failed commit rolled back: the messages stay open, taken over next time
-            log.exception("take-over of %s's open queue messages failed", aid)
+        except Exception:
+            if self.db.closed:  # the database closed under us: the gateway is stopping
+                log.debug("take-over of %s's messages stopped: the gateway is closing", aid)
+            else:  # a failed commit rolled back: the messages stay open, taken over next time
+                log.exception("take-over of %s's open queue messages failed", aid)
         finally:
             if moving:
                 self._moved(aid)

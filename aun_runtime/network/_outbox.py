@@ -6,19 +6,7 @@ again loses nothing. Rows leave the outbox only after the network answered the s
 row is known, and the network deduplicates by (sender, `message_id`), so a row sent again after a
 crash (sent, but its removal not yet committed) is stored once.
 
-Schema:
-
-```text
-outbox
-    id           INTEGER PRIMARY KEY  -- the order messages were sent in
-    sender       TEXT NOT NULL        -- the local AID that sent it (the identity it leaves with)
-    recipient    TEXT                 -- the AID a direct message or a group copy is for;
-                                      -- NULL for a message to a network group
-    body         TEXT NOT NULL        -- the AUNMessage as JSON
-    enqueued_at  INTEGER NOT NULL     -- ms since the epoch
-    trace        TEXT                 -- the W3C traceparent it was sent in, when tracing
-                                      -- (added to files made before it by ALTER TABLE)
-```
+The rows are kept by an `OutboxStore` (`._outbox_store`: its schema, and the SQLite file).
 
 Writes are group commits: every row put while one commit runs goes into the next, so a burst of
 sends costs one transaction, not one each. They run on one worker thread (sqlite3 releases the GIL),
@@ -31,15 +19,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from protocols.aun import AUNMessage
 
-from .._errors import OutboxFullError, UndeliverableError
-from .._storage import open_wal
+from .._errors import OutboxFullError
+from ._outbox_store import OutboxRow, OutboxStore, OutboxWriteError, SQLiteOutboxStore
 
 __all__ = ["DEFAULT_OUTBOX_CAPACITY", "Outbox", "OutboxItem", "OutboxWriteError"]
 
@@ -52,21 +39,6 @@ DEFAULT_OUTBOX_CAPACITY = 100_000
 #: Seconds a removal may wait for a commit to ride on. A removal lost to a crash only means the
 #: message is sent once more, and the network stores it once.
 REMOVAL_DELAY = 0.05
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY,
-    sender TEXT NOT NULL,
-    recipient TEXT,
-    body TEXT NOT NULL,
-    enqueued_at INTEGER NOT NULL,
-    trace TEXT
-);
-"""
-
-
-class OutboxWriteError(UndeliverableError):
-    """The outbox could not commit the message (disk full, file removed...); it was not taken."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +63,7 @@ class Outbox:
     """A durable FIFO of messages for the network.
 
     Args:
-        path: the SQLite file (created with its directory).
+        path: the SQLite file (created with its directory), kept by a `SQLiteOutboxStore`.
         capacity: how many messages may wait; [`put`][aun_runtime.AgentStateStore.put] refuses more.
     """
 
@@ -100,18 +72,14 @@ class Outbox:
             raise ValueError("the outbox capacity must be at least 1")
         self.path = Path(path)
         self.capacity = capacity
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        open_wal(self._db)  # a commit per burst
-        self._db.executescript(_SCHEMA)
-        if "trace" not in {column[1] for column in self._db.execute("PRAGMA table_info(outbox)")}:
-            self._db.execute("ALTER TABLE outbox ADD COLUMN trace TEXT")  # a file from before it
-        rows = self._db.execute("SELECT id, sender, recipient, body, trace FROM outbox ORDER BY id").fetchall()
-        self._waiting = [OutboxItem(int(i), str(s), r, AUNMessage.from_json(b), t) for i, s, r, b, t in rows]
+        self.store: OutboxStore = SQLiteOutboxStore(self.path)
+        self._waiting = [
+            OutboxItem(i, s, r, AUNMessage.from_json(b), t) for i, s, r, b, t in self.store.waiting()
+        ]
         self._next_id = (self._waiting[-1].id if self._waiting else 0) + 1
         self._size = len(self._waiting)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aun-outbox")
-        self._inserts: list[tuple[int, str, str | None, str, int, str | None]] = []
+        self._inserts: list[OutboxRow] = []
         self._removals: list[int] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._committer: asyncio.Task[None] | None = None
@@ -175,7 +143,7 @@ class Outbox:
             await asyncio.gather(self._committer, return_exceptions=True)
         if self._inserts or self._removals:
             await self._commit_all()
-        self._executor.submit(self._db.close).result()
+        self._executor.submit(self.store.close).result()
         self._executor.shutdown()
 
     def _commit_soon(self) -> None:
@@ -190,8 +158,8 @@ class Outbox:
                 inserts, removals, waiters = self._inserts, self._removals, self._waiters
                 self._inserts, self._removals, self._waiters = [], [], []
                 try:
-                    await loop.run_in_executor(self._executor, self._write, inserts, removals)
-                except sqlite3.Error as exc:
+                    await loop.run_in_executor(self._executor, self.store.write, inserts, removals)
+                except OutboxWriteError as exc:
                     log.error("outbox commit failed: %s", exc)
                     self._removals[:0] = removals  # tried again with the next commit
                     for waiter in waiters:
@@ -206,16 +174,3 @@ class Outbox:
                         waiter.set_result(None)
         finally:
             self._committer = None
-
-    def _write(self, inserts: list[tuple[int, str, str | None, str, int, str | None]], removals: list[int]) -> None:
-        db = self._db
-        db.execute("BEGIN")
-        try:
-            db.executemany(
-                "INSERT INTO outbox (id, sender, recipient, body, enqueued_at, trace) VALUES (?, ?, ?, ?, ?, ?)", inserts
-            )
-            db.executemany("DELETE FROM outbox WHERE id = ?", [(row,) for row in removals])
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")

@@ -111,7 +111,7 @@ class SharedStore:
     """The test's own look at the shared database (over the server's unix socket, outside the namespaces)."""
 
     def __init__(self, server: PostgresServer) -> None:
-        from aun_runtime._storage import open_storage
+        from aun_runtime.storage import open_storage
 
         self._storage = open_storage(f"postgresql://postgres@/postgres?host={server.socket_dir}&port={server.port}")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from aun_runtime import RecordKind
-from aun_runtime._storage import open_storage
 from aun_runtime.distributed import _journal as journal_module
 from aun_runtime.distributed._inbound import Inbound
 from aun_runtime.distributed._journal import DELIVERY, Commit, Delivery, JournalArchive
+from aun_runtime.storage import open_storage
 from tests.conftest import Stores
 
 

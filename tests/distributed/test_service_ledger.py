@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from aun_runtime import AgentRegistrationError, FencedError, StorageSessionLostError
-from aun_runtime._storage import ScopedSQL
 from aun_runtime.distributed import _journal, _service_liveness, _service_store
 from aun_runtime.distributed._journal import DELIVERY, Delivery, JournalArchive
 from aun_runtime.distributed._service_store import Claim, ServiceLedger, open_ledger
+from aun_runtime.storage import ScopedSQL
 from aun_runtime.testing import ExternalPostgres, PostgresServer
 
 AID = "svc.local"

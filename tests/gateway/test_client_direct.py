@@ -103,9 +103,9 @@ async def test_token_refresh_rotates_and_the_client_reconnects(
 ) -> None:
     alice, bob = await make_agent(unique_name("alice")), await make_agent(unique_name("bob"))
     inbox = Events(bob, "message.received")
-    old_refresh = gateway.core.db.conn.execute(
+    old_refresh = gateway.core.db.row(
         "SELECT COUNT(*) FROM tokens WHERE aid = ? AND kind = 'refresh' AND revoked = 0", (bob.aid,)
-    ).fetchone()[0]
+    )[0]
     assert old_refresh == 1
     # Revoke bob's access token and drop his connection: his client must refresh to get back in.
     assert gateway.revoke_access_tokens(bob.aid) == 1
@@ -114,9 +114,9 @@ async def test_token_refresh_rotates_and_the_client_reconnects(
     assert await gateway.disconnect(bob.aid, code=1000) == 1
     refreshed = await gateway.events.wait("token.refreshed", aid=bob.aid, timeout=30)
     await gateway.events.wait("connected", aid=bob.aid, after=refreshed.at, timeout=30)
-    rows = gateway.core.db.conn.execute(
+    rows = gateway.core.db.rows(
         "SELECT revoked FROM tokens WHERE aid = ? AND kind = 'refresh' ORDER BY refresh_count", (bob.aid,)
-    ).fetchall()
+    )
     assert [r[0] for r in rows] == [1, 0]  # the old refresh token was rotated out
     await alice.call("message.send", {"to": bob.aid, "payload": {"type": "text", "text": "after refresh"},
                                       "encrypt": False})

@@ -102,7 +102,7 @@ async def test_pending_invitations_are_bounded_per_group_and_per_invitee(gateway
         store.add(Invite(f"gi-old{n}", f"old{n}.{gateway.issuer}", bob, alice, "human", now - 120, now - 60))
     assert store.of_invitee(bob) == [] and store.get("gi-old0") is None
     assert "result" in await a.call("group.invite_member", {"group_id": await _new_group(a), "invitee_aid": bob})
-    rows = gateway.core.db.conn.execute("SELECT COUNT(*) FROM group_invites WHERE invitee_aid = ?", (bob,)).fetchone()
+    rows = gateway.core.db.row("SELECT COUNT(*) FROM group_invites WHERE invitee_aid = ?", (bob,))
     assert rows[0] == 1  # the expired ones were deleted on the way
 
 

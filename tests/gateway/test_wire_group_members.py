@@ -111,8 +111,8 @@ def test_departures_remembered_per_group_are_bounded(gateway: GatewayServer) -> 
         aid = f"m{n:05d}.{gateway.issuer}"
         groups.add_member(group, aid, "member")
         groups.remove_member(group, aid)
-    count = gateway.core.db.conn.execute("SELECT COUNT(*) FROM group_departures WHERE group_id = ?",
-                                         (group.group_id,)).fetchone()[0]
+    count = gateway.core.db.row("SELECT COUNT(*) FROM group_departures WHERE group_id = ?",
+                                (group.group_id,))[0]
     assert count == MAX_DEPARTURES
     assert groups.departure(group.group_id, f"m{MAX_DEPARTURES + 4:05d}.{gateway.issuer}") is not None
     assert groups.departure(group.group_id, f"m{0:05d}.{gateway.issuer}") is None

@@ -74,7 +74,7 @@ async def test_lanes_are_per_destination(tmp_path: Path) -> None:
 async def test_a_failed_commit_refuses_the_message_instead_of_losing_it(tmp_path: Path) -> None:
     outbox = Outbox(tmp_path / "outbox.sqlite")
     await outbox.put(SENDER, "bobby.aun.localhost", message("fine"))
-    outbox._executor.submit(outbox._db.execute, "DROP TABLE outbox").result()  # the file is damaged under it
+    outbox._executor.submit(outbox.store.storage.execute, "DROP TABLE outbox").result()  # the file is damaged under it
     with pytest.raises(OutboxWriteError, match="could not commit"):
         await outbox.put(SENDER, "bobby.aun.localhost", message("lost?"))
     assert len(outbox) == 1  # the refused message is not counted as waiting

@@ -1,4 +1,5 @@
-"""[`Storage`][aun_runtime.Storage] on a PostgreSQL server, through asyncpg on a thread of its own.
+"""[`Storage`][aun_runtime.Storage] on a PostgreSQL server, through asyncpg on a thread of its own, and the
+PostgreSQL `Dialect`: the store several machines share.
 
 asyncpg was chosen by `bench/postgres_driver.py` (docs/performance.md). It is asynchronous, and the
 runtime's storage interface is synchronous, as SQLite's is: the archive writes from its writer
@@ -37,18 +38,27 @@ import re
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from ._errors import StorageSessionLostError, StorageUnavailableError
-from ._postgres_refusal import refusal
+from .._errors import StorageSessionLostError, StorageUnavailableError
+from .._postgres_refusal import refusal
+from ._protocol import Dialect, Row, Storage, StorageKind
+from ._scoped_sql import ScopedSQL
 
-__all__ = ["CONNECT_TIMEOUT", "SESSION_TIMEOUT", "STATEMENT_WAIT", "PostgresStorage", "redacted_url"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "POSTGRESQL",
+    "SESSION_TIMEOUT",
+    "STATEMENT_WAIT",
+    "PostgresDialect",
+    "PostgresStorage",
+    "redacted_url",
+]
 
 logger = logging.getLogger("aun_runtime")
 
 T = TypeVar("T")
-Row = tuple[Any, ...]
 
 #: Seconds to wait for the server when connecting. A server on the network answers in milliseconds;
 #: past this the address is wrong or the server is down, and opening fails with a clear error.
@@ -101,6 +111,62 @@ def redacted_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+class PostgresDialect:
+    """What PostgreSQL spells its own way. One database is shared by many owners (workers, services),
+    so an owner's tables start with the owner's column."""
+
+    name: StorageKind = "postgresql"
+
+    # -- any store ----------------------------------------------------------------------------------
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        return type(error).__name__ == "UndefinedTableError"  # asyncpg's, for PostgreSQL's 42P01
+
+    def scoped(self, column: str, value: str) -> ScopedSQL:
+        return ScopedSQL(column, value)
+
+    # -- the archive ----------------------------------------------------------------------------------
+
+    # -- a worker's journal and outbox ---------------------------------------------------------------
+
+    # -- a service's ledger and liveness -------------------------------------------------------------
+
+    # -- the host's state and election ---------------------------------------------------------------
+
+    # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
+
+    agent_states_table = """
+CREATE TABLE IF NOT EXISTS agent_states (
+    agent_type TEXT NOT NULL,
+    agent_key TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (agent_type, agent_key)
+);
+"""
+    outbox_table = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id BIGINT PRIMARY KEY,
+    sender TEXT NOT NULL,
+    recipient TEXT,
+    body TEXT NOT NULL,
+    enqueued_at BIGINT NOT NULL,
+    trace TEXT
+);
+"""
+
+    def columns(self, storage: Storage, table: str) -> set[str]:
+        rows = storage.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = ?",
+            (table,),
+        )
+        return {str(row[0]) for row in rows}
+
+
+#: The PostgreSQL dialect (it holds no state: one serves every session).
+POSTGRESQL: Final = PostgresDialect()
+
+
 class PostgresStorage:
     """One session with a PostgreSQL server.
 
@@ -115,7 +181,8 @@ class PostgresStorage:
             refuses the connection.
     """
 
-    kind: Literal["sqlite", "postgresql"] = "postgresql"
+    kind: StorageKind = "postgresql"
+    dialect: Dialect = POSTGRESQL
 
     def __init__(
         self, url: str, *, read_only: bool = False, on_lost: Callable[[BaseException], None] | None = None

@@ -1,22 +1,4 @@
-"""Where the archive, a worker's journal and a service ledger keep their rows: one interface, two databases.
-
-[`Storage`][aun_runtime.Storage] is the little the runtime asks of a database: run a statement, fetch
-rows, run a statement over many rows, run a script, group statements in a transaction, close. Two
-implementations hold it to the same contract:
-
-* `SQLiteStorage`: an SQLite file (or `":memory:"`) on this machine, in WAL mode, the default,
-  and what `make demo` and one machine use;
-* `PostgresStorage` (in `aun_runtime._postgres_storage`): a connection to a PostgreSQL server,
-  the store several machines share.
-
-Statements are written once, with `?` placeholders and SQL both databases speak
-(`INSERT ... ON CONFLICT ... DO UPDATE`, `COALESCE`, `CASE`); the PostgreSQL implementation numbers
-the placeholders as its protocol wants. Where the two differ (table definitions, the archive's
-one-statement batch insert, locks) the module that owns the tables says so, keyed by
-[`Storage.kind`][aun_runtime.Storage.kind].
-
-`open_storage` picks the implementation from the location: a
-`postgresql://` (or `postgres://`) URL is a PostgreSQL server, anything else an SQLite file.
+"""`Storage` on an SQLite file, and the SQLite `Dialect`: the default, what `make demo` and one machine use.
 
 **What an SQLite commit survives** is chosen once for every SQLite file the runtime writes (archive,
 journal, ledgers, agent states, a gateway agent's outbox, the local gateway's database) by
@@ -34,27 +16,22 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Final
 
-from ._errors import StorageUnavailableError
+from .._errors import StorageUnavailableError
+from ._protocol import Dialect, Row, Storage, StorageKind
+from ._scoped_sql import ScopedSQL
 
 __all__ = [
-    "POSTGRES_SCHEMES",
+    "SQLITE",
+    "SQLITE_BUSY_TIMEOUT",
     "SQLITE_SYNCHRONOUS_VARIABLE",
+    "SQLiteDialect",
     "SQLiteStorage",
-    "ScopedSQL",
-    "Storage",
-    "StorageKind",
     "check_sqlite_tables",
-    "is_missing_table",
-    "is_postgres_url",
-    "open_storage",
     "open_wal",
 ]
 
-StorageKind = Literal["sqlite", "postgresql"]
-#: URL schemes that name a PostgreSQL server (libpq accepts both).
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: Seconds an SQLite statement waits for another connection's write lock (a console reading, a
 #: second instance's ledger transaction) before it fails: far over any transaction the runtime makes.
 SQLITE_BUSY_TIMEOUT = 30.0
@@ -62,8 +39,6 @@ SQLITE_BUSY_TIMEOUT = 30.0
 #: The environment variable that chooses what an SQLite commit survives (see the module's docstring).
 SQLITE_SYNCHRONOUS_VARIABLE = "AUN_SQLITE_SYNCHRONOUS"
 _SQLITE_SYNCHRONOUS = ("normal", "full")
-
-Row = tuple[Any, ...]
 
 
 def open_wal(db: sqlite3.Connection) -> None:
@@ -83,47 +58,56 @@ def open_wal(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA synchronous={chosen.upper()}")
 
 
-def is_postgres_url(location: str | Path) -> bool:
-    """Whether `location` names a PostgreSQL server rather than an SQLite file."""
-    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+class SQLiteDialect:
+    """What SQLite spells its own way. A file holds one owner's rows, so no table is scoped."""
+
+    name: StorageKind = "sqlite"
+
+    # -- any store ----------------------------------------------------------------------------------
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        return isinstance(error, sqlite3.OperationalError) and "no such table" in str(error)
+
+    def scoped(self, column: str, value: str) -> ScopedSQL:
+        return ScopedSQL(None, value)
+
+    # -- the archive ----------------------------------------------------------------------------------
+
+    # -- a worker's journal and outbox ---------------------------------------------------------------
+
+    # -- a service's ledger and liveness -------------------------------------------------------------
+
+    # -- the host's state and election ---------------------------------------------------------------
+
+    # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
+
+    # WITHOUT ROWID: the rows are looked up by their key only, and are stored once, in its order.
+    agent_states_table = """
+CREATE TABLE IF NOT EXISTS agent_states (
+    agent_type TEXT NOT NULL,
+    agent_key TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (agent_type, agent_key)
+) WITHOUT ROWID;
+"""
+    # INTEGER PRIMARY KEY: the id is the row's rowid, the order the rows are read back in.
+    outbox_table = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY,
+    sender TEXT NOT NULL,
+    recipient TEXT,
+    body TEXT NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    trace TEXT
+);
+"""
+
+    def columns(self, storage: Storage, table: str) -> set[str]:
+        return {str(row[1]) for row in storage.fetch(f"PRAGMA table_info({table})")}
 
 
-@runtime_checkable
-class Storage(Protocol):
-    """A connection to the database that holds an archive, a journal or a ledger.
-
-    One caller at a time: the archive's writer serialises its users, and a ledger is used from the
-    event loop only. Statements use `?` placeholders.
-    """
-
-    #: Which database: `"sqlite"` or `"postgresql"`.
-    kind: StorageKind
-    #: The file path or URL it was opened with (a URL without its password).
-    location: str
-
-    def execute(self, sql: str, args: Sequence[object] = ()) -> None:
-        """Run one statement that returns no rows."""
-        ...
-
-    def fetch(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
-        """Run one statement and return all its rows."""
-        ...
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
-        """Run one statement once per row of arguments."""
-        ...
-
-    def script(self, sql: str) -> None:
-        """Run several statements without arguments (table definitions)."""
-        ...
-
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """Statements inside are committed together, or (when the block raises) not at all."""
-        ...
-
-    def close(self) -> None:
-        """Close the connection. Idempotent."""
-        ...
+#: The SQLite dialect (it holds no state: one serves every file).
+SQLITE: Final = SQLiteDialect()
 
 
 class SQLiteStorage:
@@ -151,6 +135,7 @@ class SQLiteStorage:
     """
 
     kind: StorageKind = "sqlite"
+    dialect: Dialect = SQLITE
 
     def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False, tables: str | None = None) -> None:
         self.location = str(path)
@@ -247,38 +232,6 @@ class SQLiteStorage:
         self.db.close()
 
 
-class ScopedSQL:
-    """Statements of tables that, in one of the databases, carry one more key column first.
-
-    A shared PostgreSQL database holds what one SQLite file holds for one owner (a worker's journal,
-    one service's ledger), so there its tables start with the owner's column; in SQLite they do not.
-    A statement is written once with `{cols}`, `{vals}` and `{where}` where that column goes.
-
-    Args:
-        column: the owner's column (`worker`, `aid`), or None where the tables have none.
-        value: the owner.
-
-    Example:
-        >>> ScopedSQL("aid", "svc.local").sql("SELECT seq FROM t WHERE {where}seq > ?")
-        'SELECT seq FROM t WHERE aid = ? AND seq > ?'
-        >>> ScopedSQL(None, "svc.local").sql("INSERT INTO t ({cols}seq) VALUES ({vals}?)")
-        'INSERT INTO t (seq) VALUES (?)'
-    """
-
-    def __init__(self, column: str | None, value: str) -> None:
-        self.cols = f"{column}, " if column else ""
-        self.vals = "?, " if column else ""
-        self.where = f"{column} = ? AND " if column else ""
-        self.args: tuple[str, ...] = (value,) if column else ()
-
-    def sql(self, template: str) -> str:
-        return template.format(cols=self.cols, vals=self.vals, where=self.where)
-
-    def rows(self, rows: Iterable[Sequence[object]]) -> list[tuple[object, ...]]:
-        """Argument rows with the owner first (where the tables have its column)."""
-        return [(*self.args, *row) for row in rows]
-
-
 def check_sqlite_tables(db: sqlite3.Connection | Storage, schema: str, location: str) -> None:
     """Before the statements of `schema` create anything in an SQLite file (or a reader reads it):
     refuse a file whose tables by those names lack the columns `schema` gives them. An SQLite file
@@ -309,25 +262,3 @@ def check_sqlite_tables(db: sqlite3.Connection | Storage, schema: str, location:
             " nothing was changed; give the runtime a file of its own",
             value=location,
         )
-
-
-def is_missing_table(error: BaseException) -> bool:
-    """Whether `error` says a table does not exist (yet): a reader ahead of the writer that makes it."""
-    if isinstance(error, sqlite3.OperationalError):
-        return "no such table" in str(error)
-    return type(error).__name__ == "UndefinedTableError"  # asyncpg's, for PostgreSQL's 42P01
-
-
-def open_storage(location: str | Path, *, read_only: bool = False, tables: str | None = None) -> Storage:
-    """The storage at `location`: a PostgreSQL server for a `postgresql://` URL, else an SQLite file
-    (checked against the SQLite `tables` its user keeps there, see `SQLiteStorage`).
-
-    Raises:
-        FileNotFoundError: `read_only` and there is no SQLite file at `location`.
-        StorageUnavailableError: the PostgreSQL server cannot be reached or refuses the connection.
-    """
-    if is_postgres_url(location):
-        from ._postgres_storage import PostgresStorage
-
-        return PostgresStorage(str(location), read_only=read_only)
-    return SQLiteStorage(location, read_only=read_only, tables=tables)

@@ -1,0 +1,43 @@
+"""The one place that maps a location to a database: a `postgresql://` (or `postgres://`) URL is a
+PostgreSQL server, anything else an SQLite file. A new database adds its location here, and its
+dialect to `DIALECTS`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from ._postgres import POSTGRESQL, PostgresStorage
+from ._protocol import Dialect, Storage
+from ._sqlite import SQLITE, SQLiteStorage
+
+__all__ = ["DIALECTS", "POSTGRES_SCHEMES", "is_missing_table", "is_postgres_url", "open_storage"]
+
+#: URL schemes that name a PostgreSQL server (libpq accepts both).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: Every database the runtime can keep its stores in.
+DIALECTS: Final[tuple[Dialect, ...]] = (SQLITE, POSTGRESQL)
+
+
+def is_postgres_url(location: str | Path) -> bool:
+    """Whether `location` names a PostgreSQL server rather than an SQLite file."""
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+def is_missing_table(error: BaseException) -> bool:
+    """Whether `error` says a table does not exist (yet): a reader ahead of the writer that makes it."""
+    return any(dialect.is_missing_table(error) for dialect in DIALECTS)
+
+
+def open_storage(location: str | Path, *, read_only: bool = False, tables: str | None = None) -> Storage:
+    """The storage at `location`: a PostgreSQL server for a `postgresql://` URL, else an SQLite file
+    (checked against the SQLite `tables` its user keeps there, see `SQLiteStorage`).
+
+    Raises:
+        FileNotFoundError: `read_only` and there is no SQLite file at `location`.
+        StorageUnavailableError: the PostgreSQL server cannot be reached or refuses the connection.
+    """
+    if is_postgres_url(location):
+        return PostgresStorage(str(location), read_only=read_only)
+    return SQLiteStorage(location, read_only=read_only, tables=tables)
