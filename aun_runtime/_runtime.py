@@ -172,7 +172,8 @@ class AUNRuntime:
         self.mailbox_rule: MailboxRule = mailbox_rule(self.core.drains_mailboxes)
         #: The default of every agent's handler timeout (see register_agent).
         self.handler_timeout = handler_timeout
-        #: Every turn in flight, under its agent's handler timeout.
+        #: Every turn in flight, under its agent's handler timeout (the failure log it reports each
+        #: turn's end to is made next: it needs the watch).
         self.turns = TurnWatch(on_end=lambda turn: failures.summarise(turn))
         #: The archive's last record id when this runtime took it: what came before is earlier runs'.
         self.archive_start = self.archive.last_id()
