@@ -16,13 +16,20 @@ policy derives each send's id from the message and its place in the turn (see
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ._archive import Archive, ArchiveRecord, RecordKind
 from ._turn_retry import RETRYABLE
 
-__all__ = ["DEAD_LETTER_SCAN", "DeadLetterFilter", "close_dead_letter", "open_dead_letters"]
+if TYPE_CHECKING:
+    from protocols.aun import AUNMessage
+
+    from ._endpoint import Endpoint
+
+__all__ = ["DEAD_LETTER_SCAN", "DeadLetterFilter", "close_dead_letter", "open_dead_letters", "redrive"]
 
 #: How many of the newest dead letters (and of the records closing them) are looked at.
 DEAD_LETTER_SCAN = 100_000
@@ -82,3 +89,25 @@ def close_dead_letter(archive: Archive, record: ArchiveRecord, kind: RecordKind)
     if kind not in (RecordKind.REDRIVEN, RecordKind.DROPPED):
         raise ValueError(f"a dead letter is closed as redriven or dropped, not {kind}")
     archive.record_event(record.owner, kind, f"dead letter #{record.id}", record.message)
+
+
+async def redrive(
+    archive: Archive,
+    which: DeadLetterFilter,
+    agent_endpoint: Callable[[str], Endpoint | None],
+    redeliver: Callable[[str, AUNMessage], Awaitable[None]],
+) -> list[ArchiveRecord]:
+    """Deliver again the open dead letters `which` takes whose owner is a local agent
+    (`agent_endpoint` gives its endpoint, None for any other AID), each closed as `redriven` first
+    and taken out of its owner's dedup window; returns them, oldest first."""
+    redriven: list[ArchiveRecord] = []
+    for record in open_dead_letters(archive, which):
+        message = record.message
+        endpoint = agent_endpoint(record.owner)
+        if message is None or endpoint is None:
+            continue  # not a message, or not an agent of this runtime: another runtime redrives it
+        close_dead_letter(archive, record, RecordKind.REDRIVEN)
+        endpoint.channel.forget((message.from_aid, message.message_id))
+        await redeliver(record.owner, message)
+        redriven.append(record)
+    return redriven

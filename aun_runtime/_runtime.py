@@ -25,20 +25,19 @@ nothing is ever sent as an RPC. On top of the core the runtime adds what AUN nee
   thread and counts one hop more. A send that would pass `max_hops` is refused, recorded as a
   loop stop and logged, which ends A->B->A and A->B->C->A storms.
 * **Liveness** is asked for explicitly with [`AUNRuntime.ping`][aun_runtime.AUNRuntime.ping]; silence is never failure.
+
+The facade answers the application and delegates: the local AIDs, their registration and what the
+core asks of them to `aun_runtime._agent_table`; start, stop and close to
+`aun_runtime._runtime_lifecycle`; redrives to `aun_runtime._redrive`; every send to the send path.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
-
-from autogen_core import AgentId, TypeSubscription
 
 from protocols.aun import (
     AUNMessage,
@@ -48,56 +47,41 @@ from protocols.aun import (
     validate_aid,
     validate_group_id,
 )
-from protocols.contract import contract_classes
 
-from ._acting import run_proactive
 from ._actor_runtime import AUNActorRuntime
-from ._agent import AgentFactory, AgentMaker, AUNAgent, class_description
-from ._archive import Archive, ArchiveRecord, RecordKind
+from ._agent import AgentFactory, AUNAgent
+from ._agent_table import AgentTable, check_handler_timeout
+from ._archive import Archive, ArchiveRecord
 from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets
 from ._busy import AgentBusy, busy_agents
 from ._channel import DEFAULT_DEDUP_WINDOW
 from ._core_protocol import AUNCore
 from ._endpoint import Endpoint
-from ._errors import (
-    AgentRegistrationError,
-    BudgetExceeded,
-    RPCForbiddenError,
-    RuntimeStoppedError,
-    UnknownAIDError,
-    UnknownGroupError,
-)
+from ._errors import RPCForbiddenError, UnknownGroupError
 from ._failures import FailureLog
 from ._groups import GroupInfo
 from ._inbox import Inbox
 from ._mailbox import DEFAULT_BLOCK_TIMEOUT, DEFAULT_MAILBOX_CAPACITY, Mailbox, MailboxOptions, OverflowPolicy
 from ._mailbox_rule import MailboxRule, mailbox_rule
-from ._on_stop import DEFAULT_ON_STOP_TIMEOUT, StopCallback, StopCallbacks
+from ._on_stop import DEFAULT_ON_STOP_TIMEOUT, StopCallback
 from ._payload import PayloadLike
 from ._placement import IN_CLUSTER, Placement
-from ._redrive import DeadLetterFilter, close_dead_letter, open_dead_letters
+from ._redrive import DeadLetterFilter, redrive
 from ._route import OutboundRoute, deliver_remote
+from ._runtime_lifecycle import LEFTOVER_WAIT, RuntimeLifecycle
 from ._send import SendPath
 from ._stats import RuntimeStats
-from ._topics import TOPIC_SOURCE, agent_id, inbox_topic_type, register_wire_serializers
 from ._transcript import ArchiveRoles, render_transcript
-from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT, RuntimeDefault, Turn, TurnWatch
-from .agentmd import AgentCard, parse_agent_md, render_agent_md
+from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT, RuntimeDefault, TurnWatch
+from .agentmd import AgentCard
 
 __all__ = ["DEFAULT_MAX_HOPS", "LEFTOVER_WAIT", "AUNRuntime", "GroupInfo", "PayloadLike", "RuntimeStats"]
-
-logger = logging.getLogger("aun_runtime")
-
 
 #: Hops a thread may take before the loop guard stops it. Real collaborations (a reflection loop of
 #: a few rounds, a debate of a few rounds among a few agents) stay well under it; storms pass it fast.
 DEFAULT_MAX_HOPS = 32
 #: The AID that :meth:`AUNRuntime.send` uses for code outside any agent, unless told otherwise.
 APP_NAME = "app"
-#: Seconds a stop waits for the turns it cancels itself (those its core left running: autogen-core's
-#: single-threaded core lets handlers run on) to end. A cancelled turn ends at its next await; one
-#: still running after this ignored the cancellation, is logged, and is left to itself.
-LEFTOVER_WAIT = 1.0
 
 AgentT = TypeVar("AgentT", bound=AUNAgent)
 
@@ -158,7 +142,7 @@ class AUNRuntime:
     ) -> None:
         if max_hops < 1:
             raise ValueError("max_hops must be at least 1")
-        _check_timeout(handler_timeout)
+        check_handler_timeout(handler_timeout)
         if core is not None and not isinstance(core, AUNCore):
             raise TypeError(
                 f"{type(core).__name__} is not an AUNCore: an AUNRuntime runs on AUNActorRuntime (the "
@@ -173,6 +157,7 @@ class AUNRuntime:
             archive = core_archive
         self.archive = archive if isinstance(archive, Archive) else Archive(archive or ":memory:")
         self.domain = domain
+        self._app = f"{APP_NAME}.{domain}"  # the AID of code outside any agent
         self.max_hops = max_hops
         #: How every agent's mailbox is made (given here, or to the core).
         self.mailbox_options = _mailbox_options(self.core, mailbox_capacity, overflow, block_timeout)
@@ -180,53 +165,53 @@ class AUNRuntime:
         self.stats = RuntimeStats()
         #: The counts behind the budgets: threads' breadth and each agent's model use.
         self.ledger = BudgetLedger(budgets)
-        # A core that drains mailboxes itself takes each AID's Mailbox from here, so the bound and the
-        # policy are enforced once, in the core; the facade then only reserves places for direct sends.
+        # A core that drains mailboxes itself takes each AID's Mailbox from the agent table (which
+        # the core is attached to), so the bound and the policy are enforced once, in the core; the
+        # facade then only reserves places for direct sends.
         #: Who admits messages to mailboxes and takes turns (an attribute: every delivery reads it).
         self.mailbox_rule: MailboxRule = mailbox_rule(self.core.drains_mailboxes)
-        # ... and every core reports what it could not deliver, to become dead letters.
-        self.core.attach(
-            mailbox_provider=self._mailbox_of,
-            on_undeliverable=self._core_undeliverable,
-            on_mailbox_released=self._mailbox_released,
-        )
-        self._endpoints: dict[str, Endpoint] = {}
-        self._makers: dict[type[AUNAgent], AgentMaker] = {}  # the core's factory of each agent class
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._inboxes: set[str] = set()
-        self._running = False
-        #: Where AIDs live and who groups' members are (the core's directory, or groups kept here).
-        self.placement = Placement(self._endpoints, self.core.directory, domain)
-        # A runtime whose archive starts empty knows no AID has history there yet, so a new agent's
-        # channel needs no archive read (see Endpoint).
-        self._archive_started_empty = self.archive.count() == 0
         #: The default of every agent's handler timeout (see register_agent).
         self.handler_timeout = handler_timeout
-        #: Every turn in flight, under its agent's handler timeout.
-        self.turns = TurnWatch(on_end=lambda turn: self._failures.summarise(turn))
+        #: Every turn in flight, under its agent's handler timeout (the failure log it reports each
+        #: turn's end to is made next: it needs the watch).
+        self.turns = TurnWatch(on_end=lambda turn: failures.summarise(turn))
         #: The archive's last record id when this runtime took it: what came before is earlier runs'.
         self.archive_start = self.archive.last_id()
-        self._failures = FailureLog(self.archive, self.stats, self.turns)
-        self._stop_callbacks = StopCallbacks()
-        self._sending = SendPath(
-            archive=self.archive,
-            core=self.core,
-            ledger=self.ledger,
-            failures=self._failures,
-            endpoints=self._endpoints,
-            placement=self.placement,
-            max_hops=max_hops,
-            mailbox_rule=self.mailbox_rule,
+        failures = FailureLog(self.archive, self.stats, self.turns)
+        endpoints: dict[str, Endpoint] = {}
+        #: Where AIDs live and who groups' members are (the core's directory, or groups kept here).
+        self.placement = Placement(endpoints, self.core.directory, domain)
+        self._agents = AgentTable(
+            self, endpoints, core=self.core, placement=self.placement, ledger=self.ledger, failures=failures,
+            mailbox_rule=self.mailbox_rule, handler_timeout=handler_timeout,
         )
-        self._serializer_count = 0
-        self._register_serializers()
-
-    def _register_serializers(self) -> None:
-        """Register every contract class defined so far, when classes were added since last time."""
-        count = len(contract_classes())
-        if count != self._serializer_count:
-            register_wire_serializers(self.core)
-            self._serializer_count = count
+        self._lifecycle = RuntimeLifecycle(self.core, self.turns, self.archive)
+        self._sending = SendPath(
+            archive=self.archive, core=self.core, ledger=self.ledger, failures=failures, endpoints=endpoints,
+            placement=self.placement, max_hops=max_hops, mailbox_rule=self.mailbox_rule,
+        )
+        self._failures = failures
+        # What agents and their endpoints use of the runtime ([`AgentHost`][aun_runtime.AgentHost], where
+        # each is described) is answered by the part that holds it: bound here, not wrapped, so that
+        # an agent's send or record costs no extra call. (A string after each: its reference entry.)
+        self.send_as = self._sending.send
+        """Send as the local AID `sender`: what an agent's send tools call."""
+        self.was_member = self.placement.was_member
+        """Whether `aid` was in `group_id` when its message `seq` was posted."""
+        self.handler_timeout_of = self._agents.handler_timeout_of
+        """Seconds a turn of the local agent `aid` may run (None: no limit)."""
+        self.is_local = self._agents.is_local
+        """True if `aid` is registered in this runtime."""
+        self.is_agent = self._agents.is_agent
+        """True if `aid` is a local agent (not an application's [`Inbox`][aun_runtime.Inbox])."""
+        self.keep_task = self._lifecycle.keep_task
+        """Cancel `task` (an agent's scheduled action) when the runtime stops."""
+        self.record_dead_letter = failures.dead_letter
+        """Record a dead letter: archived with the reason, counted in `stats`, logged: never silent."""
+        self.record_budget_stop = failures.budget_stop
+        """Record that a budget stopped `owner`: archived as `budget_stop`, counted, logged."""
+        self.record_model_anomaly = failures.model_anomaly
+        """Record that the model of `owner` answered something that is not an answer (`model_anomaly`)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -244,21 +229,13 @@ class AUNRuntime:
 
     async def start(self) -> None:
         """Start delivering; agents that speak first (`on_start`) are created and started now."""
-        if self._running:
-            return
-        self.turns.reopen()
-        started = self.core.start()
-        if started is not None:  # a worker's start connects to its host
-            await started
-        self._running = True
-        for endpoint in list(self._endpoints.values()):
-            if endpoint.eager:
-                await self._start_agent(endpoint)
+        if await self._lifecycle.start():
+            await self._agents.start_eager()
 
     def busy(self) -> list[AgentBusy]:
         """Each agent with a turn in flight or messages waiting: since when, waiting for what (model
         limiter, model, tool, retry), which try, its mailbox's depth and oldest message's age."""
-        return busy_agents(self.turns.in_flight, self._endpoints)
+        return busy_agents(self.turns.in_flight, self._agents.endpoints)
 
     async def redrive(
         self,
@@ -273,35 +250,20 @@ class AUNRuntime:
         the agent's AID, text in the cause, when they were recorded, or one archive record id), each recorded as
         `redriven` first. A redriven turn that fails again is a new dead letter. Returns the dead
         letters redriven, oldest first."""
-        redriven: list[ArchiveRecord] = []
-        for record in open_dead_letters(self.archive, DeadLetterFilter(aid, cause, since, until, record_id=record_id)):
-            message = record.message
-            endpoint = self._endpoints.get(record.owner)
-            if message is None or endpoint is None or not self.is_agent(record.owner):
-                continue  # not a message, or not an agent of this runtime: another runtime redrives it
-            close_dead_letter(self.archive, record, RecordKind.REDRIVEN)
-            endpoint.channel.forget((message.from_aid, message.message_id))
-            await self._sending.redeliver(record.owner, message)
-            redriven.append(record)
-        return redriven
+        which = DeadLetterFilter(aid, cause, since, until, record_id=record_id)
+        return await redrive(self.archive, which, self._agents.agent_endpoint, self._sending.redeliver)
 
     async def settle(self) -> None:
         """Wait until every message sent so far, and everything it caused, has been handled.
 
         Scheduled (proactive) actions are not waited for: they may run forever by design.
         """
-        await self.core.idle()
-        self.archive.flush()
+        await self._lifecycle.settle()
 
     async def stop_when_idle(self) -> None:
         """Wait until everything sent has been handled, then stop (and run the `on_stop`
         callbacks)."""
-        await self._cancel_tasks()
-        if self._running:
-            await self.core.stop_when_idle()
-        self._running = False
-        self.archive.flush()
-        await self._stop_callbacks.run()
+        await self._lifecycle.stop_when_idle()
 
     async def stop(self, *, grace: float = 0.0) -> None:
         """Stop: no new turn starts, the turns in flight get `grace` seconds to end, and then
@@ -316,22 +278,7 @@ class AUNRuntime:
             grace: seconds the turns in flight may take to end (default 0: cancel them at once).
                 The commands give them `STOP_GRACE` after a signal.
         """
-        turns = self.turns
-        turns.close()
-        if grace > 0 and turns.in_flight and not await turns.wait(grace):
-            for turn in turns.in_flight:
-                logger.warning("%s of %s still ran after the %g s grace of the stop: cancelled", turn.what, turn.aid, grace)
-        await self._cancel_tasks()
-        if self._running:
-            with contextlib.suppress(RuntimeError):  # the core was not running after all
-                await self.core.stop()
-        self._running = False
-        # What the core left running (autogen-core's own runtime lets handlers run on) is cut off here.
-        if turns.cut_all(_stopped_while_running):
-            await turns.wait(LEFTOVER_WAIT)
-        turns.release()
-        self.archive.flush()
-        await self._stop_callbacks.run()
+        await self._lifecycle.stop(grace)
 
     def on_stop(self, callback: StopCallback, *, timeout: float = DEFAULT_ON_STOP_TIMEOUT) -> StopCallback:
         """Run `callback` once when this runtime stops, after its last turn: how an application
@@ -356,21 +303,14 @@ class AUNRuntime:
                 await runtime.register_agent("scout.local", lambda: AutonomousAgent(model, tools=workbench))
             ```
         """
-        self._stop_callbacks.add(callback, timeout)
+        self._lifecycle.on_stop(callback, timeout)
         return callback
 
     async def close(self) -> None:
         """Stop, close the agents (on the actor core: saving their state into a durable state
         store, if it has one), close the core, and close the archive."""
         await self.stop()
-        await self.core.close()
-        self.archive.close()
-
-    async def _cancel_tasks(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._lifecycle.close()
 
     # -- registration ------------------------------------------------------------------------------
 
@@ -406,61 +346,12 @@ class AUNRuntime:
             AgentRegistrationError: `aid` is already registered, or the card is for another AID.
             AgentMDError: the card is not a valid agent.md.
         """
-        validate_aid(aid)
-        if aid in self._endpoints:
-            raise AgentRegistrationError(f"{aid} is already registered in this runtime")
-        if handler_timeout is RUNTIME_DEFAULT:
-            handler_timeout = self.handler_timeout
-        _check_timeout(handler_timeout)
-        if card is None and isinstance(factory, type):
-            card = getattr(factory, "agent_md", None)
-        parsed = parse_agent_md(card) if isinstance(card, str) else card
-        if parsed is not None and parsed.aid != aid:
-            raise AgentRegistrationError(f"the agent.md given for {aid} describes {parsed.aid}")
-        if parsed is not None and not description:
-            description = parsed.description
-        if isinstance(factory, type):
-            if not issubclass(factory, AUNAgent):
-                raise AgentRegistrationError(f"{factory.__name__} is not an AUNAgent subclass")
-            if eager is None:
-                eager = factory.on_start is not AUNAgent.on_start
-            if not description:
-                description = class_description(factory)
-        endpoint = Endpoint(
-            self, aid, description, bool(eager), reload=not self._archive_started_empty,
+        endpoint = await self._agents.register(
+            aid, factory, description=description, eager=eager, card=card, budgets=budgets,
             handler_timeout=handler_timeout,
         )
-        endpoint.card = parsed
-        self._endpoints[aid] = endpoint
-        if budgets is not None:
-            self.ledger.set_budgets(aid, budgets)
-        # Who takes part is archived too, so a reader in another process (a console) can tell agents
-        # from inboxes and show their cards.
-        self.archive.record_agent(
-            aid,
-            role="inbox" if factory is Inbox else "agent",
-            mode=AUNAgent.mode,
-            description=description,
-            card=card if isinstance(card, str) else None if parsed is None else render_agent_md(parsed),
-        )
-        self._register_serializers()  # contract classes imported since the last registration
-        await self.core.register_factory(aid, self._maker(factory))
-        topic_type = inbox_topic_type(aid)
-        # The topic type is unique per AID, so it serves as the id too (no uuid string per AID).
-        await self.core.add_subscription(TypeSubscription(topic_type, aid, id=topic_type))
-        self.placement.registered(aid)
-        if self._running and endpoint.eager:
-            await self._start_agent(endpoint)
-
-    def _maker(self, factory: type[AUNAgent] | AgentFactory) -> AgentMaker:
-        """The core's factory for an AID made by `factory`: one per agent class, shared by all its
-        AIDs; a factory that is not a class (a lambda, often one per AID) gets one of its own."""
-        if not isinstance(factory, type):
-            return AgentMaker(factory, self, self._endpoints)
-        maker = self._makers.get(factory)
-        if maker is None:
-            maker = self._makers[factory] = AgentMaker(factory, self, self._endpoints)
-        return maker
+        if self._lifecycle.running and endpoint.eager:
+            await self._agents.start(endpoint)
 
     async def open_inbox(self, aid: str | None = None) -> Inbox:
         """Register an [`Inbox`][aun_runtime.Inbox] for code outside any agent, and return it.
@@ -469,39 +360,22 @@ class AUNRuntime:
         as `aid` and read whatever comes back: nothing, one message or many. Opening an inbox
         that is already open returns it.
         """
-        aid = aid or f"{APP_NAME}.{self.domain}"
-        if aid in self._inboxes:  # already open (e.g. by a send without a sender): the same inbox
-            return await self.agent_instance(aid, Inbox)
+        aid = aid or self._app
+        agents = self._agents
+        if agents.is_inbox(aid):  # already open (e.g. by a send without a sender): the same inbox
+            return await agents.instance(aid, Inbox)
         await self.register_agent(aid, Inbox, description="application inbox", eager=True)
-        self._inboxes.add(aid)
-        if not self._running:
-            await self._instantiate(aid)
-        return await self.agent_instance(aid, Inbox)
+        agents.mark_inbox(aid)
+        if not self._lifecycle.running:
+            await agents.instance(aid, AUNAgent)
+        return await agents.instance(aid, Inbox)
 
     async def agent_instance(self, aid: str, cls: type[AgentT]) -> AgentT:
         """The local instance of `aid` (created if it was not yet), checked to be a `cls`.
 
         For inspection and tests; agents talk to each other with messages, never through instances.
         """
-        if aid not in self._endpoints:
-            raise UnknownAIDError(f"{aid} is not registered in this runtime")
-        return await self.core.try_get_underlying_agent_instance(agent_id(aid), cls)
-
-    async def _instantiate(self, aid: str) -> AUNAgent:
-        return await self.agent_instance(aid, AUNAgent)
-
-    async def _start_agent(self, endpoint: Endpoint) -> None:
-        agent = await self._instantiate(endpoint.aid)
-        # Awaited, not spawned: what agents say first happens in registration order, every run alike.
-        await run_proactive(agent, agent.on_start, what="on_start")
-
-    def is_local(self, aid: str) -> bool:
-        """True if `aid` is registered in this runtime."""
-        return aid in self._endpoints
-
-    def is_agent(self, aid: str) -> bool:
-        """True if `aid` is a local agent (not an application's [`Inbox`][aun_runtime.Inbox])."""
-        return aid in self._endpoints and aid not in self._inboxes
+        return await self._agents.instance(aid, cls)
 
     def transcript(self, limit: int = 10_000) -> str:
         """The archive as readable text: replies under what they answer, silence as delivered."""
@@ -509,21 +383,15 @@ class AUNRuntime:
 
     def agent_info(self, aid: str) -> dict[str, str]:
         """AUN metadata of a local agent: AID, behaviour mode (`autonomous`) and description."""
-        endpoint = self._endpoints.get(aid)
-        if endpoint is None:
-            raise UnknownAIDError(f"{aid} is not registered in this runtime")
-        return {"aid": aid, "mode": AUNAgent.mode, "description": endpoint.description}
+        return {"aid": aid, "mode": AUNAgent.mode, "description": self._agents.endpoint(aid).description}
 
     def agent_card(self, aid: str) -> AgentCard | None:
         """The agent.md card of a local agent, if it has one."""
-        endpoint = self._endpoints.get(aid)
-        if endpoint is None:
-            raise UnknownAIDError(f"{aid} is not registered in this runtime")
-        return endpoint.card
+        return self._agents.endpoint(aid).card
 
     def aids(self) -> list[str]:
         """The AIDs registered in this runtime, in registration order."""
-        return list(self._endpoints)
+        return list(self._agents.endpoints)
 
     def groups(self) -> list[GroupInfo]:
         """Every group of this runtime as it stands now."""
@@ -535,10 +403,7 @@ class AUNRuntime:
         An AID whose agent was evicted with nothing pending keeps only these counts: its mailbox
         is made again from them when asked for, so ask again rather than keep the object.
         """
-        endpoint = self._endpoints.get(aid)
-        if endpoint is None:
-            raise UnknownAIDError(f"{aid} is not registered in this runtime")
-        return endpoint.mailbox
+        return self._agents.endpoint(aid).mailbox
 
     async def ping(self, aid: str) -> bool:
         """Ask explicitly whether `aid` is reachable. Never inferred from silence.
@@ -611,16 +476,16 @@ class AUNRuntime:
         on first use if nothing is registered under that AID, so the answers arrive and are kept
         there (`await runtime.open_inbox()` returns that inbox) instead of becoming dead letters.
         """
-        sender = await self._app_inbox(sender)
+        if sender is None or sender == self._app:
+            sender = await self._app_inbox(sender)
         return await self._sending.send(sender, payload, to=to, in_reply_to=in_reply_to, message_id=message_id)
 
     async def _app_inbox(self, aid: str | None) -> str:
         """`aid`, or the application's AID `app.<domain>` when None. The application's AID is opened
         as an inbox on first use (a send, a group post, a membership) if nothing is registered under
         it, so that what comes back to it is kept instead of becoming dead letters."""
-        app = f"{APP_NAME}.{self.domain}"
-        aid = app if aid is None else aid
-        if aid == app and self.placement.where(aid) not in IN_CLUSTER:
+        aid = self._app if aid is None else aid
+        if aid == self._app and self.placement.where(aid) not in IN_CLUSTER:
             await self.open_inbox(aid)
         return aid
 
@@ -635,26 +500,10 @@ class AUNRuntime:
     ) -> AUNMessage:
         """Post to a group from code outside any agent, as `sender` (who must be a member; default
         `app.<domain>`, opened as an inbox on first use as for [`send`][aun_runtime.AUNRuntime.send])."""
-        sender = await self._app_inbox(sender)
+        if sender is None or sender == self._app:
+            sender = await self._app_inbox(sender)
         return await self._sending.send(
             sender, payload, group_id=group_id, mentions=mentions, message_id=message_id
-        )
-
-    async def send_as(
-        self,
-        sender: str,
-        payload: PayloadLike,
-        *,
-        to: str | None = None,
-        group_id: str | None = None,
-        mentions: Sequence[str | Mention] | None = None,
-        in_reply_to: AUNMessage | str | None = None,
-        message_id: str | None = None,
-    ) -> AUNMessage:
-        """Send as the local AID `sender`: what an agent's send tools call (see [`AgentHost`][aun_runtime.AgentHost])."""
-        return await self._sending.send(
-            sender, payload, to=to, group_id=group_id, mentions=mentions, in_reply_to=in_reply_to,
-            message_id=message_id,
         )
 
     async def send_message(self, *args: Any, **kwargs: Any) -> NoReturn:
@@ -678,70 +527,8 @@ class AUNRuntime:
         """Deliver messages that came from the network to local recipients, `(message, recipient)`
         in arrival order; return once the archive has committed every recipient's verdict."""
         await deliver_remote(
-            arrivals, endpoints=self._endpoints, core=self.core, archive=self.archive, failures=self._failures
+            arrivals, endpoints=self._agents.endpoints, core=self.core, archive=self.archive, failures=self._failures
         )
-
-    # -- what agents and their endpoints use (see AgentHost) ---------------------------------------
-
-    def was_member(self, group_id: str, aid: str, seq: int) -> bool:
-        """Whether `aid` was in `group_id` when its message `seq` was posted (True for a group
-        of another runtime: whoever holds it decided)."""
-        return self.placement.was_member(group_id, aid, seq)
-
-    def handler_timeout_of(self, aid: str) -> float | None:
-        """Seconds a turn of the local agent `aid` may run (None: no limit)."""
-        endpoint = self._endpoints.get(aid)
-        if endpoint is None:
-            raise UnknownAIDError(f"{aid} is not registered in this runtime")
-        return endpoint.handler_timeout
-
-    def keep_task(self, task: asyncio.Task[None]) -> None:
-        """Cancel `task` (an agent's scheduled action) when the runtime stops."""
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    # -- failures ----------------------------------------------------------------------------------
-
-    def _mailbox_of(self, agent: AgentId) -> Mailbox | None:
-        endpoint = self._endpoints.get(agent.type) if agent.key == TOPIC_SOURCE else None
-        return endpoint.mailbox if endpoint is not None else None
-
-    def _mailbox_released(self, agent: AgentId, mailbox: Mailbox) -> None:
-        endpoint = self._endpoints.get(agent.type) if agent.key == TOPIC_SOURCE else None
-        if endpoint is not None:
-            endpoint.mailbox_released(mailbox)
-
-    def _core_undeliverable(self, agent: AgentId, message: Any, error: BaseException) -> None:
-        envelope = message if isinstance(message, AUNMessage) else None
-        endpoint = self._endpoints.get(agent.type)
-        if envelope is not None and endpoint is not None:
-            self.mailbox_rule.undelivered(endpoint.mailbox, envelope.message_id)
-        self.record_dead_letter(agent.type, envelope, error)
-
-    def record_budget_stop(self, owner: str, error: BudgetExceeded, message: AUNMessage | None = None) -> None:
-        """Record that a budget stopped `owner` (a send, with the message refused, or a model
-        call). Archived as `budget_stop`, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
-        self._failures.budget_stop(owner, error, message)
-
-    def record_model_anomaly(self, owner: str, detail: str, message: AUNMessage | None = None) -> None:
-        """Record that the model of `owner` answered something that is not an answer. Archived as
-        `model_anomaly`, counted in [`stats`][aun_runtime.AgentHost.stats], logged."""
-        self._failures.model_anomaly(owner, detail, message)
-
-    def record_dead_letter(self, owner: str, message: AUNMessage | None, error: BaseException) -> None:
-        """Record that `message` could not be delivered to, or handled by, `owner` because of
-        `error` (None: what failed was not a message, e.g. a proactive action). Archived as a dead
-        letter with the reason, counted in [`stats`][aun_runtime.AgentHost.stats], logged: never silent."""
-        self._failures.dead_letter(owner, message, error)
-
-
-def _check_timeout(timeout: float | None) -> None:
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"a handler_timeout is a positive number of seconds, or None for no limit (got {timeout!r})")
-
-
-def _stopped_while_running(turn: Turn) -> RuntimeStoppedError:
-    return RuntimeStoppedError(f"the runtime stopped while {turn.what} of {turn.aid} ran on this message")
 
 
 def _mailbox_options(

@@ -76,3 +76,19 @@ async def test_the_app_aid_added_to_a_group_later_is_an_inbox_too() -> None:
         inbox = await runtime.open_inbox()
         assert [m.text for m in inbox.received] == ["who is here?", "answer 1 of 1 to: who is here?"]
         assert runtime.stats.dead_letters == 0
+
+
+async def test_naming_the_app_aid_as_sender_opens_its_inbox_as_leaving_it_out_does() -> None:
+    runtime = AUNRuntime(domain="corp")
+    await runtime.register_agent("parrot.corp", lambda: Replier(times=1))
+    await runtime.start()
+    try:
+        sent = await runtime.send("parrot.corp", "hello", sender="app.corp")  # not registered: opened now
+        await runtime.settle()
+        inbox = await runtime.open_inbox()
+    finally:
+        await runtime.close()
+    assert sent.from_aid == "app.corp"
+    assert runtime.is_local("app.corp") and not runtime.is_agent("app.corp")
+    assert [m.text for m in inbox.replies_to(sent)] == ["answer 1 of 1 to: hello"]
+    assert runtime.stats.dead_letters == 0

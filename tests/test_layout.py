@@ -8,7 +8,7 @@
 * the layers point one way: ``protocols`` imports nothing of the project's, and the library
   (``aun_runtime``) never imports the application package (``agents``);
 * each rule has one home: group copies are given out only by the fan-out (``aun_runtime._fan_out``),
-  where an AID lives is asked only of the placement (the facade, the send path and the fan-out
+  where an AID lives is asked only of the placement (the facade and its parts, the send path and the fan-out
   never look at a directory or a route themselves), who applies mailboxes only of the mailbox rule,
   model calls are metered only by ``aun_runtime.models._metered``, the queue routings are spelled
   only in ``protocols.aun``;
@@ -184,7 +184,8 @@ def test_each_rule_has_one_home() -> None:
     # Group topics are not published on: only the host still lets the name through.
     assert _users("GROUP_PREFIX") == {"aun_runtime._topics", "aun_runtime.distributed._host_stream_rules"}
     # Where an AID lives is the placement's answer: nothing above it asks a directory or a route.
-    for module in ("aun_runtime._runtime", "aun_runtime._send", "aun_runtime._fan_out"):
+    facade = ("aun_runtime._runtime", "aun_runtime._agent_table", "aun_runtime._runtime_lifecycle")
+    for module in (*facade, "aun_runtime._send", "aun_runtime._fan_out"):
         asked = _names_used(MODULES[module]) & {"aid_status", "AIDStatus", "Directory", "keeps_undeliverable", "outbound"}
         assert asked == set(), module
     # Who applies mailboxes is decided once, by the mailbox rule.
