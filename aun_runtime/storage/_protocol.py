@@ -44,7 +44,48 @@ class Dialect(Protocol):
         (a file of its own), they do not."""
         ...
 
-    # -- the archive ----------------------------------------------------------------------------------
+    # -- the archive (`aun_runtime._archive_sql`) -----------------------------------------------------
+
+    #: Message row numbers an archive takes at a time from `archive_message_rows`, where several
+    #: archives write one database (0: the database has one writer, which numbers them itself).
+    archive_row_block: int
+    #: Whether one `archive_insert_batch` may run alone, as its own transaction (else the archive
+    #: opens one around it).
+    archive_batch_alone: bool
+
+    def create_tables(self, storage: Storage, schema: str) -> None:
+        """Create the tables of `schema` (this database's definitions) where missing: one creator at
+        a time, and never in a database whose tables by those names are not the runtime's (any store).
+
+        Raises:
+            StorageUnavailableError: such tables are there (another application's database).
+        """
+        ...
+
+    def check_tables(self, storage: Storage, schema: str) -> None:
+        """For a reader: refuse a database whose tables by the names of `schema` are not the runtime's.
+
+        Raises:
+            StorageUnavailableError: such tables are there.
+        """
+        ...
+
+    def archive_tables(self, view: str) -> str:
+        """The archive's table definitions, with `view` as the `archive` view's query."""
+        ...
+
+    def archive_prepare_writer(self, storage: Storage) -> None:
+        """Make what the batch insert needs on the writer's session (after the tables)."""
+        ...
+
+    def archive_message_rows(self, storage: Storage) -> int:
+        """The first message row number the archive may use next (a block of `archive_row_block`)."""
+        ...
+
+    def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
+        """Insert a batch: the JSON arrays of its message rows and of its records (`now`: the time
+        of a record that carries none)."""
+        ...
 
     # -- a worker's journal and outbox ---------------------------------------------------------------
 

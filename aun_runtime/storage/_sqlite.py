@@ -57,6 +57,56 @@ def open_wal(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={chosen.upper()}")
 
+# -- the archive's tables and batch insert, as SQLite spells them (see aun_runtime._archive_sql) -----
+
+_ARCHIVE_TABLES = """
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
+    to_aid TEXT,
+    group_id TEXT,
+    thread TEXT,
+    in_reply_to TEXT,
+    created_at INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message INTEGER REFERENCES messages(id),
+    text TEXT,
+    recorded_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE VIEW IF NOT EXISTS archive AS
+{view}CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at INTEGER NOT NULL
+);
+"""
+# A batch is written by one statement: the JSON of its message rows and of its records inserted into
+# a view (of the writer's session only) whose trigger fills both tables.
+_ARCHIVE_BATCH_VIEW = """
+CREATE TEMP VIEW IF NOT EXISTS archive_batch (messages, records, now) AS SELECT NULL, NULL, NULL;
+CREATE TEMP TRIGGER IF NOT EXISTS archive_batch_insert INSTEAD OF INSERT ON archive_batch BEGIN
+    INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)
+    SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8
+    FROM json_each(NEW.messages) ORDER BY key;
+    INSERT INTO records (owner, kind, reason, message, text, recorded_at)
+    SELECT value->>0, value->>1, value->>2, value->>3, value->>4,
+           CASE WHEN value->>5 > 0 THEN value->>5 ELSE NEW.now END
+    FROM json_each(NEW.records) ORDER BY key;
+END;
+"""
+_ARCHIVE_INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?, ?)"
+
 
 class SQLiteDialect:
     """What SQLite spells its own way. A file holds one owner's rows, so no table is scoped."""
@@ -72,6 +122,32 @@ class SQLiteDialect:
         return ScopedSQL(None, value)
 
     # -- the archive ----------------------------------------------------------------------------------
+
+    #: A file has one writer, which numbers message rows itself from the highest: no blocks.
+    archive_row_block = 0
+    #: The batch insert is one statement, and on a connection in autocommit mode a statement alone
+    #: is a transaction.
+    archive_batch_alone = True
+
+    def create_tables(self, storage: Storage, schema: str) -> None:
+        # Any store's tables. A file whose tables are not ours is refused, untouched.
+        check_sqlite_tables(storage, schema, storage.location)
+        storage.script(schema)
+
+    def check_tables(self, storage: Storage, schema: str) -> None:
+        check_sqlite_tables(storage, schema, storage.location)
+
+    def archive_tables(self, view: str) -> str:
+        return _ARCHIVE_TABLES.replace("{view}", view)
+
+    def archive_prepare_writer(self, storage: Storage) -> None:
+        storage.script(_ARCHIVE_BATCH_VIEW)
+
+    def archive_message_rows(self, storage: Storage) -> int:
+        return int(storage.fetch("SELECT COALESCE(MAX(id), 0) + 1 FROM messages")[0][0])
+
+    def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
+        storage.execute(_ARCHIVE_INSERT_BATCH, (messages, records, now))
 
     # -- a worker's journal and outbox ---------------------------------------------------------------
 
