@@ -56,7 +56,7 @@ agents
     registered_at  INTEGER NOT NULL     -- ms since the epoch
 ```
 
-Writes are batched: records collect in memory and go to SQLite in one transaction when
+Writes are batched: records collect in memory and go to the database in one transaction when
 `batch_size` records are waiting or `flush_interval` seconds after the first one, whichever
 comes first, and always before any read and on [`Archive.close`][aun_runtime.Archive.close]. The inserts run in a writer
 thread (`aun_runtime._archive_writer`), so the event loop only appends to a list: what it
