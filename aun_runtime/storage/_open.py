@@ -13,7 +13,9 @@ from ._postgres import POSTGRESQL, PostgresStorage
 from ._protocol import Dialect, Storage
 from ._sqlite import SQLITE, SQLiteStorage
 
-__all__ = ["DIALECTS", "POSTGRES_SCHEMES", "create_tables", "is_missing_table", "is_postgres_url", "open_storage"]
+__all__ = [
+    "DIALECTS", "POSTGRES_SCHEMES", "create_tables", "dialect_for", "is_missing_table", "is_postgres_url", "open_storage",
+]
 
 #: URL schemes that name a PostgreSQL server (libpq accepts both).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -26,24 +28,35 @@ def is_postgres_url(location: str | Path) -> bool:
     return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 
 
+def dialect_for(location: str | Path) -> Dialect:
+    """The dialect of the database at `location`, without opening it (to check what is asked of a
+    location before anything is opened there)."""
+    return POSTGRESQL if is_postgres_url(location) else SQLITE
+
+
 def is_missing_table(error: BaseException) -> bool:
     """Whether `error` says a table does not exist (yet): a reader ahead of the writer that makes it."""
     return any(dialect.is_missing_table(error) for dialect in DIALECTS)
 
 
 def open_storage(
-    location: str | Path, *, read_only: bool = False, tables: Callable[[Dialect], str] | None = None
+    location: str | Path,
+    *,
+    read_only: bool = False,
+    tables: Callable[[Dialect], str] | None = None,
+    on_lost: Callable[[BaseException], None] | None = None,
 ) -> Storage:
     """The storage at `location`: a PostgreSQL server for a `postgresql://` URL, else an SQLite file
     (checked against the tables its user keeps there, `tables(SQLITE)`, before it is written to:
-    see `SQLiteStorage`).
+    see `SQLiteStorage`). `on_lost` is called once when a server's session ends unasked (see
+    `Storage.on_lost`).
 
     Raises:
         FileNotFoundError: `read_only` and there is no SQLite file at `location`.
         StorageUnavailableError: the PostgreSQL server cannot be reached or refuses the connection.
     """
     if is_postgres_url(location):
-        return PostgresStorage(str(location), read_only=read_only)
+        return PostgresStorage(str(location), read_only=read_only, on_lost=on_lost)
     return SQLiteStorage(location, read_only=read_only, tables=None if tables is None else tables(SQLITE))
 
 

@@ -35,6 +35,7 @@ import contextlib
 import functools
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
@@ -43,7 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import StorageSessionLostError, StorageUnavailableError
 from .._postgres_refusal import refusal
-from ._protocol import Dialect, Row, Storage, StorageKind
+from ._protocol import Dialect, LockKey, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
 __all__ = [
@@ -176,11 +177,51 @@ ORDER_LOCK = 0x41554E0001
 SCHEMA_LOCK = 0x41554E0002
 
 
+#: Whether the caller's own session holds an advisory lock `(classid, objid)`.
+_HOLDS_LOCK = (
+    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
+    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
+)
+#: The sessions that hold an advisory lock `(classid, objid)`.
+_LOCK_HOLDER = (
+    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
+)
+_RENEW_LEASE = (
+    "INSERT INTO aun_leases (worker, until) VALUES (?, clock_timestamp() + make_interval(secs => ?))"
+    " ON CONFLICT (worker) DO UPDATE SET until = excluded.until"
+)
+#: Every worker's journal, in the database they share (`aun_runtime.distributed._journal`): each
+#: table has the `worker` column first; `aun_workers` and `aun_leases` say who the workers are.
+_JOURNAL_TABLES = """
+CREATE TABLE IF NOT EXISTS aun_workers (worker TEXT PRIMARY KEY, lock BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    secret TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_outbox (worker TEXT NOT NULL, aid TEXT NOT NULL, seq BIGINT NOT NULL,
+    event BYTEA NOT NULL, PRIMARY KEY (worker, aid, seq));
+CREATE TABLE IF NOT EXISTS aun_out_streams (worker TEXT NOT NULL, aid TEXT NOT NULL, last_seq BIGINT NOT NULL,
+    PRIMARY KEY (worker, aid));
+CREATE TABLE IF NOT EXISTS aun_in_streams (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
+    through BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid));
+CREATE TABLE IF NOT EXISTS aun_in_handled (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
+    seq BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid, seq));
+CREATE TABLE IF NOT EXISTS aun_leases (worker TEXT PRIMARY KEY, until TIMESTAMPTZ NOT NULL);
+"""
+#: Every service AID's ledger, with the `aid` column first, and each one's secret (`._service_store`).
+_SERVICE_LEDGER_TABLES = """
+CREATE TABLE IF NOT EXISTS svc_claims (aid TEXT NOT NULL, origin TEXT NOT NULL, seq BIGINT NOT NULL,
+    instance TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, at BIGINT NOT NULL, PRIMARY KEY (aid, origin, seq));
+CREATE TABLE IF NOT EXISTS svc_streams (aid TEXT NOT NULL, origin TEXT NOT NULL, through BIGINT NOT NULL,
+    PRIMARY KEY (aid, origin));
+CREATE TABLE IF NOT EXISTS svc_secrets (aid TEXT PRIMARY KEY, secret TEXT NOT NULL);
+"""
+
+
 class PostgresDialect:
     """What PostgreSQL spells its own way. One database is shared by many owners (workers, services),
     so an owner's tables start with the owner's column."""
 
     name: StorageKind = "postgresql"
+    shared = True
 
     # -- any store ----------------------------------------------------------------------------------
 
@@ -226,11 +267,62 @@ class PostgresDialect:
         storage.execute("SELECT pg_advisory_xact_lock(?)", (ORDER_LOCK,))
         storage.execute(_ARCHIVE_INSERT_BATCH, (messages, now, records))
 
+    # -- session locks: session-level advisory locks, and leases in aun_leases -----------------------
+
+    def try_lock(self, db: Storage, key: LockKey) -> bool:
+        return bool(db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0])
+
+    def holds_lock(self, db: Storage, key: LockKey) -> bool:
+        return bool(db.fetch(_HOLDS_LOCK, key))
+
+    def unlock(self, db: Storage, key: LockKey) -> None:
+        db.fetch("SELECT pg_advisory_unlock(?, ?)", key)
+
+    def end_lock_holders(self, db: Storage, key: LockKey) -> str | None:
+        db.execute("SAVEPOINT aun_fence")  # a refusal to end the session must not undo the transaction
+        try:
+            for (pid,) in db.fetch(_LOCK_HOLDER, key):
+                db.fetch("SELECT pg_terminate_backend(?)", (int(pid),))
+        except Exception as exc:  # not allowed to end it (another role)
+            if getattr(exc, "sqlstate", None) is None:
+                raise  # the session itself failed: not the server's answer
+            db.execute("ROLLBACK TO SAVEPOINT aun_fence")
+            return str(exc)
+        db.execute("RELEASE SAVEPOINT aun_fence")
+        return None
+
+    def renew_lease(self, db: Storage, owner: str, seconds: float) -> None:
+        db.execute(_RENEW_LEASE, (owner, seconds))
+
+    def lease_expired(self, db: Storage, owner: str) -> bool:
+        expired = db.fetch("SELECT until < clock_timestamp() FROM aun_leases WHERE worker = ?", (owner,))
+        return bool(expired and expired[0][0])
+
     # -- a worker's journal and outbox ---------------------------------------------------------------
+
+    journal_tables = _JOURNAL_TABLES
+
+    def claim_worker(self, db: Storage, worker: str, lock_class: int, wait: float) -> tuple[int, str] | None:
+        db.execute(
+            "INSERT INTO aun_workers (worker, secret) VALUES (?, ?) ON CONFLICT (worker) DO NOTHING",
+            (worker, secrets.token_hex(32)),
+        )
+        lock, secret = db.fetch("SELECT lock, secret FROM aun_workers WHERE worker = ?", (worker,))[0]
+        deadline = time.monotonic() + wait
+        while not self.try_lock(db, (lock_class, int(lock))):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"another session holds the lock of worker {worker}")
+            time.sleep(0.05)
+        return int(lock), str(secret)
+
+    def checkpoints_by_writer(self, db: Storage, pages: int) -> bool:
+        return False  # the server checkpoints its own log
 
     # -- a service's ledger and liveness -------------------------------------------------------------
 
-    # -- the host's state and election ---------------------------------------------------------------
+    service_ledger_tables = _SERVICE_LEDGER_TABLES
+
+    # -- the host's state and election: the session locks above, and aun_host_state -------------------
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
 

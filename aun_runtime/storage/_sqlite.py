@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from .._errors import StorageUnavailableError
-from ._protocol import Dialect, Row, Storage, StorageKind
+from ._protocol import Dialect, LockKey, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
 __all__ = [
@@ -108,10 +108,31 @@ END;
 _ARCHIVE_INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?, ?)"
 
 
+#: A worker's journal, in its archive file (`aun_runtime.distributed._journal`).
+_JOURNAL_TABLES = """
+CREATE TABLE IF NOT EXISTS aun_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_outbox (aid TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
+    PRIMARY KEY (aid, seq));
+CREATE TABLE IF NOT EXISTS aun_out_streams (aid TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NULL,
+    through INTEGER NOT NULL, PRIMARY KEY (origin, aid));
+CREATE TABLE IF NOT EXISTS aun_in_handled (origin TEXT NOT NULL, aid TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (origin, aid, seq));
+"""
+#: One service AID's ledger file, shared by its instances on this machine (`._service_store`).
+_SERVICE_LEDGER_TABLES = """
+CREATE TABLE IF NOT EXISTS svc_claims (origin TEXT NOT NULL, seq INTEGER NOT NULL, instance TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL, PRIMARY KEY (origin, seq));
+CREATE TABLE IF NOT EXISTS svc_streams (origin TEXT PRIMARY KEY, through INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS svc_instances (instance TEXT PRIMARY KEY, journal TEXT NOT NULL);
+"""
+
+
 class SQLiteDialect:
     """What SQLite spells its own way. A file holds one owner's rows, so no table is scoped."""
 
     name: StorageKind = "sqlite"
+    shared = False
 
     # -- any store ----------------------------------------------------------------------------------
 
@@ -149,11 +170,45 @@ class SQLiteDialect:
     def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
         storage.execute(_ARCHIVE_INSERT_BATCH, (messages, records, now))
 
+    # -- session locks (a file has no sessions: its owner proves life by the file's own lock) ---------
+
+    def _no_sessions(self) -> StorageUnavailableError:
+        return StorageUnavailableError("an SQLite file has no sessions to lock: give a shared database")
+
+    def try_lock(self, db: Storage, key: LockKey) -> bool:
+        raise self._no_sessions()
+
+    def holds_lock(self, db: Storage, key: LockKey) -> bool:
+        raise self._no_sessions()
+
+    def unlock(self, db: Storage, key: LockKey) -> None:
+        raise self._no_sessions()
+
+    def end_lock_holders(self, db: Storage, key: LockKey) -> str | None:
+        raise self._no_sessions()
+
+    def renew_lease(self, db: Storage, owner: str, seconds: float) -> None:
+        raise self._no_sessions()
+
+    def lease_expired(self, db: Storage, owner: str) -> bool:
+        raise self._no_sessions()
+
     # -- a worker's journal and outbox ---------------------------------------------------------------
+
+    journal_tables = _JOURNAL_TABLES
+
+    def claim_worker(self, db: Storage, worker: str, lock_class: int, wait: float) -> tuple[int, str] | None:
+        return None  # the file is this worker's: it keeps its name in aun_meta
+
+    def checkpoints_by_writer(self, db: Storage, pages: int) -> bool:
+        db.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
+        return True
 
     # -- a service's ledger and liveness -------------------------------------------------------------
 
-    # -- the host's state and election ---------------------------------------------------------------
+    service_ledger_tables = _SERVICE_LEDGER_TABLES
+
+    # -- the host's state and election: a file-backed host keeps a JSON file instead ------------------
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
 
@@ -188,6 +243,8 @@ class SQLiteStorage:
 
     kind: StorageKind = "sqlite"
     dialect: Dialect = SQLITE
+    #: Never called: a file has no session that could end.
+    on_lost: Callable[[BaseException], None] | None = None
 
     def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False, tables: str | None = None) -> None:
         self.location = str(path)
@@ -279,6 +336,9 @@ class SQLiteStorage:
                 self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+    def watch(self) -> None:
+        return  # a file has no session to watch
 
     def close(self) -> None:
         self.db.close()
