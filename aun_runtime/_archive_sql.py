@@ -1,9 +1,9 @@
 """The archive's SQL: its view, its reads and writes, and the batch format its inserts read.
 
-`SQLArchiveStore` is the [`ArchiveStore`][aun_runtime._archive_store.ArchiveStore] of an SQL
+`SQLArchiveStore` is the `ArchiveStore` (`aun_runtime._archive_store`) of an SQL
 database. What every database here speaks alike is written once in this module; what one spells
 its own way (the tables' types, the one-statement batch insert, how message rows are numbered, the
-lock that orders records) is asked of the storage's dialect (`aun_runtime.storage`, its `# archive`
+lock that orders records) is asked of the storage's dialect (`aun_runtime.storage`, its `ArchiveSQL`
 members). Apart from the archive's query API and its writing, so that those hold no SQL.
 
 A batch is written by one statement: the JSON of its message rows and of its records, unpacked by

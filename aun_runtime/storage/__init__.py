@@ -23,7 +23,17 @@ from ._postgres import (
     PostgresStorage,
     redacted_url,
 )
-from ._protocol import Dialect, JournalSQL, LockKey, Row, ServiceLedgerSQL, SessionLocks, Storage, StorageKind
+from ._protocol import (
+    ArchiveSQL,
+    Dialect,
+    JournalSQL,
+    LockKey,
+    Row,
+    ServiceLedgerSQL,
+    SessionLocks,
+    Storage,
+    StorageKind,
+)
 from ._scoped_sql import ScopedSQL
 from ._sqlite import (
     SQLITE,
@@ -45,6 +55,7 @@ __all__ = [
     "SQLITE_BUSY_TIMEOUT",
     "SQLITE_SYNCHRONOUS_VARIABLE",
     "STATEMENT_WAIT",
+    "ArchiveSQL",
     "Dialect",
     "JournalSQL",
     "LockKey",

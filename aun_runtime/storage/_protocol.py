@@ -20,7 +20,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ._scoped_sql import ScopedSQL
 
-__all__ = ["Dialect", "JournalSQL", "LockKey", "Row", "ServiceLedgerSQL", "SessionLocks", "Storage", "StorageKind"]
+__all__ = [
+    "ArchiveSQL", "Dialect", "JournalSQL", "LockKey", "Row", "ServiceLedgerSQL", "SessionLocks", "Storage", "StorageKind",
+]
 
 StorageKind = Literal["sqlite", "postgresql"]
 Row = tuple[Any, ...]
@@ -62,6 +64,35 @@ class SessionLocks(Protocol):
         ...
 
 
+class ArchiveSQL(Protocol):
+    """What the archive (`aun_runtime._archive_sql`) asks of a database: its tables, its batch insert
+    in one statement, and how its message rows are numbered."""
+
+    #: Message row numbers an archive takes at a time from `archive_message_rows`, where several
+    #: archives write one database (0: the database has one writer, which numbers them itself).
+    archive_row_block: int
+    #: Whether one `archive_insert_batch` may run alone, as its own transaction (else the archive
+    #: opens one around it).
+    archive_batch_alone: bool
+
+    def archive_tables(self, view: str) -> str:
+        """The archive's table definitions, with `view` as the `archive` view's query."""
+        ...
+
+    def archive_prepare_writer(self, storage: Storage) -> None:
+        """Make what the batch insert needs on the writer's session (after the tables)."""
+        ...
+
+    def archive_message_rows(self, storage: Storage) -> int:
+        """The first message row number the archive may use next (a block of `archive_row_block`)."""
+        ...
+
+    def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
+        """Insert a batch: the JSON arrays of its message rows and of its records (`now`: the time
+        of a record that carries none)."""
+        ...
+
+
 class JournalSQL(Protocol):
     """What a worker's journal (`aun_runtime.distributed._journal`) asks of a database."""
 
@@ -91,7 +122,7 @@ class ServiceLedgerSQL(Protocol):
     service_ledger_tables: str
 
 
-class Dialect(SessionLocks, JournalSQL, ServiceLedgerSQL, Protocol):
+class Dialect(ArchiveSQL, SessionLocks, JournalSQL, ServiceLedgerSQL, Protocol):
     """What differs between the databases a `Storage` may talk to, said once per database."""
 
     #: The database's name, for messages (`"sqlite"`, `"postgresql"`): never a reason to branch.
@@ -113,14 +144,7 @@ class Dialect(SessionLocks, JournalSQL, ServiceLedgerSQL, Protocol):
         (a file of its own), they do not."""
         ...
 
-    # -- the archive (`aun_runtime._archive_sql`) -----------------------------------------------------
-
-    #: Message row numbers an archive takes at a time from `archive_message_rows`, where several
-    #: archives write one database (0: the database has one writer, which numbers them itself).
-    archive_row_block: int
-    #: Whether one `archive_insert_batch` may run alone, as its own transaction (else the archive
-    #: opens one around it).
-    archive_batch_alone: bool
+    # -- any store's tables ------------------------------------------------------------------------
 
     def create_tables(self, storage: Storage, schema: str) -> None:
         """Create the tables of `schema` (this database's definitions) where missing: one creator at
@@ -139,22 +163,7 @@ class Dialect(SessionLocks, JournalSQL, ServiceLedgerSQL, Protocol):
         """
         ...
 
-    def archive_tables(self, view: str) -> str:
-        """The archive's table definitions, with `view` as the `archive` view's query."""
-        ...
-
-    def archive_prepare_writer(self, storage: Storage) -> None:
-        """Make what the batch insert needs on the writer's session (after the tables)."""
-        ...
-
-    def archive_message_rows(self, storage: Storage) -> int:
-        """The first message row number the archive may use next (a block of `archive_row_block`)."""
-        ...
-
-    def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
-        """Insert a batch: the JSON arrays of its message rows and of its records (`now`: the time
-        of a record that carries none)."""
-        ...
+    # -- the archive: its members are in `ArchiveSQL`, which `Dialect` joins ------------------------
 
     # -- a worker's journal and outbox; a service's ledger and liveness; the host election -----------
     # (their members are in `SessionLocks`, `JournalSQL` and `ServiceLedgerSQL`, which `Dialect` joins)
