@@ -31,7 +31,7 @@ import re
 import time
 
 from ._errors import StorageUnavailableError
-from .storage import Storage
+from .storage._protocol import Storage  # not the package: its PostgreSQL dialect imports this module
 
 __all__ = ["MARKER_TABLE", "SCHEMA_NAME", "SCHEMA_VERSION", "claim_schema", "is_marked"]
 

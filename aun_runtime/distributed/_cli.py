@@ -26,10 +26,10 @@ from .._command_errors import address
 from .._metrics import ModelMetrics
 from .._probes import Readiness, serving_probes
 from .._stopping import StopRequest, run_command
-from ..storage import is_postgres_url
+from ..storage import dialect_for
 from ._busy_status import ask_busy
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
-from ._host_election import PostgresHostState
+from ._host_election import ElectedHostState
 from ._host_metrics import host_metrics
 from ._tls import HostTLS, TLSConfig
 from ._worker_serving import first_of, serve_worker
@@ -133,7 +133,7 @@ def _run_host(args: argparse.Namespace) -> int:
     tls = HostTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
 
     async def serve(stop: StopRequest) -> int:
-        if args.state and is_postgres_url(args.state):
+        if args.state and dialect_for(args.state).shared:  # the hosts elect the one that serves
             return await _serve_elected(stop, args, tls)
         host = AUNHost(args.address, tls=tls, state=args.state)  # a state file it cannot use: exit 2
         readiness = Readiness()
@@ -158,7 +158,7 @@ async def _serve_elected(stop: StopRequest, args: argparse.Namespace, tls: HostT
     async with serving_probes(args, readiness, []) as probes:
         readiness.started()
         while True:
-            state = PostgresHostState(args.state)
+            state = ElectedHostState(args.state)
             elected, _ = await stop.unless_stopped(state.elect())
             if not elected:
                 state.close()

@@ -1,10 +1,10 @@
-"""Host state in the shared PostgreSQL database, and the election of the one host that serves.
+"""Host state in a shared database (PostgreSQL), and the election of the one host that serves.
 
 `aun-runtime host --state postgresql://...` keeps what a state file keeps (`._host_state`: worker
 names bound to their secrets' digests, AID ownership, service AIDs, groups) in the table
 `aun_host_state`, one JSON row. Several hosts may be given the same database: each stands by until
-its session takes the hosts' advisory lock (`HOST_LOCK`), and only the host whose session holds it
-serves (binds its port, routes). The server lets go of the lock when that session ends: at once
+its session takes the hosts' lock (`HOST_LOCK`, one of the dialect's `SessionLocks`), and only the
+host whose session holds it serves (binds its port, routes). The server lets go of the lock when that session ends: at once
 when the serving host's process dies, within `SESSION_TIMEOUT` seconds when it is cut off; a
 standby then takes it, reads the state back (everything *away*) and serves, and the workers, given
 every host's address (`--host A,B`), reconnect to it.
@@ -27,11 +27,11 @@ from typing import Any
 from .._archive import create_tables
 from .._errors import DatabaseUnreachableError, StorageSessionLostError
 from .._storage_wait import RETRY_INTERVAL
-from ..storage import PostgresStorage
+from ..storage import Storage, open_storage
 from ._errors import HostStateError
 from ._host_state import STATE_FORMAT, Snapshot, empty_state
 
-__all__ = ["ELECTION_INTERVAL", "HOST_LOCK", "PostgresHostState"]
+__all__ = ["ELECTION_INTERVAL", "HOST_LOCK", "ElectedHostState"]
 
 logger = logging.getLogger("aun_runtime.distributed")
 
@@ -40,23 +40,21 @@ logger = logging.getLogger("aun_runtime.distributed")
 HOST_LOCK = (0x41554F, 1)
 #: Seconds between two tries of a standby host for the lock.
 ELECTION_INTERVAL = 0.5
+#: One JSON row, in SQL that every database speaks.
 _TABLE = "CREATE TABLE IF NOT EXISTS aun_host_state (name TEXT PRIMARY KEY, state TEXT NOT NULL);"
-_HOLDS = (
-    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
-    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
-)
 
 
-class PostgresHostState:
+class ElectedHostState:
     """The state of the hosts that share `url`, held by the one that is elected.
 
     Args:
-        url: the `postgresql://` database the hosts (and, usually, the workers) share.
+        url: the shared database (`postgresql://`) the hosts (and, usually, the workers) share: its
+            dialect's session locks elect the host.
     """
 
     def __init__(self, url: str) -> None:
         self.given = url
-        self._storage: PostgresStorage | None = None
+        self._storage: Storage | None = None
         self.path: Path | str = url
         #: Set once the serving host's session has ended: it must stop serving (it is deposed).
         self.lost = asyncio.Event()
@@ -74,7 +72,7 @@ class PostgresHostState:
         said = False
         while True:
             try:
-                storage = await asyncio.to_thread(PostgresStorage, self.given, on_lost=deposed)
+                storage = await asyncio.to_thread(open_storage, self.given, on_lost=deposed)
             except DatabaseUnreachableError as exc:
                 logger.warning("host: waiting for the database: %s", exc)
                 await asyncio.sleep(RETRY_INTERVAL)
@@ -82,7 +80,7 @@ class PostgresHostState:
             self.path = storage.location
             try:
                 create_tables(storage, _TABLE, _TABLE)  # one creator at a time, in a database that is the runtime's
-                while not storage.fetch("SELECT pg_try_advisory_lock(?, ?)", HOST_LOCK)[0][0]:
+                while not storage.dialect.try_lock(storage, HOST_LOCK):
                     if not said:
                         logger.info("host: standing by: another host serves from %s", storage.location)
                         said = True
@@ -130,7 +128,7 @@ class PostgresHostState:
 
             def write() -> None:
                 with storage.transaction():
-                    if not storage.fetch(_HOLDS, HOST_LOCK):
+                    if not storage.dialect.holds_lock(storage, HOST_LOCK):
                         raise StorageSessionLostError("this host no longer holds the hosts' lock")
                     storage.execute(
                         "INSERT INTO aun_host_state (name, state) VALUES ('host', ?)"

@@ -56,7 +56,7 @@ def empty_state() -> Snapshot:
 
 class HostState(Protocol):
     """Where a host keeps its state: a file (`HostStateFile`) or the shared database
-    (`._host_election.PostgresHostState`)."""
+    (`._host_election.ElectedHostState`)."""
 
     given: str
     loaded: Snapshot

@@ -29,6 +29,9 @@ aun_workers(worker TEXT PRIMARY KEY, lock BIGINT, secret TEXT)  -- proof-of-life
 aun_leases(worker TEXT PRIMARY KEY, until TIMESTAMPTZ)          -- renewed by the worker's event loop
 ```
 
+Each database's definition of these tables, and the statements of the worker's lock and lease,
+are in its dialect (`aun_runtime.storage`: `JournalSQL` and `SessionLocks`).
+
 There, a journal holds a session-level advisory lock `(LIVE_LOCK_CLASS, lock)` on its own session
 for as long as the worker runs: it is the worker's proof of life (the server lets go of it when the
 session ends: the process died, or the server found it cut off), and it fences the worker: every
@@ -47,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import secrets
 import time
 import uuid
 from collections.abc import Callable
@@ -57,36 +59,13 @@ from typing import Any
 
 from .._archive import Archive, MessageRow, PendingRecord, create_tables
 from .._errors import AgentRegistrationError, FencedError
-from ..storage import ScopedSQL, Storage, is_postgres_url
+from ..storage import Storage, dialect_for
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
 __all__ = [
     "DELIVERY", "IDLE_COMMIT_GAP", "LEASE", "LEASE_RENEWAL", "LIVE_LOCK_CLASS", "Commit", "Delivery", "JournalArchive",
 ]
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS aun_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS aun_outbox (aid TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
-    PRIMARY KEY (aid, seq));
-CREATE TABLE IF NOT EXISTS aun_out_streams (aid TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NULL,
-    through INTEGER NOT NULL, PRIMARY KEY (origin, aid));
-CREATE TABLE IF NOT EXISTS aun_in_handled (origin TEXT NOT NULL, aid TEXT NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY (origin, aid, seq));
-"""
-_PG_TABLES = """
-CREATE TABLE IF NOT EXISTS aun_workers (worker TEXT PRIMARY KEY, lock BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-    secret TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS aun_outbox (worker TEXT NOT NULL, aid TEXT NOT NULL, seq BIGINT NOT NULL,
-    event BYTEA NOT NULL, PRIMARY KEY (worker, aid, seq));
-CREATE TABLE IF NOT EXISTS aun_out_streams (worker TEXT NOT NULL, aid TEXT NOT NULL, last_seq BIGINT NOT NULL,
-    PRIMARY KEY (worker, aid));
-CREATE TABLE IF NOT EXISTS aun_in_streams (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
-    through BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid));
-CREATE TABLE IF NOT EXISTS aun_in_handled (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
-    seq BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid, seq));
-CREATE TABLE IF NOT EXISTS aun_leases (worker TEXT PRIMARY KEY, until TIMESTAMPTZ NOT NULL);
-"""
 #: The first key of every worker's proof-of-life advisory lock (the second is its `aun_workers.lock`):
 #: an arbitrary constant that keeps these locks apart from any other use of advisory locks.
 LIVE_LOCK_CLASS = 0x41554E
@@ -100,16 +79,6 @@ LIVE_LOCK_WAIT = 10.0
 LEASE = 5.0
 #: Seconds between two renewals of the lease: four may be missed before it runs out.
 LEASE_RENEWAL = 1.0
-_RENEW_LEASE = (
-    "INSERT INTO aun_leases (worker, until) VALUES (?, clock_timestamp() + make_interval(secs => ?))"
-    " ON CONFLICT (worker) DO UPDATE SET until = excluded.until"
-)
-_HOLDS_LIVE_LOCK = (
-    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
-    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
-)
-
-
 
 #: While deliveries are being handled, seconds between a change and its commit: a busy worker
 #: commits a batch of handlings per transaction (and sends one acknowledgement per sender for it).
@@ -168,20 +137,20 @@ class JournalArchive(Archive):
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         worker: str | None = None,
     ):
-        if is_postgres_url(path) and not worker:
+        if dialect_for(path).shared and not worker:
             raise ValueError(
                 "a worker whose journal is in PostgreSQL needs a name (--name): the database holds many workers' journals"
             )
         super().__init__(path, flush_interval=commit_interval)
-        postgres = self.storage_kind == "postgresql"
-        self._worker_arg = worker if postgres else None
-        self._scope = ScopedSQL("worker" if postgres else None, worker or "")
-        self._writer.read(lambda db: create_tables(db, _TABLES, _PG_TABLES))
+        dialect = self.storage.dialect
+        self._worker_arg = worker if dialect.shared else None
+        self._scope = dialect.scoped("worker", worker or "")
+        self._writer.read(lambda db: create_tables(db, dialect.journal_tables, dialect.journal_tables))
         self.durable = self.path != ":memory:"
-        #: PostgreSQL: this worker's proof-of-life lock id and secret, kept in `aun_workers`.
+        #: A shared database: this worker's proof-of-life lock id and secret, kept in `aun_workers`.
         self.live_lock: int | None = None
         self._secret: str | None = None
-        if worker and postgres:
+        if self._worker_arg is not None:
             try:
                 self._writer.read(self._take_live_lock)
             except BaseException:
@@ -199,9 +168,8 @@ class JournalArchive(Archive):
         self.busy: Callable[[], bool] = lambda: False
         self._last_commit = 0.0  # time.monotonic() of the last commit
         # Checkpoints run beside the loop, not inside one of its commits (see :mod:`._checkpoint`).
-        self._checkpointer = Checkpointer(self.path) if self.durable and not postgres else None
-        if self._checkpointer is not None:
-            self._writer.read(lambda db: db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}"))
+        by_writer = self.durable and self._writer.read(lambda db: dialect.checkpoints_by_writer(db, SAFETY_PAGES))
+        self._checkpointer = Checkpointer(self.path) if by_writer else None
 
     @property
     def storage(self) -> Storage:
@@ -209,37 +177,33 @@ class JournalArchive(Archive):
         return self._writer.storage
 
     def _take_live_lock(self, db: Storage) -> None:
-        db.execute(
-            "INSERT INTO aun_workers (worker, secret) VALUES (?, ?) ON CONFLICT (worker) DO NOTHING",
-            (self._worker_arg, secrets.token_hex(32)),
-        )
-        lock, secret = db.fetch("SELECT lock, secret FROM aun_workers WHERE worker = ?", (self._worker_arg,))[0]
-        deadline = time.monotonic() + LIVE_LOCK_WAIT
-        while not db.fetch("SELECT pg_try_advisory_lock(?, ?)", (LIVE_LOCK_CLASS, int(lock)))[0][0]:
-            if time.monotonic() > deadline:
-                raise AgentRegistrationError(
-                    f"worker {self._worker_arg} already runs in another process: its database session holds"
-                    f" the worker's lock in {self.shown}"
-                )
-            time.sleep(0.05)
-        self.live_lock, self._secret = int(lock), str(secret)
-        db.execute(_RENEW_LEASE, (self._worker_arg, LEASE))
-        watch = getattr(db, "watch", None)
-        if watch is not None:
-            watch()  # a worker cut off from the server learns it even while it commits nothing
+        assert self._worker_arg is not None
+        try:
+            claim = db.dialect.claim_worker(db, self._worker_arg, LIVE_LOCK_CLASS, LIVE_LOCK_WAIT)
+        except TimeoutError:
+            raise AgentRegistrationError(
+                f"worker {self._worker_arg} already runs in another process: its database session holds"
+                f" the worker's lock in {self.shown}"
+            ) from None
+        if claim is None:
+            return
+        self.live_lock, self._secret = claim
+        db.dialect.renew_lease(db, self._worker_arg, LEASE)
+        db.watch()  # a worker cut off from the server learns it even while it commits nothing
 
     def renew_lease(self) -> None:
-        """PostgreSQL: extend this worker's lease by `LEASE` seconds from now. Called by the worker's
+        """A shared database: extend this worker's lease by `LEASE` seconds from now. Called by the worker's
         own event loop, so that a worker whose loop stands still stops renewing it.
 
         Raises:
             StorageSessionLostError: the session has ended (the worker is fenced).
         """
-        if self.live_lock is not None:
-            self._writer.read(lambda db: db.execute(_RENEW_LEASE, (self._worker_arg, LEASE)))
+        worker = self._worker_arg
+        if self.live_lock is not None and worker is not None:
+            self._writer.read(lambda db: db.dialect.renew_lease(db, worker, LEASE))
 
     def secret(self) -> str | None:
-        """PostgreSQL: the worker's secret, kept in the database (None: it is a file beside an SQLite archive)."""
+        """A shared database: the worker's secret, kept there (None: it is a file beside an SQLite archive)."""
         return self._secret
 
     def check_alive(self, db: Storage) -> None:
@@ -250,7 +214,7 @@ class JournalArchive(Archive):
         """
         if self.live_lock is None:
             return
-        if not db.fetch(_HOLDS_LIVE_LOCK, (LIVE_LOCK_CLASS, self.live_lock)):
+        if not db.dialect.holds_lock(db, (LIVE_LOCK_CLASS, self.live_lock)):
             raise FencedError(f"worker {self._worker_arg} no longer holds its lock in {self.shown}: nothing is committed")
 
     def close(self) -> None:
@@ -264,7 +228,7 @@ class JournalArchive(Archive):
         """The worker's name, made once and kept in the file: a restarted worker is the same worker."""
 
         if self._worker_arg is not None:
-            return self._worker_arg  # PostgreSQL: the name was given
+            return self._worker_arg  # a shared database: the name was given
 
         def read_or_make(db: Storage) -> str:
             rows = db.fetch("SELECT value FROM aun_meta WHERE key = 'worker'")

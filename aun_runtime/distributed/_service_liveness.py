@@ -8,8 +8,8 @@ committed. Two proofs, one interface:
   exclusive `flock` on its own lock file beside the ledger; the kernel lets go of it when the
   process ends, SIGKILL included. What a dead instance handled is read from its journal file, whose
   path the ledger records.
-* `PostgresLiveness` (instances on any machines, the ledger in the PostgreSQL database of their
-  journals): each worker's journal session holds the worker's advisory lock (see `._journal`);
+* `SessionLiveness` (instances on any machines, the ledger in the shared database of their
+  journals, PostgreSQL): each worker's journal session holds the worker's advisory lock (see `._journal`);
   the server lets go of it when the session ends: when the process dies, or within
   `SESSION_TIMEOUT` seconds (`aun_runtime.storage._postgres`) once the server finds it cut off. What a dead instance handled is
   read from its journal rows in the same database. A session outlives a process that is frozen
@@ -29,26 +29,21 @@ import contextlib
 import fcntl
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
 from .._errors import AgentRegistrationError
-from ..storage import SQLITE_BUSY_TIMEOUT, Storage
+from ..storage import Storage, open_storage
 from ._journal import LEASE, LIVE_LOCK_CLASS, JournalArchive
 
-__all__ = ["FENCE_WAIT", "LOCK_WAIT", "FileLiveness", "Liveness", "PostgresLiveness"]
+__all__ = ["FENCE_WAIT", "LOCK_WAIT", "FileLiveness", "Liveness", "SessionLiveness"]
 
 logger = logging.getLogger("aun_runtime.distributed")
 
 #: Seconds an instance that ended another's session (its lease ran out) waits for the lock to come free.
 FENCE_WAIT = 2.0
-_LOCK_HOLDER = (
-    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
-)
 
 #: Seconds an instance waits for its own lock file at start (another instance may hold it for a
 #: moment while it checks whether this one is dead); past it, another process runs this instance.
@@ -57,6 +52,10 @@ LOCK_WAIT = 10.0
 
 class Liveness(Protocol):
     """How a ledger tells a dead instance from a live one, and what a dead one handled."""
+
+    def join(self, db: Storage) -> None:
+        """Inside the ledger's first transaction: record what the other instances need to judge this one."""
+        ...
 
     def if_dead(self, db: Storage, instance: str) -> contextlib.AbstractContextManager[bool]:
         """True while held (and `instance` kept from starting meanwhile) if it is not running."""
@@ -82,8 +81,10 @@ class FileLiveness:
         AgentRegistrationError: another process runs this instance (its lock stays taken).
     """
 
-    def __init__(self, ledger: Path, instance: str, aid: str) -> None:
+    def __init__(self, ledger: Path, instance: str, aid: str, journal: str | Path) -> None:
         self._ledger = ledger
+        self._instance = instance
+        self._journal = str(Path(journal).resolve())
         self._lock: IO[str] | None = open(self._lock_path(instance), "a+")  # noqa: SIM115 - held until close
         deadline = time.monotonic() + LOCK_WAIT
         while True:
@@ -101,6 +102,13 @@ class FileLiveness:
 
     def _lock_path(self, instance: str) -> str:
         return f"{self._ledger}.{instance}.lock"
+
+    def join(self, db: Storage) -> None:
+        db.execute(
+            "INSERT INTO svc_instances (instance, journal) VALUES (?, ?)"
+            " ON CONFLICT (instance) DO UPDATE SET journal = excluded.journal",
+            (self._instance, self._journal),
+        )
 
     @contextlib.contextmanager
     def if_dead(self, db: Storage, instance: str) -> Iterator[bool]:
@@ -123,16 +131,18 @@ class FileLiveness:
         rows = db.fetch("SELECT journal FROM svc_instances WHERE instance = ?", (instance,))
         if not rows or not os.path.exists(rows[0][0]):
             return False
-        journal = sqlite3.connect(rows[0][0], timeout=SQLITE_BUSY_TIMEOUT)
+        journal = open_storage(rows[0][0])
         try:
-            found = journal.execute(
+            found = journal.fetch(
                 "SELECT 1 FROM aun_in_handled WHERE origin = ? AND aid = ? AND seq = ?", (origin, aid, seq)
-            ).fetchone()
-        except sqlite3.OperationalError:
-            return False  # no such table: it never handled a service delivery
+            )
+        except Exception as exc:
+            if journal.dialect.is_missing_table(exc):
+                return False  # it never handled a service delivery
+            raise
         finally:
             journal.close()
-        return found is not None
+        return bool(found)
 
     def check_alive(self, db: Storage) -> None:
         return  # the lock is a file this process holds until it ends
@@ -143,11 +153,14 @@ class FileLiveness:
             self._lock = None
 
 
-class PostgresLiveness:
-    """Advisory locks held by the instances' journal sessions: instances on any machines."""
+class SessionLiveness:
+    """Locks held by the instances' journal sessions in a shared database: instances on any machines."""
 
     def __init__(self, journal: JournalArchive) -> None:
         self._journal = journal
+
+    def join(self, db: Storage) -> None:
+        return  # the journal registered the worker and holds its lock
 
     @contextlib.contextmanager
     def if_dead(self, db: Storage, instance: str) -> Iterator[bool]:
@@ -156,45 +169,38 @@ class PostgresLiveness:
             yield True  # never started with this database: nothing of it can commit
             return
         key = (LIVE_LOCK_CLASS, int(rows[0][0]))
-        if not db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0] and not self._fence(db, instance, key):
+        if not db.dialect.try_lock(db, key) and not self._fence(db, instance, key):
             yield False
             return
         try:
             yield True
         finally:
-            db.fetch("SELECT pg_advisory_unlock(?, ?)", key)
+            db.dialect.unlock(db, key)
 
     def _fence(self, db: Storage, instance: str, key: tuple[int, int]) -> bool:
         """`instance`'s session holds its lock: if its lease has run out, end that session and take
         the lock (True). Its process may still run (frozen, its event loop blocked): whatever it
         does next fails with its session, and it rejoins."""
-        expired = db.fetch("SELECT until < clock_timestamp() FROM aun_leases WHERE worker = ?", (instance,))
-        if not expired or not expired[0][0]:
+        if not db.dialect.lease_expired(db, instance):
             return False  # renewed in time (or never leased: a worker without leases is not judged by one)
-        db.execute("SAVEPOINT aun_fence")  # a refusal to end the session must not undo the transaction
-        try:
-            for (pid,) in db.fetch(_LOCK_HOLDER, key):
-                db.fetch("SELECT pg_terminate_backend(?)", (int(pid),))
-        except Exception as exc:  # not allowed to end it (another role): it keeps its claims
-            if getattr(exc, "sqlstate", None) is None:
-                raise  # the session itself failed
-            db.execute("ROLLBACK TO SAVEPOINT aun_fence")
-            logger.warning("instance %s: its lease ran out, but its session cannot be ended: %s", instance, exc)
+        refused = db.dialect.end_lock_holders(db, key)
+        if refused is not None:  # not allowed to end it (another role): it keeps its claims
+            logger.warning("instance %s: its lease ran out, but its session cannot be ended: %s", instance, refused)
             return False
-        db.execute("RELEASE SAVEPOINT aun_fence")
         deadline = time.monotonic() + FENCE_WAIT
         while time.monotonic() < deadline:  # the session's end lets go of the lock a moment later
-            if db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0]:
+            if db.dialect.try_lock(db, key):
                 logger.warning("instance %s renewed no lease for %g s: its session is ended and it is fenced", instance, LEASE)
                 return True
             time.sleep(0.01)
         return False
 
     def handled_by(self, db: Storage, instance: str, aid: str, origin: str, seq: int) -> bool:
+        scope = db.dialect.scoped("worker", instance)
         return bool(
             db.fetch(
-                "SELECT 1 FROM aun_in_handled WHERE worker = ? AND origin = ? AND aid = ? AND seq = ?",
-                (instance, origin, aid, seq),
+                scope.sql("SELECT 1 FROM aun_in_handled WHERE {where}origin = ? AND aid = ? AND seq = ?"),
+                (*scope.args, origin, aid, seq),
             )
         )
 
@@ -203,4 +209,3 @@ class PostgresLiveness:
 
     def close(self) -> None:
         return  # the lock is the journal's: it goes when the journal's session ends
-

@@ -32,7 +32,7 @@ svc_instances(instance TEXT PRIMARY KEY, journal TEXT)  -- where each instance's
 ```
 
 **Across machines** the ledger is in the PostgreSQL database that holds the instances' journals
-(`PostgresLiveness`): the same tables with an `aid` column first (one database, every service
+(`SessionLiveness`): the same tables with an `aid` column first (one database, every service
 AID), and `svc_secrets(aid, secret)`. Proof of death is then a worker's session-level advisory
 lock (held by its journal's session, see `._journal`): an instance whose lock can be taken has no
 session any more, so none of its commits can still come, and its claims are settled from its
@@ -55,10 +55,10 @@ from pathlib import Path
 from protocols.aun import QUEUE_ROUTINGS
 
 from .._archive import create_tables
-from ..storage import ScopedSQL, SQLiteStorage, Storage, is_postgres_url
+from ..storage import Storage, dialect_for, open_storage
 from ._identity import worker_secret
 from ._journal import JournalArchive
-from ._service_liveness import FileLiveness, Liveness, PostgresLiveness
+from ._service_liveness import FileLiveness, Liveness, SessionLiveness
 
 __all__ = [
     "LEDGER_KEEP",
@@ -78,19 +78,6 @@ POLICIES = QUEUE_ROUTINGS
 #: Done claims kept per sending worker below its handled-through position (older ones are pruned:
 #: the position alone says they were handled). Bounds the ledger.
 LEDGER_KEEP = 10_000
-_TABLES = """
-CREATE TABLE IF NOT EXISTS svc_claims (origin TEXT NOT NULL, seq INTEGER NOT NULL, instance TEXT NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL, PRIMARY KEY (origin, seq));
-CREATE TABLE IF NOT EXISTS svc_streams (origin TEXT PRIMARY KEY, through INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS svc_instances (instance TEXT PRIMARY KEY, journal TEXT NOT NULL);
-"""
-_PG_TABLES = """
-CREATE TABLE IF NOT EXISTS svc_claims (aid TEXT NOT NULL, origin TEXT NOT NULL, seq BIGINT NOT NULL,
-    instance TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, at BIGINT NOT NULL, PRIMARY KEY (aid, origin, seq));
-CREATE TABLE IF NOT EXISTS svc_streams (aid TEXT NOT NULL, origin TEXT NOT NULL, through BIGINT NOT NULL,
-    PRIMARY KEY (aid, origin));
-CREATE TABLE IF NOT EXISTS svc_secrets (aid TEXT PRIMARY KEY, secret TEXT NOT NULL);
-"""
 
 
 class Claim(enum.Enum):
@@ -120,11 +107,12 @@ class ServiceLedger:
     Args:
         storage: the ledger's database (on PostgreSQL: the journal's own session).
         liveness: how a dead instance is told from a live one.
-        postgres: the tables carry the `aid` column (one database for every service AID).
         instance: this worker's name.
         journal: this worker's journal.
         aid: the service AID.
         secret: what every instance presents to the host to hold the AID.
+        owns_storage: the ledger closes `storage` when it closes (a file of its own, not the
+            journal's session).
     """
 
     def __init__(
@@ -136,6 +124,7 @@ class ServiceLedger:
         journal: JournalArchive,
         aid: str,
         secret: str,
+        owns_storage: bool,
     ) -> None:
         self.aid = aid
         self.instance = instance
@@ -144,16 +133,11 @@ class ServiceLedger:
         self._db = storage
         self._liveness = liveness
         self._journal = journal
-        self._owns_storage = storage.kind == "sqlite"
-        self._scope = ScopedSQL("aid" if storage.kind == "postgresql" else None, aid)
+        self._owns_storage = owns_storage
+        self._scope = storage.dialect.scoped("aid", aid)
         self._open = True
-        if storage.kind == "sqlite":
-            with self._transaction() as db:
-                db.execute(
-                    "INSERT INTO svc_instances (instance, journal) VALUES (?, ?)"
-                    " ON CONFLICT (instance) DO UPDATE SET journal = excluded.journal",
-                    (instance, str(Path(journal.path).resolve())),
-                )
+        with self._transaction() as db:
+            liveness.join(db)
         self.settle(self._handled_here)
 
     def _handled_here(self, origin: str, seq: int) -> bool:
@@ -366,21 +350,24 @@ def open_ledger(location: str | Path | None, *, aid: str, instance: str, journal
         ValueError: a PostgreSQL ledger for a journal that is not in that database.
         AgentRegistrationError: another process runs this instance.
     """
-    if journal.storage_kind == "postgresql":
+    storage = journal.storage
+    if storage.dialect.shared:
         if location is not None and str(location) != journal.path:
             raise ValueError(
                 f"service {aid}: the service ledger must be in the database of the worker's archive:"
                 " a handling and its claim are committed on one session"
             )
-        storage = journal.storage
-        create_tables(storage, _TABLES, _PG_TABLES)
+        create_tables(storage, storage.dialect.service_ledger_tables, storage.dialect.service_ledger_tables)
         storage.execute(
             "INSERT INTO svc_secrets (aid, secret) VALUES (?, ?) ON CONFLICT (aid) DO NOTHING",
             (aid, secrets.token_hex(32)),
         )
         secret = str(storage.fetch("SELECT secret FROM svc_secrets WHERE aid = ?", (aid,))[0][0])
-        return ServiceLedger(storage, PostgresLiveness(journal), instance=instance, journal=journal, aid=aid, secret=secret)
-    if is_postgres_url(str(location or "")):
+        return ServiceLedger(
+            storage, SessionLiveness(journal), instance=instance, journal=journal, aid=aid, secret=secret,
+            owns_storage=False,
+        )
+    if dialect_for(str(location or "")).shared:
         raise ValueError(
             f"service {aid}: a PostgreSQL service ledger needs the worker's archive in the same database"
             " (--archive postgresql://...): the ledger settles a dead instance's claims from its journal there"
@@ -388,13 +375,14 @@ def open_ledger(location: str | Path | None, *, aid: str, instance: str, journal
     directory = Path(location) if location is not None else Path(journal.path).parent
     path = ledger_path(directory, aid)
     path.parent.mkdir(parents=True, exist_ok=True)
-    liveness = FileLiveness(path, instance, aid)
+    liveness = FileLiveness(path, instance, aid, journal.path)
     try:
-        storage = SQLiteStorage(path)
-        storage.script(_TABLES)
+        ledger_storage = open_storage(path)
+        ledger_storage.script(ledger_storage.dialect.service_ledger_tables)
     except BaseException:
         liveness.close()
         raise
     return ServiceLedger(
-        storage, liveness, instance=instance, journal=journal, aid=aid, secret=worker_secret(path)
+        ledger_storage, liveness, instance=instance, journal=journal, aid=aid, secret=worker_secret(path),
+        owns_storage=True,
     )

@@ -71,7 +71,6 @@ from .._intervention import PublishInterventions, begin_publish, detached
 from .._mailbox import MailboxOptions
 from .._no_rpc import RefusesRPC
 from .._topics import INBOX_PREFIX
-from ..storage import PostgresStorage
 from ._acks import Acknowledger
 from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
@@ -203,9 +202,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         #: committed, so this runtime must stop (`aun-runtime worker` then rejoins with a new one).
         self.session_lost = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        storage = self.archive.storage
-        if isinstance(storage, PostgresStorage):
-            storage.on_lost = self._database_lost
+        self.archive.storage.on_lost = self._database_lost  # a server's session; a file's is never lost
         if not valid_worker_name(self.name):
             raise ValueError(
                 f"worker name {self.name!r}: 1-{MAX_WORKER_NAME_LENGTH} letters, digits, '_', '-' or '.'"

@@ -13,7 +13,7 @@ own way, so that the stores never ask which database they talk to. Two implement
 anything else an SQLite file. What a new database touches is listed in docs/where-things-live.md.
 """
 
-from ._open import DIALECTS, POSTGRES_SCHEMES, is_missing_table, is_postgres_url, open_storage
+from ._open import DIALECTS, POSTGRES_SCHEMES, dialect_for, is_missing_table, is_postgres_url, open_storage
 from ._postgres import (
     CONNECT_TIMEOUT,
     POSTGRESQL,
@@ -23,7 +23,17 @@ from ._postgres import (
     PostgresStorage,
     redacted_url,
 )
-from ._protocol import Dialect, Row, Storage, StorageKind
+from ._protocol import (
+    ArchiveSQL,
+    Dialect,
+    JournalSQL,
+    LockKey,
+    Row,
+    ServiceLedgerSQL,
+    SessionLocks,
+    Storage,
+    StorageKind,
+)
 from ._scoped_sql import ScopedSQL
 from ._sqlite import (
     SQLITE,
@@ -45,16 +55,22 @@ __all__ = [
     "SQLITE_BUSY_TIMEOUT",
     "SQLITE_SYNCHRONOUS_VARIABLE",
     "STATEMENT_WAIT",
+    "ArchiveSQL",
     "Dialect",
+    "JournalSQL",
+    "LockKey",
     "PostgresDialect",
     "PostgresStorage",
     "Row",
     "SQLiteDialect",
     "SQLiteStorage",
     "ScopedSQL",
+    "ServiceLedgerSQL",
+    "SessionLocks",
     "Storage",
     "StorageKind",
     "check_sqlite_tables",
+    "dialect_for",
     "is_missing_table",
     "is_postgres_url",
     "open_storage",

@@ -35,6 +35,7 @@ import contextlib
 import functools
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
@@ -43,7 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import StorageSessionLostError, StorageUnavailableError
 from .._postgres_refusal import refusal
-from ._protocol import Dialect, Row, Storage, StorageKind
+from ._protocol import Dialect, LockKey, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
 __all__ = [
@@ -110,12 +111,117 @@ def redacted_url(url: str) -> str:
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
+# -- the archive's tables and batch insert, as PostgreSQL spells them (see aun_runtime._archive_sql) -
+
+# The same tables as in SQLite, shared by the workers of several machines. Message rows are numbered
+# by the archives themselves, as in SQLite, from blocks of `MESSAGE_ROW_BLOCK` numbers each archive
+# takes from a sequence, so that two workers never give two messages one number.
+_ARCHIVE_TABLES = """
+CREATE TABLE IF NOT EXISTS messages (
+    id BIGINT PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
+    to_aid TEXT,
+    group_id TEXT,
+    thread TEXT,
+    in_reply_to TEXT,
+    created_at BIGINT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS message_row_blocks INCREMENT BY 4096;
+CREATE TABLE IF NOT EXISTS records (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message BIGINT,
+    text TEXT,
+    recorded_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE OR REPLACE VIEW archive AS
+{view}CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at BIGINT NOT NULL
+);
+"""
+#: Message row numbers an archive on PostgreSQL takes at a time (the sequence's increment): one
+#: round trip to the server per 4,096 messages; numbers of a block left unused when a worker stops
+#: are merely skipped.
+MESSAGE_ROW_BLOCK = 4096
+# One statement per batch, as in SQLite: the JSON of its message rows and of its records, unpacked
+# by the server. The records keep their order (WITH ORDINALITY), which is the archive's clock.
+_ARCHIVE_INSERT_BATCH = """
+WITH new_messages AS (
+    INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)
+    SELECT (v->>0)::bigint, v->>1, v->>2, v->>3, v->>4, v->>5, v->>6, (v->>7)::bigint, v->>8
+    FROM json_array_elements(?::json) AS v
+)
+INSERT INTO records (owner, kind, reason, message, text, recorded_at)
+SELECT v->>0, v->>1, v->>2, (v->>3)::bigint, v->>4,
+       CASE WHEN (v->>5)::bigint > 0 THEN (v->>5)::bigint ELSE ?::bigint END
+FROM json_array_elements(?::json) WITH ORDINALITY AS t(v, n) ORDER BY n
+"""
+#: Advisory lock keys (arbitrary constants, one per purpose, the same in every worker). Records get
+#: their ids as they are inserted, so two workers committing at once could make a record with a
+#: lower id visible after one with a higher id, and a reader following the archive by id would skip
+#: it: every write transaction takes `ORDER_LOCK` first, which makes ids commit in order (the
+#: transactions are short: one statement, or a journal's commit). `SCHEMA_LOCK` keeps workers that
+#: start together from creating the tables at the same time (PostgreSQL's IF NOT EXISTS is not
+#: safe against that).
+ORDER_LOCK = 0x41554E0001
+SCHEMA_LOCK = 0x41554E0002
+
+
+#: Whether the caller's own session holds an advisory lock `(classid, objid)`.
+_HOLDS_LOCK = (
+    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
+    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
+)
+#: The sessions that hold an advisory lock `(classid, objid)`.
+_LOCK_HOLDER = (
+    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 2"
+)
+_RENEW_LEASE = (
+    "INSERT INTO aun_leases (worker, until) VALUES (?, clock_timestamp() + make_interval(secs => ?))"
+    " ON CONFLICT (worker) DO UPDATE SET until = excluded.until"
+)
+#: Every worker's journal, in the database they share (`aun_runtime.distributed._journal`): each
+#: table has the `worker` column first; `aun_workers` and `aun_leases` say who the workers are.
+_JOURNAL_TABLES = """
+CREATE TABLE IF NOT EXISTS aun_workers (worker TEXT PRIMARY KEY, lock BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    secret TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_outbox (worker TEXT NOT NULL, aid TEXT NOT NULL, seq BIGINT NOT NULL,
+    event BYTEA NOT NULL, PRIMARY KEY (worker, aid, seq));
+CREATE TABLE IF NOT EXISTS aun_out_streams (worker TEXT NOT NULL, aid TEXT NOT NULL, last_seq BIGINT NOT NULL,
+    PRIMARY KEY (worker, aid));
+CREATE TABLE IF NOT EXISTS aun_in_streams (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
+    through BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid));
+CREATE TABLE IF NOT EXISTS aun_in_handled (worker TEXT NOT NULL, origin TEXT NOT NULL, aid TEXT NOT NULL,
+    seq BIGINT NOT NULL, PRIMARY KEY (worker, origin, aid, seq));
+CREATE TABLE IF NOT EXISTS aun_leases (worker TEXT PRIMARY KEY, until TIMESTAMPTZ NOT NULL);
+"""
+#: Every service AID's ledger, with the `aid` column first, and each one's secret (`._service_store`).
+_SERVICE_LEDGER_TABLES = """
+CREATE TABLE IF NOT EXISTS svc_claims (aid TEXT NOT NULL, origin TEXT NOT NULL, seq BIGINT NOT NULL,
+    instance TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, at BIGINT NOT NULL, PRIMARY KEY (aid, origin, seq));
+CREATE TABLE IF NOT EXISTS svc_streams (aid TEXT NOT NULL, origin TEXT NOT NULL, through BIGINT NOT NULL,
+    PRIMARY KEY (aid, origin));
+CREATE TABLE IF NOT EXISTS svc_secrets (aid TEXT PRIMARY KEY, secret TEXT NOT NULL);
+"""
+
 
 class PostgresDialect:
     """What PostgreSQL spells its own way. One database is shared by many owners (workers, services),
     so an owner's tables start with the owner's column."""
 
     name: StorageKind = "postgresql"
+    shared = True
 
     # -- any store ----------------------------------------------------------------------------------
 
@@ -127,11 +233,96 @@ class PostgresDialect:
 
     # -- the archive ----------------------------------------------------------------------------------
 
+    archive_row_block = MESSAGE_ROW_BLOCK
+    #: The batch insert takes `ORDER_LOCK` first, which holds only inside a transaction.
+    archive_batch_alone = False
+
+    def create_tables(self, storage: Storage, schema: str) -> None:
+        # Any store's tables, one creator at a time; a database whose tables are not the runtime's
+        # is refused, untouched (the mark: aun_runtime._schema_marker).
+        from .._schema_marker import claim_schema
+
+        with storage.transaction():
+            storage.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+            claim_schema(storage, schema)
+            storage.script(schema)
+
+    def check_tables(self, storage: Storage, schema: str) -> None:
+        # No mark and no tables: nothing is written yet, which a reader waits for.
+        from .._schema_marker import is_marked
+
+        is_marked(storage, schema)
+
+    def archive_tables(self, view: str) -> str:
+        return _ARCHIVE_TABLES.replace("{view}", view)
+
+    def archive_prepare_writer(self, storage: Storage) -> None:
+        pass  # the batch insert is one plain statement
+
+    def archive_message_rows(self, storage: Storage) -> int:
+        return int(storage.fetch("SELECT nextval('message_row_blocks')")[0][0])
+
+    def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
+        # Inside the caller's transaction: the lock that makes record ids commit in order.
+        storage.execute("SELECT pg_advisory_xact_lock(?)", (ORDER_LOCK,))
+        storage.execute(_ARCHIVE_INSERT_BATCH, (messages, now, records))
+
+    # -- session locks: session-level advisory locks, and leases in aun_leases -----------------------
+
+    def try_lock(self, db: Storage, key: LockKey) -> bool:
+        return bool(db.fetch("SELECT pg_try_advisory_lock(?, ?)", key)[0][0])
+
+    def holds_lock(self, db: Storage, key: LockKey) -> bool:
+        return bool(db.fetch(_HOLDS_LOCK, key))
+
+    def unlock(self, db: Storage, key: LockKey) -> None:
+        db.fetch("SELECT pg_advisory_unlock(?, ?)", key)
+
+    def end_lock_holders(self, db: Storage, key: LockKey) -> str | None:
+        db.execute("SAVEPOINT aun_fence")  # a refusal to end the session must not undo the transaction
+        try:
+            for (pid,) in db.fetch(_LOCK_HOLDER, key):
+                db.fetch("SELECT pg_terminate_backend(?)", (int(pid),))
+        except Exception as exc:  # not allowed to end it (another role)
+            if getattr(exc, "sqlstate", None) is None:
+                raise  # the session itself failed: not the server's answer
+            db.execute("ROLLBACK TO SAVEPOINT aun_fence")
+            return str(exc)
+        db.execute("RELEASE SAVEPOINT aun_fence")
+        return None
+
+    def renew_lease(self, db: Storage, owner: str, seconds: float) -> None:
+        db.execute(_RENEW_LEASE, (owner, seconds))
+
+    def lease_expired(self, db: Storage, owner: str) -> bool:
+        expired = db.fetch("SELECT until < clock_timestamp() FROM aun_leases WHERE worker = ?", (owner,))
+        return bool(expired and expired[0][0])
+
     # -- a worker's journal and outbox ---------------------------------------------------------------
+
+    journal_tables = _JOURNAL_TABLES
+
+    def claim_worker(self, db: Storage, worker: str, lock_class: int, wait: float) -> tuple[int, str] | None:
+        db.execute(
+            "INSERT INTO aun_workers (worker, secret) VALUES (?, ?) ON CONFLICT (worker) DO NOTHING",
+            (worker, secrets.token_hex(32)),
+        )
+        lock, secret = db.fetch("SELECT lock, secret FROM aun_workers WHERE worker = ?", (worker,))[0]
+        deadline = time.monotonic() + wait
+        while not self.try_lock(db, (lock_class, int(lock))):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"another session holds the lock of worker {worker}")
+            time.sleep(0.05)
+        return int(lock), str(secret)
+
+    def checkpoints_by_writer(self, db: Storage, pages: int) -> bool:
+        return False  # the server checkpoints its own log
 
     # -- a service's ledger and liveness -------------------------------------------------------------
 
-    # -- the host's state and election ---------------------------------------------------------------
+    service_ledger_tables = _SERVICE_LEDGER_TABLES
+
+    # -- the host's state and election: the session locks above, and aun_host_state -------------------
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
 

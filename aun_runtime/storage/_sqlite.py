@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from .._errors import StorageUnavailableError
-from ._protocol import Dialect, Row, Storage, StorageKind
+from ._protocol import Dialect, LockKey, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
 __all__ = [
@@ -57,11 +57,82 @@ def open_wal(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={chosen.upper()}")
 
+# -- the archive's tables and batch insert, as SQLite spells them (see aun_runtime._archive_sql) -----
+
+_ARCHIVE_TABLES = """
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    from_aid TEXT NOT NULL,
+    to_aid TEXT,
+    group_id TEXT,
+    thread TEXT,
+    in_reply_to TEXT,
+    created_at INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT,
+    message INTEGER REFERENCES messages(id),
+    text TEXT,
+    recorded_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_owner ON records(owner, id);
+CREATE VIEW IF NOT EXISTS archive AS
+{view}CREATE TABLE IF NOT EXISTS agents (
+    aid TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    description TEXT NOT NULL,
+    card TEXT,
+    registered_at INTEGER NOT NULL
+);
+"""
+# A batch is written by one statement: the JSON of its message rows and of its records inserted into
+# a view (of the writer's session only) whose trigger fills both tables.
+_ARCHIVE_BATCH_VIEW = """
+CREATE TEMP VIEW IF NOT EXISTS archive_batch (messages, records, now) AS SELECT NULL, NULL, NULL;
+CREATE TEMP TRIGGER IF NOT EXISTS archive_batch_insert INSTEAD OF INSERT ON archive_batch BEGIN
+    INSERT INTO messages (id, message_id, from_aid, to_aid, group_id, thread, in_reply_to, created_at, body)
+    SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8
+    FROM json_each(NEW.messages) ORDER BY key;
+    INSERT INTO records (owner, kind, reason, message, text, recorded_at)
+    SELECT value->>0, value->>1, value->>2, value->>3, value->>4,
+           CASE WHEN value->>5 > 0 THEN value->>5 ELSE NEW.now END
+    FROM json_each(NEW.records) ORDER BY key;
+END;
+"""
+_ARCHIVE_INSERT_BATCH = "INSERT INTO archive_batch (messages, records, now) VALUES (?, ?, ?)"
+
+
+#: A worker's journal, in its archive file (`aun_runtime.distributed._journal`).
+_JOURNAL_TABLES = """
+CREATE TABLE IF NOT EXISTS aun_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_outbox (aid TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
+    PRIMARY KEY (aid, seq));
+CREATE TABLE IF NOT EXISTS aun_out_streams (aid TEXT PRIMARY KEY, last_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS aun_in_streams (origin TEXT NOT NULL, aid TEXT NOT NULL,
+    through INTEGER NOT NULL, PRIMARY KEY (origin, aid));
+CREATE TABLE IF NOT EXISTS aun_in_handled (origin TEXT NOT NULL, aid TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (origin, aid, seq));
+"""
+#: One service AID's ledger file, shared by its instances on this machine (`._service_store`).
+_SERVICE_LEDGER_TABLES = """
+CREATE TABLE IF NOT EXISTS svc_claims (origin TEXT NOT NULL, seq INTEGER NOT NULL, instance TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL, PRIMARY KEY (origin, seq));
+CREATE TABLE IF NOT EXISTS svc_streams (origin TEXT PRIMARY KEY, through INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS svc_instances (instance TEXT PRIMARY KEY, journal TEXT NOT NULL);
+"""
+
 
 class SQLiteDialect:
     """What SQLite spells its own way. A file holds one owner's rows, so no table is scoped."""
 
     name: StorageKind = "sqlite"
+    shared = False
 
     # -- any store ----------------------------------------------------------------------------------
 
@@ -73,11 +144,71 @@ class SQLiteDialect:
 
     # -- the archive ----------------------------------------------------------------------------------
 
+    #: A file has one writer, which numbers message rows itself from the highest: no blocks.
+    archive_row_block = 0
+    #: The batch insert is one statement, and on a connection in autocommit mode a statement alone
+    #: is a transaction.
+    archive_batch_alone = True
+
+    def create_tables(self, storage: Storage, schema: str) -> None:
+        # Any store's tables. A file whose tables are not ours is refused, untouched.
+        check_sqlite_tables(storage, schema, storage.location)
+        storage.script(schema)
+
+    def check_tables(self, storage: Storage, schema: str) -> None:
+        check_sqlite_tables(storage, schema, storage.location)
+
+    def archive_tables(self, view: str) -> str:
+        return _ARCHIVE_TABLES.replace("{view}", view)
+
+    def archive_prepare_writer(self, storage: Storage) -> None:
+        storage.script(_ARCHIVE_BATCH_VIEW)
+
+    def archive_message_rows(self, storage: Storage) -> int:
+        return int(storage.fetch("SELECT COALESCE(MAX(id), 0) + 1 FROM messages")[0][0])
+
+    def archive_insert_batch(self, storage: Storage, messages: str, records: str, now: int) -> None:
+        storage.execute(_ARCHIVE_INSERT_BATCH, (messages, records, now))
+
+    # -- session locks (a file has no sessions: its owner proves life by the file's own lock) ---------
+
+    def _no_sessions(self) -> StorageUnavailableError:
+        return StorageUnavailableError("an SQLite file has no sessions to lock: give a shared database")
+
+    def try_lock(self, db: Storage, key: LockKey) -> bool:
+        raise self._no_sessions()
+
+    def holds_lock(self, db: Storage, key: LockKey) -> bool:
+        raise self._no_sessions()
+
+    def unlock(self, db: Storage, key: LockKey) -> None:
+        raise self._no_sessions()
+
+    def end_lock_holders(self, db: Storage, key: LockKey) -> str | None:
+        raise self._no_sessions()
+
+    def renew_lease(self, db: Storage, owner: str, seconds: float) -> None:
+        raise self._no_sessions()
+
+    def lease_expired(self, db: Storage, owner: str) -> bool:
+        raise self._no_sessions()
+
     # -- a worker's journal and outbox ---------------------------------------------------------------
+
+    journal_tables = _JOURNAL_TABLES
+
+    def claim_worker(self, db: Storage, worker: str, lock_class: int, wait: float) -> tuple[int, str] | None:
+        return None  # the file is this worker's: it keeps its name in aun_meta
+
+    def checkpoints_by_writer(self, db: Storage, pages: int) -> bool:
+        db.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
+        return True
 
     # -- a service's ledger and liveness -------------------------------------------------------------
 
-    # -- the host's state and election ---------------------------------------------------------------
+    service_ledger_tables = _SERVICE_LEDGER_TABLES
+
+    # -- the host's state and election: a file-backed host keeps a JSON file instead ------------------
 
     # -- agent state, checkpoint, the gateway's store, the network outbox ----------------------------
 
@@ -136,6 +267,8 @@ class SQLiteStorage:
 
     kind: StorageKind = "sqlite"
     dialect: Dialect = SQLITE
+    #: Never called: a file has no session that could end.
+    on_lost: Callable[[BaseException], None] | None = None
 
     def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False, tables: str | None = None) -> None:
         self.location = str(path)
@@ -227,6 +360,9 @@ class SQLiteStorage:
                 self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+    def watch(self) -> None:
+        return  # a file has no session to watch
 
     def close(self) -> None:
         self.db.close()

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from aun_runtime.distributed._errors import HostStateError
-from aun_runtime.distributed._host_election import HOST_LOCK, PostgresHostState
+from aun_runtime.distributed._host_election import HOST_LOCK, ElectedHostState
 from aun_runtime.testing import ExternalPostgres, PostgresServer
 
 
@@ -16,7 +16,7 @@ def _state(workers: dict[str, str]) -> dict[str, dict[str, str]]:
 
 
 async def test_one_host_is_elected_at_a_time_and_the_standby_takes_over_with_the_state(postgres_url: str) -> None:
-    first, second = PostgresHostState(postgres_url), PostgresHostState(postgres_url)
+    first, second = ElectedHostState(postgres_url), ElectedHostState(postgres_url)
     await asyncio.wait_for(first.elect(), 10)
     await first.save(lambda: _state({"w": "digest"}))
     standby = asyncio.ensure_future(second.elect())
@@ -31,7 +31,7 @@ async def test_one_host_is_elected_at_a_time_and_the_standby_takes_over_with_the
 async def test_a_deposed_host_writes_nothing_and_is_told(
     postgres_url: str, postgres_server: ExternalPostgres | PostgresServer
 ) -> None:
-    host = PostgresHostState(postgres_url)
+    host = ElectedHostState(postgres_url)
     await asyncio.wait_for(host.elect(), 10)
     postgres_server.sql(
         "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
@@ -41,7 +41,7 @@ async def test_a_deposed_host_writes_nothing_and_is_told(
         await host.save(lambda: _state({"late": "digest"}))
     await asyncio.wait_for(host.lost.wait(), 5)
     host.close()
-    again = PostgresHostState(postgres_url)
+    again = ElectedHostState(postgres_url)
     await asyncio.wait_for(again.elect(), 10)
     assert "late" not in again.loaded["workers"]
     again.close()
@@ -50,13 +50,13 @@ async def test_a_deposed_host_writes_nothing_and_is_told(
 async def test_a_serving_host_rides_out_a_database_restart_by_standing_by_and_being_elected_again() -> None:
     with PostgresServer(durable=True) as server:
         url = server.url("postgres")
-        host = PostgresHostState(url)
+        host = ElectedHostState(url)
         await asyncio.wait_for(host.elect(), 10)
         await host.save(lambda: _state({"w": "digest"}))
         server.crash()
         await asyncio.wait_for(host.lost.wait(), 10)  # deposed: it must stop serving
         host.close()
-        again = PostgresHostState(url)
+        again = ElectedHostState(url)
         electing = asyncio.ensure_future(again.elect())  # stands by while the database is down
         await asyncio.sleep(2)
         assert not electing.done()
