@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import grpc
 from autogen_core import (
     Agent,
     AgentId,
@@ -70,6 +69,7 @@ from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._returning import ReturningPublishes
 from ._tls import TLSConfig
+from ._worker_link_events import LinkEvents
 from ._worker_receiving import HostMessages
 from ._worker_registration import HostRegistration
 from ._worker_sending import PublishPath
@@ -149,7 +149,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         # Checked first: a handler refused leaves nothing opened behind it.
         interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
         super().__init__(host_address.split(",")[0], tracer_provider=tracer_provider)
-        services_held = ServiceInstances(services or {}, archive)
+        self._services = ServiceInstances(services or {}, archive)  # checked before anything opens
         self.archive = JournalArchive(archive, commit_interval=commit_interval, worker=name)
         self.name = name or self.archive.worker_name()
         #: Set when the journal's database session ended (PostgreSQL): nothing more can be
@@ -169,12 +169,14 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
             self.name,
             tls,
             secret=self.archive.secret() or worker_secret(self.archive.path if self.archive.durable else None),
-            on_message=lambda message: None,  # the reader, set below once the parts it feeds exist
-            on_ready=self._on_ready,
-            on_lost=self._on_lost,
-            on_refused=self._on_refused,
+            # What the link hears goes to parts made below, from what the link gives them (it opens
+            # no session before `start`). Its reader is set as its attribute: no extra call per message.
+            on_message=lambda message: None,
+            on_ready=lambda: self._link_events.on_ready(),
+            on_lost=lambda: self._link_events.on_lost(),
+            on_refused=lambda error: self._link_events.on_refused(error),
         )
-        self.directory = DirectoryView(self._link.directory_call, self._on_held)
+        self.directory = DirectoryView(self._link.directory_call, lambda aid: self._link_events.on_held(aid))
         self._outbox = Outbox(
             self.archive, self._link.send, self.directory.aid_status, window=window, capacity=outbox_capacity
         )
@@ -184,7 +186,6 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         tracer = tracer_provider.get_tracer("aun_runtime.distributed") if tracer_provider else None
         runtime_tracer = RuntimeTracer(tracer_provider, type(self).__name__) if tracer_provider else None
         self._returning = ReturningPublishes()
-        self._services = services_held
         # The delivery path is given what it uses (autogen-ext's registry, subscriptions and agent
         # factory among them) as objects and bound methods: it reads nothing of the worker.
         self._deliveries = DeliveryPath(
@@ -232,11 +233,17 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         self.archive.on_commit = self._receiving.on_commit
         self.archive.busy = lambda: self._deliveries.busy > 0
         self._registration = HostRegistration(self.name, self._link, self.directory, self._services)
+        self._link_events = LinkEvents(
+            self.name,
+            self._link,
+            self.directory,
+            self._registration,
+            outbox=self._outbox,
+            acks=self._acks,
+            returning=self._returning,
+            changed=self._changed,
+        )
         self._progress = asyncio.Event()
-        self._ready_error: BaseException | None = None
-        self._refused = asyncio.Event()
-        self._started = False
-        self._identity_refused = False
         self._timer: asyncio.Task[None] | None = None
 
     def _database_lost(self, error: BaseException) -> None:
@@ -293,16 +300,9 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         self._receiving.closing = False  # started again after a stop: deliveries are handled again
         self._link.start()
         self._timer = asyncio.get_running_loop().create_task(self._tick())
-        refused = asyncio.ensure_future(self._refused.wait())
-        connected = asyncio.ensure_future(self._link.wait_connected(None))
-        try:
-            await asyncio.wait([refused, connected], timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            refused.cancel()
-            connected.cancel()
+        error = await self._link_events.first_session(self.connect_timeout)
         if not self._link.connected:
             await self._shutdown(leave=False)
-            error = self._ready_error or self._link.last_error
             if isinstance(error, AgentRegistrationError | WorkerIdentityError):
                 raise error
             raise HostUnavailableError(
@@ -396,27 +396,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
                 self._changed()
             self._services.mark()  # what a busy ledger refused last time
 
-    # -- connection events -------------------------------------------------------------------------
-
-    async def _on_ready(self) -> None:
-        """A session has its snapshot: register what this worker holds, then resume the streams."""
-        try:
-            await self._registration.register_all(started=self._started)
-        except AgentRegistrationError as exc:  # at start, a conflict is the caller's to fix
-            self._ready_error = exc
-            self._refused.set()
-            raise
-        await self.directory.announce()
-        self.directory.online = True
-        self._started = True
-        if self.held_aids():  # a worker started before its app registers anything says so later
-            self.log_registered()
-        self._outbox.connected = True
-        self._identity_refused = False
-        if self._acks.pending:  # what was handled while the link was down
-            self._acks.flush()
-        self._outbox.restart()
-        self._changed()
+    # -- what it holds ----------------------------------------------------------------------------
 
     def held_aids(self) -> list[str]:
         """The AIDs this worker has registered with the host (its own internal agents left out)."""
@@ -424,32 +404,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
 
     def log_registered(self) -> None:
         """Log one line with the AIDs this worker holds."""
-        held = self.held_aids()
-        logger.info("worker %s: registered %d AIDs: %s", self.name, len(held), ", ".join(held) or "-")
-
-    def _on_refused(self, error: grpc.aio.AioRpcError) -> None:
-        refusal = WorkerIdentityError(f"the host at {self._link.address} refused worker {self.name}: {error.details()}")
-        if not self._started:  # at start, it is the caller's to fix
-            self._ready_error = refusal
-            self._refused.set()
-        elif not self._identity_refused:
-            self._identity_refused = True
-            logger.error("worker %s: %s; it keeps trying", self.name, refusal)
-
-    def _on_lost(self) -> None:
-        self._returning.lost()  # best effort: what was on the link will not come back
-        self._outbox.connected = False
-        self.directory.online = False
-        self.directory.mark_all_away()
-        logger.warning("worker %s: lost the host at %s", self.name, self._link.address)
-        self._changed()
-
-    def _on_held(self, aid: str) -> None:
-        kept = self._outbox.kept().get(aid, 0)
-        if kept:
-            logger.info("worker %s: %s is held again; delivering %d kept messages", self.name, aid, kept)
-        self._outbox.restart(aid)
-        self._changed()
+        self._registration.log_held()
 
     # -- registration ------------------------------------------------------------------------------
 

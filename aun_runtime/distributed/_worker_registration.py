@@ -51,6 +51,11 @@ class HostRegistration:
         """The AIDs this worker has registered with the host (its own internal agents left out)."""
         return [t for t in self._types if not t.startswith(WORKER_AGENT_PREFIX)]
 
+    def log_held(self) -> None:
+        """Log one line with the AIDs this worker holds."""
+        held = self.held_aids()
+        logger.info("worker %s: registered %d AIDs: %s", self._worker, len(held), ", ".join(held) or "-")
+
     async def add_type(self, agent_type: str) -> None:
         """Hold `agent_type`: registered now if a session is up, else with the next one."""
         self._types.append(agent_type)
