@@ -74,7 +74,7 @@ from ._worker_receiving import HostMessages
 from ._worker_registration import HostRegistration
 from ._worker_sending import PublishPath
 from ._worker_services import ServiceInstances
-from ._worker_stats import WorkerStats, count_worker, stats_line
+from ._worker_stats import WorkerStats, count_worker, format_stats
 
 __all__ = ["WorkerRuntime", "WorkerStats"]
 
@@ -300,9 +300,10 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         self._receiving.closing = False  # started again after a stop: deliveries are handled again
         self._link.start()
         self._timer = asyncio.get_running_loop().create_task(self._tick())
-        error = await self._link_events.first_session(self.connect_timeout)
+        await self._link_events.first_session(self.connect_timeout)
         if not self._link.connected:
             await self._shutdown(leave=False)
+            error = self._link_events.start_error()
             if isinstance(error, AgentRegistrationError | WorkerIdentityError):
                 raise error
             raise HostUnavailableError(
@@ -382,7 +383,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         return count_worker(self._link, self._outbox, self._inbound, self._deliveries, self._services)
 
     def stats_line(self) -> str:
-        return stats_line(self.stats)
+        return format_stats(self.stats)
 
     async def _tick(self) -> None:
         while True:

@@ -68,9 +68,8 @@ class LinkEvents:
         self._refused = asyncio.Event()
         self._identity_refused = False
 
-    async def first_session(self, timeout: float | None) -> BaseException | None:
-        """Wait up to `timeout` seconds for the link's first session (the link started); None if it is
-        up, else why not (a refusal, or the link's last error, if any)."""
+    async def first_session(self, timeout: float | None) -> None:
+        """Wait up to `timeout` seconds for the link's first session (the link started), or for a refusal."""
         refused = asyncio.ensure_future(self._refused.wait())
         connected = asyncio.ensure_future(self._link.wait_connected(None))
         try:
@@ -78,8 +77,9 @@ class LinkEvents:
         finally:
             refused.cancel()
             connected.cancel()
-        if self._link.connected:
-            return None
+
+    def start_error(self) -> BaseException | None:
+        """Why the first session did not come up: a refusal at start, or the link's last error, if any."""
         return self._ready_error or self._link.last_error
 
     async def on_ready(self) -> None:

@@ -14,7 +14,7 @@ from ._link import HostLink
 from ._outbox import Outbox
 from ._worker_services import ServiceInstances
 
-__all__ = ["WorkerStats", "count_worker", "stats_line"]
+__all__ = ["WorkerStats", "count_worker", "format_stats"]
 
 
 @dataclass
@@ -34,7 +34,7 @@ class WorkerStats:
     kept: int = 0
 
 
-def stats_line(stats: WorkerStats) -> str:
+def format_stats(stats: WorkerStats) -> str:
     """The counters as `name=value` pairs on one line (for the log)."""
     return " ".join(f"{k}={v}" for k, v in asdict(stats).items())
 
