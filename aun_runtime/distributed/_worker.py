@@ -25,6 +25,12 @@ the worker adds under them:
 * **A real idle.** [`idle`][aun_runtime.AUNCore.idle] returns once every message this worker sent to a held AID has been
   handled by its receiver, every plain autogen-ext publish its own agents subscribe to has come
   back and been handled (see `._returning`), and nothing is being handled here.
+
+The class itself is autogen-ext's interface and the lifecycle; each concern is a part it holds:
+what it publishes (`._worker_sending`), what arrives from the host and what a commit lets it
+acknowledge (`._worker_receiving`), what it registers on every session (`._worker_registration`),
+what it does as sessions come and go (`._worker_link_events`), its service AIDs
+(`._worker_services`) and its counters (`._worker_stats`).
 """
 
 from __future__ import annotations
