@@ -69,7 +69,8 @@ class HostLink:
         worker: the worker's name (sent as metadata on every call).
         secret: the secret that proves the name (sent as metadata on every call, nowhere else).
         tls: TLS settings, or None for a plain connection.
-        on_message: called with every message the host sends.
+        on_message: called with every message the host sends (also the attribute `on_message`,
+            which its owner may set once, before `start`, when the reader needs the link to exist).
         on_ready: awaited after the snapshot, before the session counts as connected.
         on_lost: called when a session ends.
         on_refused: called when the host refuses the worker's identity (the link keeps trying).
@@ -93,7 +94,7 @@ class HostLink:
         self._secret = secret
         self.tls = tls
         self._on_refused = on_refused
-        self._on_message = on_message
+        self.on_message = on_message
         self._on_ready = on_ready
         self._on_lost = on_lost
         self._queue: asyncio.Queue[agent_worker_pb2.Message | None] | None = None
@@ -200,7 +201,7 @@ class HostLink:
             if message is grpc.aio.EOF:
                 return
             if message.WhichOneof("message") != "cloudEvent":
-                self._on_message(message)
+                self.on_message(message)
                 continue
             event = message.cloudEvent
             if event.type == BATCH_TYPE:  # the events of a frame, one by one, as if each came alone
@@ -210,7 +211,7 @@ class HostLink:
                 self._on_event(message)
 
     def _on_event(self, message: agent_worker_pb2.Message) -> None:
-        self._on_message(message)
+        self.on_message(message)
         if message.cloudEvent.type == DIRECTORY_TYPE and not self._snapshot.is_set():
             # The session's first directory message is the snapshot; a host that reads frames says so
             # in it (an older host does not, and gets one event per write).
