@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ._command_errors import CommandParser, add_debug_option
 
@@ -44,8 +45,8 @@ class Command:
     actions: Sequence[Command] = ()
 
 
-def _add(chooser: argparse._SubParsersAction[argparse.ArgumentParser], command: Command) -> argparse.ArgumentParser:
-    parser = chooser.add_parser(command.name, help=command.help, description=command.description)
+def _add(chooser: argparse._SubParsersAction[Any], command: Command) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = chooser.add_parser(command.name, help=command.help, description=command.description)
     command.options(parser)
     if command.actions:
         actions = parser.add_subparsers(dest="action", required=True)
