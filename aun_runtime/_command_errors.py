@@ -1,8 +1,8 @@
 """What a command says when something stops it: one line for what a person can fix, a traceback
 only for a bug.
 
-Every `aun-runtime` command (and `python -m aun_runtime.gateway`) runs its entry through
-`report_errors`, so the same kind of failure reads and exits the same way in each:
+Every `aun-runtime` command runs its entry through `report_errors`, so the same kind of failure
+reads and exits the same way in each:
 
 | what stopped it | exit | on stderr |
 |---|---|---|

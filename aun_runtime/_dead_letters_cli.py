@@ -17,16 +17,16 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from ._app import AppRun, load_app
 from ._archive import Archive, ArchiveRecord, RecordKind
+from ._commands import Command
 from ._redrive import DeadLetterFilter, close_dead_letter, open_dead_letters
 from ._runtime import AUNRuntime
 from ._stopping import STOP_GRACE, StopRequest, run_command
 from ._transcript import snip
 
-__all__ = ["add_dead_letters_parser"]
+__all__ = ["DEAD_LETTERS"]
 
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -119,27 +119,35 @@ def _retry(args: argparse.Namespace) -> int:
     return run_command(redrive, serving=False)
 
 
-def add_dead_letters_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add the `dead-letters` command (list, retry, drop) to an `argparse` subparsers object."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "dead-letters", help="list, retry (redrive) or drop the open dead letters of an archive",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
-    )
-    actions = parser.add_subparsers(dest="action", required=True)
-    for name, run, what in (
-        ("list", _list, "print the open dead letters"),
-        ("retry", _retry, "run an app on the archive and deliver the dead letters again"),
-        ("drop", _drop, "record the dead letters as given up on"),
-    ):
-        action = actions.add_parser(name, help=what)
-        action.add_argument("--archive", required=True, metavar="FILE_OR_URL",
-                            help="the archive: a SQLite file or a postgresql://... database")
-        action.add_argument("--aid", help="only the dead letters of this AID")
-        action.add_argument("--cause", help="only those whose reason contains this text (e.g. ModelUnavailableError)")
-        action.add_argument("--since", type=_when, help="only those recorded since (ISO 8601 time, or 15m, 2h ago)")
-        action.add_argument("--until", type=_when, help="only those recorded before this time")
-        action.add_argument("--all", action="store_true", help="not only those marked retryable")
-        if name == "retry":
-            action.add_argument("--app", required=True, help="module:function that registers the agents (e.g. myapp:agents)")
-        action.set_defaults(run=run)
-    return parser
+def _filter_options(action: argparse.ArgumentParser) -> None:
+    """The options every action takes: the archive, and which dead letters."""
+    action.add_argument("--archive", required=True, metavar="FILE_OR_URL",
+                        help="the archive: a SQLite file or a postgresql://... database")
+    action.add_argument("--aid", help="only the dead letters of this AID")
+    action.add_argument("--cause", help="only those whose reason contains this text (e.g. ModelUnavailableError)")
+    action.add_argument("--since", type=_when, help="only those recorded since (ISO 8601 time, or 15m, 2h ago)")
+    action.add_argument("--until", type=_when, help="only those recorded before this time")
+    action.add_argument("--all", action="store_true", help="not only those marked retryable")
+
+
+def _retry_options(action: argparse.ArgumentParser) -> None:
+    _filter_options(action)
+    action.add_argument("--app", required=True, help="module:function that registers the agents (e.g. myapp:agents)")
+
+
+def _no_options(parser: argparse.ArgumentParser) -> None:
+    """`dead-letters` itself takes none: its actions do."""
+
+
+DEAD_LETTERS = Command(
+    "dead-letters",
+    help="list, retry (redrive) or drop the open dead letters of an archive",
+    description=__doc__.split("\n\n")[1] if __doc__ else None,
+    options=_no_options,
+    actions=(
+        Command("list", help="print the open dead letters", options=_filter_options, run=_list),
+        Command("retry", help="run an app on the archive and deliver the dead letters again",
+                options=_retry_options, run=_retry),
+        Command("drop", help="record the dead letters as given up on", options=_filter_options, run=_drop),
+    ),
+)

@@ -31,8 +31,9 @@ from importlib.metadata import EntryPoint, entry_points
 
 from ._app import App, AppRun, load_app
 from ._archive import Archive
-from ._command_errors import CommandParser, add_debug_option, option_values, report_errors
-from ._dead_letters_cli import add_dead_letters_parser
+from ._command_errors import CommandParser, option_values, report_errors
+from ._commands import Command, add_commands
+from ._dead_letters_cli import DEAD_LETTERS
 from ._errors import ConfigurationError
 from ._follow import TranscriptFollower, follow_archive
 from ._logs import LOG_FORMATS, configure_logging
@@ -43,8 +44,9 @@ from ._runtime import AUNRuntime
 from ._stopping import STOP_GRACE, StopRequest, bound_exit, run_command
 from ._storage_wait import open_when_available
 from ._transcript import ArchiveRoles, archive_counts
-from .distributed._cli import add_commands as add_distributed_commands
-from .gateway._cli import add_gateway_parser
+from .console._cli import CONSOLE, add_console_options, run_app_with_console
+from .distributed._cli import HOST, STATUS, WORKER
+from .gateway._cli import GATEWAY
 from .network._cli import (
     add_client_log_option,
     add_network_options,
@@ -287,23 +289,11 @@ def _run_app(args: argparse.Namespace) -> int:
 def _serve_console(app: App, args: argparse.Namespace, *, live: bool = False) -> int:
     """Serve `app` with the console; `live` (`run`): print the transcript as it grows, as `run`
     does, and only the counters once it has settled; else (`demo`) the transcript then."""
-    from .console._cli import run_app_with_console
-
     summary = print_counters if live else print_summary
     return run_command(lambda stop: run_app_with_console(stop, app, args, summary, live=live), serving=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from .console._cli import add_console_command, add_console_options
-
-    parser = CommandParser(prog="aun-runtime", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
-    parser.add_argument(
-        "--log-format", choices=LOG_FORMATS, default="text", metavar="FORMAT",
-        help="text (the default): one line per record, with its time; json: one JSON object per line",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run the demo scenario and print its transcript")
+def _demo_options(demo: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--archive", default=":memory:",
         help="SQLite file, or postgresql://... database, for the archive (default: in memory)",
@@ -313,21 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the network team on a local AUN gateway, asked by a plain AUN client (exits by itself)",
     )
     add_client_log_option(demo)
-    demo.set_defaults(run=_run_demo)
-    run = commands.add_parser(
-        "run",
-        help="run an application given as module:function; serve until Ctrl-C",
-        description="Run an application (an `async def app(runtime)`, or an async generator that tears "
-        "down after its `yield`, given as module:function) and print its transcript as it grows, one line "
-        "per message. It serves until SIGINT/SIGTERM (exit 0, after the counters), for --for SECONDS, or "
-        "with --until-idle until everything the app set off has settled (scheduled actions are cancelled "
-        "then). On a signal, turns in flight get 5 s, a second signal exits at once, and the process is "
-        "gone within 10 s. A run that ends by itself exits 1 if it had dead letters, loop stops or budget "
-        "stops, and says so in one line; 130/143 if a signal ended it first. An app that raises has its "
-        "traceback printed and exits 1.",
-    )
+    add_console_options(demo)
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("app", help="e.g. agents.demo:app")
-    run.set_defaults(run=_run_app)
     ending = run.add_mutually_exclusive_group()
     ending.add_argument(
         "--for", dest="seconds", type=float, default=None, metavar="SECONDS",
@@ -346,16 +326,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds to wait for the archive's database at start (a postgresql:// archive)",
     )
     add_network_options(run)
-    add_console_options(demo)
     add_console_options(run)
-    transcript = commands.add_parser(
-        "transcript",
-        help="print the transcript of one or more archive files (read-only), merged",
-        description="Print the transcript of archive files, read-only (their runtimes may still be writing "
-        "them). Several --archive (the workers of a cluster, runtimes joined through gateways) are merged "
-        "into one transcript by the time each record was made; a message sent in one archive and received "
-        "in another is shown once, with its delivery.",
-    )
+    add_http_option(run)
+
+
+def _transcript_options(transcript: argparse.ArgumentParser) -> None:
     transcript.add_argument(
         "--archive", action="append", required=True, metavar="FILE_OR_URL",
         help="an archive file, or the postgresql://... archive workers share; give it once per archive to merge",
@@ -364,17 +339,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--follow", action="store_true",
         help="keep printing new records as they are written (one archive), until Ctrl-C",
     )
-    transcript.set_defaults(run=_run_transcript)
-    add_console_command(commands)
-    add_dead_letters_parser(commands)
-    add_gateway_parser(commands)
-    add_distributed_commands(commands)
-    for serving in ("run", "worker", "host", "gateway"):  # the console serves the probes on its own port
-        add_http_option(commands.choices[serving])
-    add_debug_option(parser)  # before the variables: AUN_DEBUG=1 is --debug
-    parser.environment_defaults()
-    for command in commands.choices.values():  # after them: a subcommand's --debug only when given
-        add_debug_option(command, subcommand=True)
+
+
+DEMO = Command("demo", help="run the demo scenario and print its transcript", options=_demo_options, run=_run_demo)
+RUN = Command(
+    "run",
+    help="run an application given as module:function; serve until Ctrl-C",
+    description="Run an application (an `async def app(runtime)`, or an async generator that tears "
+    "down after its `yield`, given as module:function) and print its transcript as it grows, one line "
+    "per message. It serves until SIGINT/SIGTERM (exit 0, after the counters), for --for SECONDS, or "
+    "with --until-idle until everything the app set off has settled (scheduled actions are cancelled "
+    "then). On a signal, turns in flight get 5 s, a second signal exits at once, and the process is "
+    "gone within 10 s. A run that ends by itself exits 1 if it had dead letters, loop stops or budget "
+    "stops, and says so in one line; 130/143 if a signal ended it first. An app that raises has its "
+    "traceback printed and exits 1.",
+    options=_run_options,
+    run=_run_app,
+)
+TRANSCRIPT = Command(
+    "transcript",
+    help="print the transcript of one or more archive files (read-only), merged",
+    description="Print the transcript of archive files, read-only (their runtimes may still be writing "
+    "them). Several --archive (the workers of a cluster, runtimes joined through gateways) are merged "
+    "into one transcript by the time each record was made; a message sent in one archive and received "
+    "in another is shown once, with its delivery.",
+    options=_transcript_options,
+    run=_run_transcript,
+)
+#: Every command of `aun-runtime`, in the order `--help` lists them: the one place a command is added.
+COMMANDS = (DEMO, RUN, TRANSCRIPT, CONSOLE, DEAD_LETTERS, GATEWAY, HOST, WORKER, STATUS)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = CommandParser(prog="aun-runtime", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's lifecycle events")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", metavar="FORMAT",
+        help="text (the default): one line per record, with its time; json: one JSON object per line",
+    )
+    add_commands(parser, COMMANDS)
     args = parser.parse_args(argv)
 
     configure_logging(logging.INFO if args.verbose else logging.WARNING, args.log_format)

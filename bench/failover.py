@@ -29,8 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aun_runtime.testing import PostgresServer, PrivateNetwork
-from aun_runtime.testing._namespaces import namespaces_unavailable
+from aun_runtime.testing.infrastructure import PostgresServer, PrivateNetwork, namespaces_unavailable
 from tests.distributed.processes import (
     Process,
     query,

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import asyncpg
 import psycopg
 
-from aun_runtime.testing import PostgresServer
+from aun_runtime.testing.infrastructure import PostgresServer
 
 MESSAGES_PER_BATCH = 256
 SCHEMA = [

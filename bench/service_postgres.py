@@ -41,8 +41,12 @@ from aun_runtime import AUNMessage, RecordKind, TextPayload
 from aun_runtime._archive import Archive
 from aun_runtime.distributed import worker_runtime
 from aun_runtime.storage import open_storage
-from aun_runtime.testing import Namespace, PostgresServer, PrivateNetwork
-from aun_runtime.testing._namespaces import namespaces_unavailable
+from aun_runtime.testing.infrastructure import (
+    Namespace,
+    PostgresServer,
+    PrivateNetwork,
+    namespaces_unavailable,
+)
 
 SERVICE = "svc.local"
 HOST_PORT = 50051

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("aun_runtime", "protocols", "agents")
 #: Public modules that are programs rather than libraries: run, not imported from.
-PROGRAMS = {"aun_runtime.__main__", "aun_runtime.gateway.__main__"}
+PROGRAMS = {"aun_runtime.__main__"}
 
 
 def _public_modules() -> list[str]:

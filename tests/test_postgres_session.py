@@ -10,7 +10,7 @@ import pytest
 
 from aun_runtime import StorageSessionLostError
 from aun_runtime.storage import PostgresStorage
-from aun_runtime.testing import ExternalPostgres, PostgresServer
+from aun_runtime.testing.infrastructure import ExternalPostgres, PostgresServer
 
 
 def test_a_statement_running_when_the_server_ends_the_session_fails_as_a_lost_session(

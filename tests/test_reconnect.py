@@ -30,7 +30,7 @@ from aun_runtime import (
     TextPayload,
 )
 from aun_runtime._reconnect import RECONNECT_FIRST, RECONNECT_MAX, Reconnection, is_connection_lost
-from aun_runtime.testing import PostgresServer
+from aun_runtime.testing.infrastructure import PostgresServer
 from tests.distributed.processes import Process, wait_until
 
 #: Seconds the server stays down: long enough that the readers fail a few attempts to open it again.

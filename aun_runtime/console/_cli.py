@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from .._app import App, AppRun
 from .._archive import Archive
 from .._command_errors import port_number
+from .._commands import Command
 from .._follow import TranscriptFollower, follow_archive, print_new
 from .._metrics import ModelMetrics, RuntimeMetrics
 from .._probes import serving_probes
@@ -29,8 +29,8 @@ from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
 __all__ = [
+    "CONSOLE",
     "DEFAULT_PORT",
-    "add_console_command",
     "add_console_options",
     "run_app_with_console",
     "run_console",
@@ -67,11 +67,7 @@ def add_console_options(parser: argparse.ArgumentParser) -> None:
     _add_listen_options(parser)
 
 
-def add_console_command(commands: Any) -> None:
-    """The `console` subcommand."""
-    console = commands.add_parser(
-        "console", help="serve the console for an archive file that a running runtime writes (read-only)"
-    )
+def _console_options(console: argparse.ArgumentParser) -> None:
     console.add_argument(
         "--archive",
         required=True,
@@ -89,7 +85,6 @@ def add_console_command(commands: Any) -> None:
         help="refused here: sending needs the runtime in this process (use demo/run --console --allow-send)",
     )
     _add_listen_options(console)
-    console.set_defaults(run=run_console)
 
 
 def run_console(args: argparse.Namespace) -> int:
@@ -189,3 +184,12 @@ async def _start(console: Console) -> str:
             f"error: the console cannot listen on {console.host}:{console.port}: {exc.strerror or exc}. "
             "Pick another --port (0: any free port)."
         ) from None
+
+
+#: `aun-runtime console`.
+CONSOLE = Command(
+    "console",
+    help="serve the console for an archive file that a running runtime writes (read-only)",
+    options=_console_options,
+    run=run_console,
+)

@@ -18,13 +18,13 @@ import asyncio
 import json
 import logging
 import sys
-from typing import Any
 
 from protocols.aun import ROUND_ROBIN
 
 from .._command_errors import address
+from .._commands import Command
 from .._metrics import ModelMetrics
-from .._probes import Readiness, serving_probes
+from .._probes import Readiness, add_http_option, serving_probes
 from .._stopping import StopRequest, run_command
 from ..storage import dialect_for
 from ._busy_status import ask_busy
@@ -34,14 +34,12 @@ from ._host_metrics import host_metrics
 from ._tls import HostTLS, TLSConfig
 from ._worker_serving import first_of, serve_worker
 
-__all__ = ["add_commands"]
+__all__ = ["HOST", "STATUS", "WORKER"]
 
 logger = logging.getLogger("aun_runtime.distributed")
 
 
-def add_commands(commands: Any) -> None:
-    """Add the `host` and `worker` subcommands to the `aun-runtime` parser."""
-    host = commands.add_parser("host", help="serve the host of a cluster of workers")
+def _host_options(host: argparse.ArgumentParser) -> None:
     host.add_argument(
         "--address",
         type=address,
@@ -57,9 +55,10 @@ def add_commands(commands: Any) -> None:
     host.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
     host.add_argument("--tls-key", help="PEM private key of --tls-cert")
     host.add_argument("--tls-client-ca", help="PEM CA that must sign worker certificates (mutual TLS)")
-    host.set_defaults(run=_run_host)
+    add_http_option(host)
 
-    worker = commands.add_parser("worker", help="run an app's agents as a worker of a host")
+
+def _worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument(
         "--host", type=_hosts, default=DEFAULT_HOST_ADDRESS,
         help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS}), or several hosts' comma-separated"
@@ -100,9 +99,10 @@ def add_commands(commands: Any) -> None:
         " machines (the default with a postgresql:// archive)",
     )
     worker.add_argument("--service-dir", help=argparse.SUPPRESS)  # the earlier name of --service-ledger DIR
-    worker.set_defaults(run=_run_worker)
+    add_http_option(worker)
 
-    status = commands.add_parser("status", help="print a host's counters and directory as JSON")
+
+def _status_options(status: argparse.ArgumentParser) -> None:
     status.add_argument(
         "--host", type=address, default=DEFAULT_HOST_ADDRESS, help=f"the host's host:port (default {DEFAULT_HOST_ADDRESS})"
     )
@@ -113,7 +113,6 @@ def add_commands(commands: Any) -> None:
         help="also print the busy agents of the process whose probes (--http) are at HOST:PORT: a worker's, run's"
         " (repeat it for each)",
     )
-    status.set_defaults(run=_run_status)
 
 
 def _hosts(text: str) -> str:
@@ -246,3 +245,10 @@ def _run_worker(args: argparse.Namespace) -> int:
             return await serve_worker(stop, args, app, tls, services, readiness, probes)
 
     return run_command(serve, serving=True)
+
+
+#: `aun-runtime host`, `aun-runtime worker` and `aun-runtime status`.
+HOST = Command("host", help="serve the host of a cluster of workers", options=_host_options, run=_run_host)
+WORKER = Command("worker", help="run an app's agents as a worker of a host", options=_worker_options, run=_run_worker)
+STATUS = Command("status", help="print a host's counters and directory as JSON", options=_status_options,
+                 run=_run_status)

@@ -9,27 +9,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from .._command_errors import CommandParser, add_debug_option, option_values, port_number, report_errors
+from .._command_errors import port_number
+from .._commands import Command
 from .._probes import Readiness, add_http_option, serving_probes
 from .._stopping import StopRequest, run_command
 from ._limits import GatewayLimits
 from ._server import GatewayServer
 
-__all__ = ["add_gateway_parser", "run_gateway"]
+__all__ = ["GATEWAY", "run_gateway"]
 
 DEFAULT_PORT = 20001
 DEFAULT_DATA = "aun-gateway-data"
 
 
-def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add the `gateway` subcommand to an `argparse` subparsers object."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "gateway", help="run a local AUN gateway (WebSocket JSON-RPC + PKI over HTTP on one port)"
-    )
+def _gateway_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument(
         "--port", type=port_number, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
@@ -48,8 +44,7 @@ def add_gateway_parser(commands: Any) -> argparse.ArgumentParser:
         "--rate", type=float, default=None, help="requests per second per connection (default: 500)"
     )
     parser.add_argument("--json", action="store_true", help="print the connection details as one JSON line")
-    parser.set_defaults(run=run_gateway)
-    return parser
+    add_http_option(parser)
 
 
 def _describe(info: dict[str, Any]) -> str:
@@ -92,13 +87,10 @@ def run_gateway(args: argparse.Namespace) -> int:
     return run_command(lambda stop: serve(stop, args), serving=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m aun_runtime.gateway`: the same command without the `aun-runtime` prefix."""
-    parser = CommandParser(prog="python -m aun_runtime.gateway", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command")
-    gateway = add_gateway_parser(commands)
-    add_http_option(gateway)
-    parser.environment_defaults()
-    add_debug_option(gateway)
-    args = parser.parse_args(["gateway", *(sys.argv[1:] if argv is None else argv)])
-    return report_errors(lambda: run_gateway(args), debug=args.debug, options=option_values(args))
+#: `aun-runtime gateway`.
+GATEWAY = Command(
+    "gateway",
+    help="run a local AUN gateway (WebSocket JSON-RPC + PKI over HTTP on one port)",
+    options=_gateway_options,
+    run=run_gateway,
+)

@@ -4,10 +4,11 @@ Each agent is a plain [`AUNAgent`][aun_runtime.AUNAgent] configured by its const
 test registers it with `runtime.register_agent(aid, lambda: Replier(times=3))`. They live in an
 importable module so that the same agents can run in worker processes.
 
-Beside them, the parts a test of a distributed app needs and no test should fake:
-`PostgresServer` (a throwaway PostgreSQL server, made with `initdb` in a temporary
-directory) and `PrivateNetwork` (network namespaces joined by a bridge: machines that are
-apart, with links a test can cut). Their pytest fixtures are in `aun_runtime.testing.pytest_plugin`.
+This module holds only what a user's tests need and can use anywhere: nothing here starts a
+server or touches the machine's network. The infrastructure a test of a distributed app needs and
+no test should fake (a throwaway PostgreSQL server, network namespaces) is apart, in
+[`aun_runtime.testing.infrastructure`][aun_runtime.testing.infrastructure], with its pytest
+fixtures in `aun_runtime.testing.pytest_plugin`.
 
 Example:
     ```python
@@ -32,27 +33,18 @@ from protocols.aun import AUNMessage
 
 from .._agent import AUNAgent, event
 from ..models import ScriptedChatCompletionClient, metered
-from ._namespaces import Namespace, PrivateNetwork, namespaces_unavailable
-from ._postgres import ExternalPostgres, PostgresServer, PostgresUnavailableError, postgres_bin_dir
 
 __all__ = [
     "Bouncer",
-    "ExternalPostgres",
     "Forwarder",
     "Gate",
-    "Namespace",
     "Pondering",
-    "PostgresServer",
-    "PostgresUnavailableError",
-    "PrivateNetwork",
     "Raiser",
     "Recorder",
     "Replier",
     "Silent",
     "Speaker",
     "Stuck",
-    "namespaces_unavailable",
-    "postgres_bin_dir",
 ]
 
 
@@ -61,6 +53,14 @@ class Recorder(AUNAgent):
 
     Args:
         delay: seconds each handler awaits, to give concurrency a chance to show.
+
+    Example:
+        ```python
+        recorder = Recorder(delay=0.01)
+        await runtime.register_agent("rec.local", lambda: recorder)
+        ...  # send it several messages at once, then settle
+        assert recorder.max_running == 1  # one turn at a time
+        ```
     """
 
     def __init__(self, delay: float = 0.0) -> None:
@@ -162,7 +162,16 @@ class Forwarder(AUNAgent):
 
 
 class Raiser(AUNAgent):
-    """Raises on messages whose text contains `trigger`; records the others."""
+    """Raises on messages whose text contains `trigger`; records the others.
+
+    Example:
+        ```python
+        await runtime.register_agent("fragile.local", lambda: Raiser(trigger="boom"))
+        await runtime.send("fragile.local", "boom now")
+        await runtime.settle()
+        [dead] = runtime.archive.dead_letters()  # the failed turn is a dead letter, with its reason
+        ```
+    """
 
     def __init__(self, trigger: str = "boom") -> None:
         super().__init__("fails on purpose")
@@ -177,7 +186,18 @@ class Raiser(AUNAgent):
 
 
 class Gate(AUNAgent):
-    """Holds each message until the test opens the gate: a receiver that is busy on demand."""
+    """Holds each message until the test opens the gate: a receiver that is busy on demand.
+
+    Example:
+        ```python
+        gate = Gate()
+        await runtime.register_agent("busy.local", lambda: gate)
+        await runtime.send("busy.local", "first")
+        await gate.started.wait()  # the handler is inside its turn now
+        ...  # what happens while the receiver is busy
+        gate.opened.set()
+        ```
+    """
 
     def __init__(self) -> None:
         super().__init__("waits for a signal before each message")

@@ -1,5 +1,8 @@
 """pytest fixtures for tests that need PostgreSQL or network namespaces.
 
+They hand out the infrastructure of [`aun_runtime.testing.infrastructure`][aun_runtime.testing.infrastructure]
+(real servers and namespaces: see there what each needs on the machine).
+
 Load it from the `conftest.py` at the top of a test suite:
 
 ```text
@@ -29,8 +32,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ._namespaces import PrivateNetwork, namespaces_unavailable
-from ._postgres import ExternalPostgres, PostgresServer
+from .infrastructure import ExternalPostgres, PostgresServer, PrivateNetwork, namespaces_unavailable
 
 __all__ = ["NOT_RUN", "POSTGRES_URL_VARIABLE", "RUN_SERVER_SETTINGS", "postgres_server", "postgres_url", "private_network"]
 

@@ -24,7 +24,7 @@ import pytest
 from aun_runtime import ConfigurationError, StorageSessionLostError
 from aun_runtime._command_errors import report_errors
 from aun_runtime.distributed._host_state import MAX_STATE_BYTES
-from aun_runtime.testing import ExternalPostgres, PostgresServer
+from aun_runtime.testing.infrastructure import ExternalPostgres, PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a refused command may take: it starts Python and asks the server once.

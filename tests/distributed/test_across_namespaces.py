@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from aun_runtime.testing import Namespace, PostgresServer, PrivateNetwork, postgres_bin_dir
+from aun_runtime.testing.infrastructure import Namespace, PostgresServer, PrivateNetwork, postgres_bin_dir
 
 from .processes import Process, query, start_host, start_worker, wait_until
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from aun_runtime.testing import PostgresServer, PrivateNetwork
+from aun_runtime.testing.infrastructure import PostgresServer, PrivateNetwork
 
 from .processes import (
     Process,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aun_runtime.testing import PostgresServer, PrivateNetwork
+from aun_runtime.testing.infrastructure import PostgresServer, PrivateNetwork
 
 from .processes import Process, received_texts, start_standby_hosts, start_worker, wait_until
 

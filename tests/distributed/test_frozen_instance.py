@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from aun_runtime.testing import PostgresServer, PrivateNetwork
+from aun_runtime.testing.infrastructure import PostgresServer, PrivateNetwork
 
 from .processes import Process, query, shared_received_texts, start_host, start_worker, wait_until
 

@@ -8,7 +8,7 @@ import pytest
 
 from aun_runtime.distributed._errors import HostStateError
 from aun_runtime.distributed._host_election import HOST_LOCK, ElectedHostState
-from aun_runtime.testing import ExternalPostgres, PostgresServer
+from aun_runtime.testing.infrastructure import ExternalPostgres, PostgresServer
 
 
 def _state(workers: dict[str, str]) -> dict[str, dict[str, str]]:

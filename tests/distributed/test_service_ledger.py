@@ -13,7 +13,7 @@ from aun_runtime.distributed import _journal, _service_liveness, _service_store
 from aun_runtime.distributed._journal import DELIVERY, Delivery, JournalArchive
 from aun_runtime.distributed._service_store import Claim, ServiceLedger, open_ledger
 from aun_runtime.storage import ScopedSQL
-from aun_runtime.testing import ExternalPostgres, PostgresServer
+from aun_runtime.testing.infrastructure import ExternalPostgres, PostgresServer
 
 AID = "svc.local"
 

@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from aun_runtime.testing import ExternalPostgres, PostgresServer
 from aun_runtime.testing._postgres import DIRECTORY_PREFIX, remove_leftovers
+from aun_runtime.testing.infrastructure import ExternalPostgres, PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +63,7 @@ def test_the_server_of_a_killed_process_is_stopped_and_removed_by_the_next_start
     # A process starts a server, says where, and is killed before it can stop it.
     script = textwrap.dedent("""
         import sys, time
-        from aun_runtime.testing import PostgresServer
+        from aun_runtime.testing.infrastructure import PostgresServer
         server = PostgresServer().start()
         print(server.directory, flush=True)
         time.sleep(600)

@@ -9,8 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from aun_runtime.testing import Namespace, PrivateNetwork
 from aun_runtime.testing._namespaces import NAMESPACE_PREFIX, SUBNET, remove_leftover_namespaces
+from aun_runtime.testing.infrastructure import Namespace, PrivateNetwork
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 7000
@@ -89,7 +89,7 @@ def test_closing_kills_what_runs_inside_and_removes_every_namespace() -> None:
 def test_the_namespaces_of_a_killed_process_are_removed_when_the_next_network_is_made() -> None:
     script = textwrap.dedent("""
         import time
-        from aun_runtime.testing import PrivateNetwork
+        from aun_runtime.testing.infrastructure import PrivateNetwork
         network = PrivateNetwork()
         print(network.add("left").name, network.bridge, flush=True)
         time.sleep(600)
