@@ -4,7 +4,8 @@ A message that will not be handled (refused by a full mailbox, dropped by an int
 for an agent that cannot be created, whose handler raised, or still queued at a stop) is reported
 here by whichever part of the runtime met it; with `ignore_unhandled_exceptions=False` a handler's
 failure and an agent's failed creation are also kept, for `stop()` to raise, as autogen-core does.
-It is apart so that the rule for each kind of failure is written once, whoever meets it.
+It is apart so that the rule for each kind of failure is written once, whoever meets it; the rule
+for passing one to the hook, `report_undeliverable`, serves the single-threaded core too.
 """
 
 from __future__ import annotations
@@ -16,9 +17,29 @@ from autogen_core import AgentId
 
 from ._core_protocol import UndeliverableHook
 
-__all__ = ["DeliveryFailures"]
+__all__ = ["DeliveryFailures", "report_undeliverable"]
 
 logger = logging.getLogger("aun_runtime")
+
+
+def report_undeliverable(
+    hook: UndeliverableHook | None, agent_id: AgentId, message: Any, error: BaseException
+) -> None:
+    """Pass a message that will not reach `agent_id` to `hook`, or log it when there is none.
+
+    A hook that raises is logged: it runs inside a drain, a publish or a stop, and letting it escape
+    would strand the drain's queue, abort the publish midway through its recipients, or leave the
+    stop half done.
+    """
+    if hook is None:
+        logger.warning("undeliverable %s for %s: %s", type(message).__name__, agent_id, error)
+        return
+    try:
+        hook(agent_id, message, error)
+    except Exception:
+        logger.exception(
+            "on_undeliverable raised while reporting a %s for %s (%s)", type(message).__name__, agent_id, error
+        )
 
 
 class DeliveryFailures:
@@ -42,17 +63,14 @@ class DeliveryFailures:
 
     def undeliverable(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
         """`message` will not reach `agent_id`."""
-        if self.on_undeliverable is not None:
-            self._report(agent_id, message, error)
-        else:
-            logger.warning("undeliverable %s for %s: %s", type(message).__name__, agent_id, error)
+        report_undeliverable(self.on_undeliverable, agent_id, message, error)
 
     def handler_failed(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
         """The handler of `agent_id` raised `error` on `message` (or was cancelled inside it)."""
         if self.on_undeliverable is None:
             logger.error("handler of %s raised on a %s", agent_id, type(message).__name__, exc_info=error)
         else:
-            self._report(agent_id, message, error)
+            report_undeliverable(self.on_undeliverable, agent_id, message, error)
         # A cancelled message is no error of the handler; and stop() raising CancelledError would
         # read as stop() itself having been cancelled.
         if isinstance(error, Exception):
@@ -71,15 +89,3 @@ class DeliveryFailures:
         error, self._kept = self._kept, None
         if error is not None:
             raise error
-
-    def _report(self, agent_id: AgentId, message: Any, error: BaseException) -> None:
-        """Pass a failure to the hook. A hook that raises is logged: it runs inside a drain, a
-        publish or stop(), and letting it escape would strand the drain's queue, abort the publish
-        midway through its recipients, or leave stop() half done."""
-        assert self.on_undeliverable is not None
-        try:
-            self.on_undeliverable(agent_id, message, error)
-        except Exception:
-            logger.exception(
-                "on_undeliverable raised while reporting a %s for %s (%s)", type(message).__name__, agent_id, error
-            )
