@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
 
 from autogen_core import Agent, AgentId, BaseAgent, MessageHandlerContext
 from autogen_core._serialization import SerializationRegistry
 from opentelemetry import context as otel_context
 
+from ._actor_agents import ActorAgents
 from ._actor_cell import Cell, Delivery
 from ._actor_failures import DeliveryFailures
 from ._actor_lifecycle import ActorLifecycle
@@ -37,26 +37,26 @@ class ActorDrains:
         cells: the runtime's cells, by agent (read for a traced message's sender).
         lifecycle: the runtime's lifecycle (whether it runs, its epoch, the count of unfinished messages).
         failures: where a message that was not handled is reported.
-        get_agent_of: the instance of a cell's agent, created if need be.
+        agents: the runtime's agents (asked for a cell's instance when the drain starts without one).
         tracer: the runtime's tracer, or None when tracing is off.
         serializers: the runtime's serializers (a traced message's attributes name its type).
     """
 
-    __slots__ = ("_cells", "_failures", "_get_agent_of", "_lifecycle", "_serializers", "_tracer")
+    __slots__ = ("_agents", "_cells", "_failures", "_lifecycle", "_serializers", "_tracer")
 
     def __init__(
         self,
         cells: dict[AgentId, Cell],
         lifecycle: ActorLifecycle,
         failures: DeliveryFailures,
-        get_agent_of: Callable[[Cell], Awaitable[Agent]],
+        agents: ActorAgents,
         tracer: RuntimeTracer | None,
         serializers: SerializationRegistry,
     ) -> None:
         self._cells = cells
         self._lifecycle = lifecycle
         self._failures = failures
-        self._get_agent_of = get_agent_of
+        self._agents = agents
         self._tracer = tracer
         self._serializers = serializers
 
@@ -75,7 +75,7 @@ class ActorDrains:
             agent = cell.agent
             if agent is None:
                 try:
-                    agent = await self._get_agent_of(cell)
+                    agent = await self._agents.get_agent_of(cell)
                 except Exception as exc:  # the factory or load_state failed: nothing can be handled
                     if lifecycle.epoch == epoch:
                         self._fail_queued(cell, exc)

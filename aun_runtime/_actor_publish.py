@@ -6,19 +6,22 @@ recipient's cell and starts the cell's drain if it has none. A publish seen by i
 handlers or traced takes `publish_observed` first. It is apart from the drain (which hands queued
 messages to the agent) and from the agents' registration and creation (asked only for a new cell).
 
-Everything here runs once per delivery: the parts it calls are bound once, when it is made.
+Everything here runs once per delivery. The parts it calls are held as objects and their methods
+called on them (`self._drains.start(cell)`): Python 3.11 specialises a method looked up on a class,
+not a bound method kept in an attribute, which costs a generic lookup per call.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from autogen_core import AgentId, MessageContext, TopicId
 
+from ._actor_agents import ActorAgents
 from ._actor_cell import Cell, Delivery
+from ._actor_drain import ActorDrains
 from ._actor_failures import DeliveryFailures
 from ._actor_lifecycle import ActorLifecycle
 from ._actor_tracing import PublishTrace, RuntimeTracer
@@ -45,22 +48,13 @@ class ActorPublisher:
         routes: the runtime's subscriptions (which agents a topic reaches).
         lifecycle: the runtime's lifecycle (whether it runs; the count of unfinished messages).
         failures: where a message that will not be handled is reported.
-        new_cell: the cell of an agent that has none yet (None, the message reported, if it cannot be created).
-        start_drain: starts the drain of a cell that has none.
+        agents: the runtime's agents (asked for the cell of an agent that has none yet).
+        drains: the runtime's drains (asked to start the drain of a cell that has none).
         interventions: the runtime's intervention handlers, or None.
         tracer: the runtime's tracer, or None when tracing is off.
     """
 
-    __slots__ = (
-        "_cells",
-        "_failures",
-        "_interventions",
-        "_lifecycle",
-        "_new_cell",
-        "_routes",
-        "_start_drain",
-        "_tracer",
-    )
+    __slots__ = ("_agents", "_cells", "_drains", "_failures", "_interventions", "_lifecycle", "_routes", "_tracer")
 
     def __init__(
         self,
@@ -69,8 +63,8 @@ class ActorPublisher:
         lifecycle: ActorLifecycle,
         failures: DeliveryFailures,
         *,
-        new_cell: Callable[[AgentId, Any], Cell | None],
-        start_drain: Callable[[Cell], None],
+        agents: ActorAgents,
+        drains: ActorDrains,
         interventions: PublishInterventions | None,
         tracer: RuntimeTracer | None,
     ) -> None:
@@ -78,8 +72,8 @@ class ActorPublisher:
         self._routes = routes
         self._lifecycle = lifecycle
         self._failures = failures
-        self._new_cell = new_cell
-        self._start_drain = start_drain
+        self._agents = agents
+        self._drains = drains
         self._interventions = interventions
         self._tracer = tracer
 
@@ -97,7 +91,7 @@ class ActorPublisher:
                 continue
             cell = cells.get(agent_id)
             if cell is None:
-                cell = self._new_cell(agent_id, delivery.message)
+                cell = self._agents.new_cell(agent_id, delivery.message)
                 if cell is None:
                     continue
             if cell.mailbox.take_if_room(message_id):
@@ -113,7 +107,7 @@ class ActorPublisher:
         sender = delivery.ctx.sender
         publisher = None if sender is None else _log_name(sender)  # named in a full-mailbox warning
         for agent_id in recipients:
-            cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
+            cell = self._cells.get(agent_id) or self._agents.new_cell(agent_id, delivery.message)
             if cell is None:
                 continue
             mailbox = cell.mailbox
@@ -130,7 +124,7 @@ class ActorPublisher:
                 if cell.agent is None:
                     self._lifecycle.went_idle(cell)  # a cell made for this message alone goes with it
                 continue
-            cell = self._cells.get(agent_id) or self._new_cell(agent_id, delivery.message)
+            cell = self._cells.get(agent_id) or self._agents.new_cell(agent_id, delivery.message)
             if cell is not None:
                 if delivery.trace is not None:
                     delivery.trace.hold()  # the publish span waits for this copy too
@@ -193,4 +187,4 @@ class ActorPublisher:
         if cell.idle_listed:
             lifecycle.idle_list_discard(cell)
         if cell.task is None and lifecycle.running and not cell.evicting:
-            self._start_drain(cell)
+            self._drains.start(cell)

@@ -196,7 +196,7 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             store=state_store if state_store is not None else MemoryStateStore(),
         )
         self._agents = agents = ActorAgents(self, self._cells, lifecycle, failures, self._mailboxes)
-        drains = ActorDrains(self._cells, lifecycle, failures, agents.get_agent_of, tracer, self._serializers)
+        drains = ActorDrains(self._cells, lifecycle, failures, agents, tracer, self._serializers)
         lifecycle.connect(
             known_types=agents.types,
             start_drain=drains.start,
@@ -204,20 +204,16 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
             get_agent_of=agents.get_agent_of,
             cell_dropped=agents.cell_dropped,
         )
-        publisher = ActorPublisher(
+        self._publisher = ActorPublisher(
             self._cells,
             self._routes,
             lifecycle,
             failures,
-            new_cell=agents.new_cell,
-            start_drain=drains.start,
+            agents=agents,
+            drains=drains,
             interventions=interventions,
             tracer=tracer,
         )
-        # Bound once here, not looked up on the publisher per message: a publish calls them directly.
-        self._route = publisher.route
-        self._route_waiting = publisher.route_waiting
-        self._publish_observed = publisher.publish_observed
 
     # -- what an AUN runtime facade needs of its core (AUNCore) ---------------------------------------
 
@@ -378,11 +374,11 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         )
         if self._plain:
             delivery = Delivery(message, ctx)
-            waiting = self._route(delivery, topic_id, sender)
+            waiting = self._publisher.route(delivery, topic_id, sender)
             if waiting:
-                await self._route_waiting(delivery, waiting)
+                await self._publisher.route_waiting(delivery, waiting)
             return
-        await self._publish_observed(message, topic_id, ctx)
+        await self._publisher.publish_observed(message, topic_id, ctx)
 
     async def publish_copies(
         self, message: Any, topic_ids: Sequence[TopicId], *, sender: AgentId | None = None, message_id: str
@@ -400,11 +396,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
                 await self.publish_message(message, topic_id, sender=sender, message_id=message_id)
             return
         token = LazyCancellationToken()
+        publisher = self._publisher
         for topic_id in topic_ids:
             delivery = Delivery(message, MessageContext(sender, topic_id, False, token, message_id))
-            waiting = self._route(delivery, topic_id, sender)
+            waiting = publisher.route(delivery, topic_id, sender)
             if waiting:
-                await self._route_waiting(delivery, waiting)
+                await publisher.route_waiting(delivery, waiting)
 
     # -- agents ------------------------------------------------------------------------------------
 
