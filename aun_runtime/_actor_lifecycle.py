@@ -41,8 +41,8 @@ from typing import Any
 from autogen_core import Agent, AgentId, BaseAgent, MessageHandlerContext
 
 from ._actor_cell import Cell
+from ._actor_failures import DeliveryFailures
 from ._agent_state import AgentStateStore
-from ._core_protocol import UndeliverableHook
 from ._errors import RuntimeStoppedError
 from ._eviction import EVICTION_BATCH, IdleList
 
@@ -63,16 +63,12 @@ class ActorLifecycle:
     """Start/stop, idleness, eviction and state of the agents of one [`AUNActorRuntime`][aun_runtime.AUNActorRuntime].
 
     The runtime owns one and delegates its lifecycle methods to it; the lifecycle reaches the agents
-    only through what it is given here.
+    only through what it is given here and in `connect` (the parts it calls hold it in turn, so they
+    are made after it).
 
     Args:
-        cells: the runtime's cells, by agent (shared: the runtime adds them, the lifecycle drops them).
-        known_types: the agent types registered (state for other types is skipped).
-        start_drain: starts the drain task of a cell with queued messages.
-        undeliverable: reports a message that will not be handled.
-        get_agent: the instance of an agent, created if need be.
-        get_agent_of: the instance of a cell's agent, created if need be (every caller shares one creation).
-        cell_dropped: told of each cell dropped from `cells` (its mailbox is held no longer).
+        cells: the runtime's cells, by agent (shared: `ActorAgents` adds them, the lifecycle drops them).
+        failures: where a message that will not be handled is reported, and a kept failure raised.
         idle_timeout: seconds an instance may stay idle before it is evicted; None never evicts.
         store: where evicted agents' state waits.
 
@@ -87,26 +83,23 @@ class ActorLifecycle:
     `idle_event` directly, without a call: it does so once per delivery.
     """
 
+    _known_types: Container[str]
+    _start_drain: Callable[[Cell], None]
+    _get_agent: Callable[[AgentId], Awaitable[Agent]]
+    _get_agent_of: Callable[[Cell], Awaitable[Agent]]
+    _cell_dropped: Callable[[Cell], None]
+
     def __init__(
         self,
         cells: dict[AgentId, Cell],
-        known_types: Container[str],
+        failures: DeliveryFailures,
         *,
-        start_drain: Callable[[Cell], None],
-        undeliverable: UndeliverableHook,
-        get_agent: Callable[[AgentId], Awaitable[Agent]],
-        get_agent_of: Callable[[Cell], Awaitable[Agent]],
-        cell_dropped: Callable[[Cell], None],
         idle_timeout: float | None,
         store: AgentStateStore,
     ) -> None:
         self._cells = cells
-        self._known_types = known_types
-        self._start_drain = start_drain
-        self._undeliverable = undeliverable
-        self._get_agent = get_agent
-        self._get_agent_of = get_agent_of
-        self._cell_dropped = cell_dropped
+        self._failures = failures
+        self._undeliverable = failures.undeliverable
         self.running = False
         self.epoch = 0
         self.unfinished = 0
@@ -116,8 +109,31 @@ class ActorLifecycle:
         self._idle_list = IdleList(idle_timeout, self._evict_due) if idle_timeout is not None else None
         self._evictions: set[asyncio.Task[int]] = set()
         self._closed = False
-        self._background_exception: BaseException | None = None
         self.evicted = 0
+
+    def connect(
+        self,
+        *,
+        known_types: Container[str],
+        start_drain: Callable[[Cell], None],
+        get_agent: Callable[[AgentId], Awaitable[Agent]],
+        get_agent_of: Callable[[Cell], Awaitable[Agent]],
+        cell_dropped: Callable[[Cell], None],
+    ) -> None:
+        """Give the lifecycle the runtime's parts that hold it, once they are made.
+
+        Args:
+            known_types: the agent types registered (state for other types is skipped).
+            start_drain: starts the drain task of a cell with queued messages.
+            get_agent: the instance of an agent, created if need be.
+            get_agent_of: the instance of a cell's agent, created if need be (every caller shares one creation).
+            cell_dropped: told of each cell dropped from `cells` (its mailbox is held no longer).
+        """
+        self._known_types = known_types
+        self._start_drain = start_drain
+        self._get_agent = get_agent
+        self._get_agent_of = get_agent_of
+        self._cell_dropped = cell_dropped
 
     # -- counting ----------------------------------------------------------------------------------
 
@@ -126,11 +142,6 @@ class ActorLifecycle:
         self.unfinished -= 1
         if not self.unfinished:
             self.idle_event.set()
-
-    def keep_failure(self, error: Exception) -> None:
-        """Keep the first handler exception, for `stop()` to raise."""
-        if self._background_exception is None:
-            self._background_exception = error
 
     @property
     def saved_states(self) -> int:
@@ -178,7 +189,7 @@ class ActorLifecycle:
         if not self.running:
             raise RuntimeError("Runtime is not started")
         await self._halt()
-        self._raise_background_exception()
+        self._failures.raise_kept()
 
     async def stop_when_idle(self) -> None:
         """Stop once idle."""
@@ -186,7 +197,7 @@ class ActorLifecycle:
             raise RuntimeError("Runtime is not started")
         await self.idle()
         await self._halt()
-        self._raise_background_exception()
+        self._failures.raise_kept()
 
     async def close(self) -> None:
         """Stop if running, save (into a durable store) and close every instance, close the store."""
@@ -234,11 +245,6 @@ class ActorLifecycle:
             cell.queue = None
         self.unfinished = 0
         self.idle_event.set()
-
-    def _raise_background_exception(self) -> None:
-        error, self._background_exception = self._background_exception, None
-        if error is not None:
-            raise error
 
     async def _halt(self) -> None:
         self.running = False

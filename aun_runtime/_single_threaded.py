@@ -34,6 +34,7 @@ from autogen_core import (
 # on the same queue. tests/test_core.py fails loudly if a new version moves any of it.
 from opentelemetry.trace import TracerProvider
 
+from ._actor_failures import report_undeliverable
 from ._actor_tracing import tracing_provider
 from ._autogen_internals import PublishMessageEnvelope
 from ._core_protocol import (
@@ -308,15 +309,7 @@ class AUNSingleThreadedRuntime(RefusesRPC, InProcessCore, SingleThreadedAgentRun
 
     def _report(self, recipient: AgentId, message: Any, error: BaseException) -> None:
         """Pass what could not be delivered to the hook (a hook that raises is logged), or log it."""
-        if self._on_undeliverable is None:
-            logger.warning("undeliverable %s for %s: %s", type(message).__name__, recipient, error)
-            return
-        try:
-            self._on_undeliverable(recipient, message, error)
-        except Exception:
-            logger.exception(
-                "on_undeliverable raised while reporting a %s for %s", type(message).__name__, recipient
-            )
+        report_undeliverable(self._on_undeliverable, recipient, message, error)
 
     def _try_serialize(self, message: Any) -> str:
         # autogen-core serialises every message up to three times per delivery for its event log,

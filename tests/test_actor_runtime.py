@@ -12,7 +12,7 @@ import pytest
 from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
 
 from aun_runtime import AUNActorRuntime, MailboxFullError, RPCForbiddenError, RuntimeStoppedError
-from aun_runtime._actor_runtime import DRAIN_BATCH
+from aun_runtime._actor_drain import DRAIN_BATCH
 from aun_runtime._errors import UndeliverableError
 
 TOPIC = TopicId("work", "default")

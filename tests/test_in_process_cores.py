@@ -5,6 +5,7 @@ failure of a handler or of an agent's creation; ``tracer_provider`` falls back t
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +107,35 @@ async def test_with_failures_ignored_nothing_is_raised_and_the_failure_is_report
     await _run(core, 5)
 
     assert reported == [(AgentId("broken", "default"), Note(5), "cannot make it")]
+    await core.close()
+
+
+@pytest.mark.parametrize("core_class", CORES)
+async def test_a_hook_that_raises_is_logged_and_the_other_recipients_still_get_the_message(
+    core_class: type[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    core = core_class()
+
+    def hook(agent: AgentId, message: Any, error: BaseException) -> None:
+        raise OSError("the archive is unavailable")
+
+    def broken() -> Sink:
+        raise ValueError("cannot make it")
+
+    core.attach(on_undeliverable=hook)
+    await Sink.register(core, "broken", broken)
+    await Sink.register(core, "fine", lambda: Sink())
+    for agent_type in ("broken", "fine"):
+        await core.add_subscription(TypeSubscription("notes", agent_type))
+    with caplog.at_level(logging.ERROR, logger="aun_runtime"):
+        await _run(core, 1, 2)
+
+    fine = await core.try_get_underlying_agent_instance(AgentId("fine", "default"), Sink)
+    assert fine.notes == [1, 2]
+    hook_errors = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], OSError)]
+    assert [r.getMessage() for r in hook_errors] == [
+        "on_undeliverable raised while reporting a Note for broken/default (cannot make it)"
+    ] * 2
     await core.close()
 
 
