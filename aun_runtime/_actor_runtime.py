@@ -68,6 +68,7 @@ from ._actor_tracing import RuntimeTracer, tracing_provider
 from ._agent_state import AgentStateStore, MemoryStateStore
 from ._autogen_internals import SerializationRegistry
 from ._core_protocol import AUNCore, InProcessCore, MailboxProvider, MailboxReleasedHook, UndeliverableHook
+from ._errors import ConfigurationError
 from ._eviction import DEFAULT_IDLE_TIMEOUT
 from ._intervention import PublishInterventions
 from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
@@ -182,6 +183,12 @@ class AUNActorRuntime(RefusesRPC, InProcessCore, AgentRuntime):
         self._serializers = SerializationRegistry()
         provider = tracing_provider(tracer_provider)
         tracer = RuntimeTracer(provider, type(self).__name__) if provider is not None else None
+        if state_store is not None and not isinstance(state_store, AgentStateStore):
+            # Refused here, not when the runtime is closed and the store's `durable`/`close` are first asked.
+            raise ConfigurationError(
+                f"state_store {type(state_store).__name__} is not an AgentStateStore: it needs put, take, peek, "
+                "items, __len__, close and durable (whether the runtime saves its instances into it at close)"
+            )
         interventions = PublishInterventions(intervention_handlers) if intervention_handlers else None
         # The one test a publish makes: neither tracing nor interventions means the plain path, which
         # does no work for either.

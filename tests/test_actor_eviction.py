@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from autogen_core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, event
 from autogen_core.model_context import BufferedChatCompletionContext
 from autogen_core.models import UserMessage
 
-from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, MemoryStateStore, RecordKind
+from aun_runtime import (
+    AUNActorRuntime,
+    AUNAgent,
+    AUNMessage,
+    AUNRuntime,
+    ConfigurationError,
+    MemoryStateStore,
+    RecordKind,
+)
 from aun_runtime.testing import Recorder
 
 COUNTER = AgentId("counter", "default")
@@ -291,3 +300,20 @@ async def test_closing_saves_into_a_store_that_says_it_is_durable_and_closes_it(
         await runtime.close()
     assert kept.peek(COUNTER) == {"seen": [1, 2]} and kept.closed == 1  # saved into, closed once
     assert memory.peek(COUNTER) is None  # the process's own memory: nothing to save for a next one
+
+
+class OldStore:
+    """A store written before stores said what they are: no `durable`, no `close`."""
+
+    def put(self, agent: AgentId, state: Mapping[str, Any]) -> None: ...
+    def take(self, agent: AgentId) -> Mapping[str, Any] | None: ...
+    def peek(self, agent: AgentId) -> Mapping[str, Any] | None: ...
+    def items(self) -> Iterator[tuple[AgentId, Mapping[str, Any]]]:
+        return iter(())
+    def __len__(self) -> int:
+        return 0
+
+
+def test_a_store_that_does_not_say_what_it_is_is_refused_when_the_core_is_made() -> None:
+    with pytest.raises(ConfigurationError, match=r"OldStore is not an AgentStateStore: .*close and durable"):
+        AUNActorRuntime(state_store=OldStore())  # type: ignore[arg-type]
