@@ -24,7 +24,7 @@ from .._probes import serving_probes
 from .._runtime import AUNRuntime
 from .._stopping import STOP_GRACE, StopRequest, run_command
 from .._transcript import ArchiveRoles
-from ..storage import is_postgres_url
+from ..storage import dialect_for
 from ._console import DEFAULT_HOST, Console
 from ._feed import DEFAULT_POLL_INTERVAL
 
@@ -103,7 +103,7 @@ def _refuse_what_never_appears(location: str) -> None:
     """A reader never creates: a PostgreSQL database that does not exist (or refuses this URL, or
     holds tables that are not the runtime's) is refused at start, since no runtime will ever make it
     readable. An SQLite file not there yet is waited for: the runtime that writes it makes it."""
-    if is_postgres_url(location):
+    if dialect_for(location).shared:  # a server's database is not made by the runtime that writes it
         Archive(location, read_only=True).close()  # StorageUnavailableError: exit 2, nothing touched
 
 

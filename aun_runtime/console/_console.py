@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-from pathlib import Path
 from types import TracebackType
 
 from aiohttp import web
@@ -16,7 +15,7 @@ from .._bad_requests import BadRequestLog
 from .._metrics import ModelMetrics, RuntimeMetrics
 from .._probes import BusyReport, Readiness, add_probe_routes, no_agents
 from .._runtime import AUNRuntime
-from ..storage import is_postgres_url, redacted_url
+from ..storage import as_location, shown_location
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
 from ._routes import ConsoleState, build_app
 
@@ -83,10 +82,8 @@ class Console:
             self.source = f"archive {archive.shown}"
             self._feed = ArchiveFeed(lambda: archive, poll_interval=poll_interval)
         else:
-            # A postgresql:// URL stays a string (a Path would fold its '//').
-            path: str | Path = source if isinstance(source, str) and is_postgres_url(source) else Path(source)
-            shown = redacted_url(path) if isinstance(path, str) else path
-            self.source = f"archive {shown} (read-only)"
+            path = as_location(source)
+            self.source = f"archive {shown_location(path)} (read-only)"
             self._feed = ArchiveFeed(lambda: Archive(path, read_only=True), poll_interval=poll_interval)
         self._owns_archive = not isinstance(source, AUNRuntime | Archive)
         self.host = host

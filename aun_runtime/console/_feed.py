@@ -33,7 +33,7 @@ from .._errors import StorageUnavailableError
 from .._reconnect import Reconnection, is_connection_lost
 from .._waiting import wait_set
 from ..agentmd import AgentMDError, parse_agent_md
-from ..storage import is_missing_table, is_postgres_url
+from ..storage import dialect_for, is_missing_table
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
 
@@ -194,7 +194,7 @@ class ArchiveFeed:
             try:
                 self.archive = self._opener()
             except StorageUnavailableError as exc:
-                if exc.value is not None and not is_postgres_url(exc.value):  # a file that is no archive: keep looking
+                if exc.value is not None and not dialect_for(exc.value).shared:  # a file that is no archive: keep looking
                     self._set_state("error", f"{exc.value} cannot be read as an archive: {exc}")
                     return None
                 if self._reconnection.down_since is not None:  # no server, yet or still

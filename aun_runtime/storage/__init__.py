@@ -13,7 +13,16 @@ own way, so that the stores never ask which database they talk to. Two implement
 anything else an SQLite file. What a new database touches is listed in docs/where-things-live.md.
 """
 
-from ._open import DIALECTS, POSTGRES_SCHEMES, dialect_for, is_missing_table, is_postgres_url, open_storage
+from ._open import (
+    DIALECTS,
+    POSTGRES_SCHEMES,
+    as_location,
+    dialect_for,
+    is_missing_table,
+    is_postgres_url,
+    open_storage,
+    shown_location,
+)
 from ._postgres import (
     CONNECT_TIMEOUT,
     POSTGRESQL,
@@ -69,6 +78,7 @@ __all__ = [
     "SessionLocks",
     "Storage",
     "StorageKind",
+    "as_location",
     "check_sqlite_tables",
     "dialect_for",
     "is_missing_table",
@@ -76,4 +86,5 @@ __all__ = [
     "open_storage",
     "open_wal",
     "redacted_url",
+    "shown_location",
 ]

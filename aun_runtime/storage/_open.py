@@ -6,10 +6,11 @@ dialect to `DIALECTS`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from os import PathLike
 from pathlib import Path
 from typing import Final
 
-from ._postgres import POSTGRESQL, PostgresStorage
+from ._postgres import POSTGRESQL, PostgresStorage, redacted_url
 from ._protocol import Dialect, Storage
 from ._sqlite import SQLITE, SQLiteStorage
 
@@ -32,6 +33,17 @@ def dialect_for(location: str | Path) -> Dialect:
     """The dialect of the database at `location`, without opening it (to check what is asked of a
     location before anything is opened there)."""
     return POSTGRESQL if is_postgres_url(location) else SQLITE
+
+
+def as_location(source: str | PathLike[str]) -> str | Path:
+    """`source` as a location `open_storage` takes: a server's URL stays a string (a `Path` would fold
+    its `//`), anything else is a file's path."""
+    return source if isinstance(source, str) and is_postgres_url(source) else Path(source)
+
+
+def shown_location(location: str | Path) -> str:
+    """`location` as a message may show it: a server's URL without its password, a file's path as is."""
+    return redacted_url(location) if isinstance(location, str) and is_postgres_url(location) else str(location)
 
 
 def is_missing_table(error: BaseException) -> bool:
