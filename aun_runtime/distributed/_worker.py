@@ -76,7 +76,7 @@ from ._returning import ReturningPublishes
 from ._tls import TLSConfig
 from ._worker_link_events import LinkEvents
 from ._worker_receiving import HostMessages
-from ._worker_registration import HostRegistration
+from ._worker_registration import WorkerRegistration
 from ._worker_sending import PublishPath
 from ._worker_services import ServiceInstances
 from ._worker_stats import WorkerStats, count_worker, format_stats
@@ -235,7 +235,7 @@ class WorkerRuntime(RefusesRPC, PublishesCopiesOneByOne, GrpcWorkerAgentRuntime)
         )
         self.archive.on_commit = self._receiving.on_commit
         self.archive.busy = lambda: self._deliveries.busy > 0
-        self._registration = HostRegistration(self.name, self._link, self.directory, self._services)
+        self._registration = WorkerRegistration(self.name, self._link, self.directory, self._services)
         self._link_events = LinkEvents(
             self.name,
             self._link,

@@ -22,7 +22,7 @@ from ._errors import WorkerIdentityError
 from ._link import HostLink
 from ._outbox import Outbox
 from ._returning import ReturningPublishes
-from ._worker_registration import HostRegistration
+from ._worker_registration import WorkerRegistration
 
 __all__ = ["LinkEvents"]
 
@@ -48,7 +48,7 @@ class LinkEvents:
         worker: str,
         link: HostLink,
         directory: DirectoryView,
-        registration: HostRegistration,
+        registration: WorkerRegistration,
         *,
         outbox: Outbox,
         acks: Acknowledger,

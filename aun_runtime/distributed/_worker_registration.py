@@ -20,7 +20,7 @@ from ._link import HostLink
 from ._wire import ACK_PREFIX, WORKER_AGENT_PREFIX
 from ._worker_services import ServiceInstances
 
-__all__ = ["REGISTRATION_WAIT", "HostRegistration"]
+__all__ = ["REGISTRATION_WAIT", "WorkerRegistration"]
 
 logger = logging.getLogger("aun_runtime.distributed")
 
@@ -29,7 +29,7 @@ logger = logging.getLogger("aun_runtime.distributed")
 REGISTRATION_WAIT = 10.0
 
 
-class HostRegistration:
+class WorkerRegistration:
     """The agent types and subscriptions of one worker, and their registration with the host.
 
     Args:
