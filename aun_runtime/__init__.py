@@ -39,16 +39,13 @@ from protocols.errors import (
     PayloadTooLargeError,
 )
 
-from ._actor_runtime import AUNActorRuntime
-from ._agent import AUNAgent, event
-from ._agent_host import AgentHost
-from ._agent_state import AgentStateStore, MemoryStateStore
-from ._archive import Archive, ArchiveRecord, RecordKind
-from ._archive_writer import ArchiveWriteError
-from ._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
-from ._busy import AgentBusy
-from ._core_protocol import AUNCore
-from ._errors import (
+from .api._agent import AUNAgent, event
+from .api._busy import AgentBusy
+from .api._inbox import Inbox
+from .api._runtime import AUNRuntime, GroupInfo
+from .base._agent_md import AgentCard, AgentMDError
+from .base._budgets import DEFAULT_BUDGETS, BudgetLedger, Budgets, is_addressed
+from .base._errors import (
     AgentCreationError,
     AgentRegistrationError,
     BudgetExceeded,
@@ -74,17 +71,20 @@ from ._errors import (
     UnknownAIDError,
     UnknownGroupError,
 )
-from ._inbox import Inbox
-from ._mailbox import Mailbox, MailboxOptions, OverflowPolicy
-from ._payload import PayloadLike
-from ._runtime import AUNRuntime, GroupInfo
-from ._single_threaded import AUNSingleThreadedRuntime
-from ._sqlite_state import SQLiteStateStore
-from ._stats import RuntimeStats
-from ._turn_retry import DEFAULT_TURN_RETRY, TurnRetry
-from ._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
-from .agentmd import AgentCard, AgentMDError
+from .base._payload import PayloadLike
+from .base._stats import RuntimeStats
+from .core._actor_runtime import AUNActorRuntime
+from .core._single_threaded import AUNSingleThreadedRuntime
+from .delivery._agent_host import AgentHost
+from .delivery._core_protocol import AUNCore
+from .delivery._mailbox import Mailbox, MailboxOptions, OverflowPolicy
+from .delivery._turn_retry import DEFAULT_TURN_RETRY, TurnRetry
+from .delivery._turns import DEFAULT_HANDLER_TIMEOUT, RUNTIME_DEFAULT
 from .storage import Storage
+from .storage._agent_state import AgentStateStore, MemoryStateStore
+from .storage._archive import Archive, ArchiveRecord, RecordKind
+from .storage._archive_writer import ArchiveWriteError
+from .storage._sqlite_state import SQLiteStateStore
 
 __all__ = [
     "DEFAULT_BUDGETS",

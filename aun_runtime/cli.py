@@ -14,7 +14,7 @@ archive of a runtime running elsewhere (see `aun_runtime.console`), and `aun-run
 --archive A --archive B` prints the archives of several runtimes as one transcript (`--archive
 postgresql://...`: the archive the workers of several machines share; `--follow`: as it grows).
 `aun-runtime dead-letters list|retry|drop --archive A` shows the open dead letters of an archive,
-delivers them again through an app's agents, or gives them up (see `aun_runtime._dead_letters_cli`).
+delivers them again through an app's agents, or gives them up (see `aun_runtime.commands._dead_letters`).
 
 Every command stops the same way on SIGINT or SIGTERM, within a grace, and says how it ended in its
 exit code (the docs' page Running and stopping says how).
@@ -29,31 +29,31 @@ import logging
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
 
-from ._app import App, AppRun, load_app
-from ._archive import Archive
-from ._command_errors import CommandParser, option_values, report_errors
-from ._commands import Command, add_commands
-from ._dead_letters_cli import DEAD_LETTERS
-from ._errors import ConfigurationError
-from ._follow import TranscriptFollower, follow_archive
-from ._logs import LOG_FORMATS, configure_logging
-from ._metrics import ModelMetrics, RuntimeMetrics
-from ._otel_environment import tracing_from_environment
-from ._probes import Readiness, add_http_option, serving_probes
-from ._runtime import AUNRuntime
-from ._stopping import STOP_GRACE, StopRequest, bound_exit, run_command
-from ._storage_wait import open_when_available
-from ._transcript import ArchiveRoles, archive_counts
-from .console._cli import CONSOLE, add_console_options, run_app_with_console
-from .distributed._cli import HOST, STATUS, WORKER
-from .gateway._cli import GATEWAY
-from .network._cli import (
+from .api._runtime import AUNRuntime
+from .base._errors import ConfigurationError
+from .commands._app import App, AppRun, load_app
+from .commands._console import CONSOLE, add_console_options, run_app_with_console
+from .commands._dead_letters import DEAD_LETTERS
+from .commands._distributed import HOST, STATUS, WORKER
+from .commands._gateway import GATEWAY
+from .commands._network import (
     add_client_log_option,
     add_network_options,
     network_requested,
     quiet_client_logs,
     run_on_network,
 )
+from .commands._table import Command, add_commands
+from .operating._command_errors import CommandParser, option_values, report_errors
+from .operating._logs import LOG_FORMATS, configure_logging
+from .operating._metrics import ModelMetrics, RuntimeMetrics
+from .operating._otel_environment import tracing_from_environment
+from .operating._probes import Readiness, add_http_option, serving_probes
+from .operating._stopping import STOP_GRACE, StopRequest, bound_exit, run_command
+from .storage._archive import Archive
+from .storage._storage_wait import open_when_available
+from .transcripts._follow import TranscriptFollower, follow_archive
+from .transcripts._transcript import ArchiveRoles, archive_counts
 
 __all__ = ["DEMO_ENTRY_POINTS", "main"]
 
@@ -208,7 +208,7 @@ def _demo(name: str) -> EntryPoint:
 
 
 def _run_transcript(args: argparse.Namespace) -> int:
-    from ._merge import merged_transcript
+    from .transcripts._merge import merged_transcript
 
     if args.follow:
         if len(args.archive) != 1:

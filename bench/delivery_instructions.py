@@ -34,7 +34,7 @@ import runtime_throughput
 async def _build(n: int, fanout: int) -> float:
     """What a send builds for each message, alone: its payload, id and envelope (validated), and its
     JSON (made once per message, for the archive and the wire)."""
-    from aun_runtime._payload import coerce_payload
+    from aun_runtime.base._payload import coerce_payload
     from protocols.aun import AUNMessage, new_message_id
 
     for seq in range(1, n + 1):
@@ -53,7 +53,7 @@ def _strip(without: str) -> None:
 
         Archive.record = lambda *args, **kwargs: None  # type: ignore[method-assign]
     elif without == "channel":  # dedup, the mention filter and the received record
-        from aun_runtime._channel import Admission, Channel
+        from aun_runtime.delivery._channel import Admission, Channel
 
         Channel.admit = lambda self, message: Admission.DELIVER  # type: ignore[method-assign]
     elif without == "dispatch":  # the turn watch, the context variables and the handler table

@@ -70,7 +70,7 @@ def _stage_targets(stage: str) -> list[tuple[Any, str, Callable[..., Any]]]:
 
         return [(Archive, "record", lambda *args, **kwargs: None)]
     if stage == "channel":  # dedup, the mention filter and the received record
-        from aun_runtime._channel import Admission, Channel
+        from aun_runtime.delivery._channel import Admission, Channel
 
         return [(Channel, "admit", lambda self, message: Admission.DELIVER)]
     from aun_runtime import AUNAgent  # dispatch: turn watch, context variables, handler table, handler
@@ -97,7 +97,7 @@ def _without(stages: tuple[str, ...]) -> Iterator[None]:
 
 def _build(n: int) -> None:
     """What a send builds for each message, alone (as ``bench/delivery_instructions.py`` counts it)."""
-    from aun_runtime._payload import coerce_payload
+    from aun_runtime.base._payload import coerce_payload
     from protocols.aun import AUNMessage, new_message_id
 
     for seq in range(1, n + 1):

@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _grpc import Busy, Child
 
 from aun_runtime import AUNMessage, RecordKind, TextPayload
-from aun_runtime._archive import Archive
 from aun_runtime.distributed import worker_runtime
 from aun_runtime.storage import open_storage
+from aun_runtime.storage._archive import Archive
 from aun_runtime.testing.infrastructure import (
     Namespace,
     PostgresServer,

@@ -30,7 +30,7 @@ SLOW_FILES = (
     "tests/distributed/test_prometheus_scrape.py",
     "tests/distributed/test_otel_environment.py",
     "tests/distributed/test_deploy_topology.py",
-    "tests/cli/test_environment_options.py",
+    "tests/commands/test_environment_options.py",
     "tests/distributed/test_service_aids.py",
     "tests/distributed/test_crash_durability.py",
     "tests/distributed/test_frozen_instance.py",
@@ -65,11 +65,11 @@ SLOW_FILES = (
     "tests/console/test_browser.py",
     "tests/network/test_queue_members.py",
     "tests/gateway/test_client_group_e2ee.py",
-    "tests/cli/test_config_errors.py",
-    "tests/cli/test_run.py",
+    "tests/commands/test_config_errors.py",
+    "tests/commands/test_run.py",
     "tests/distributed/test_host_rules.py",
     "tests/distributed/test_merged_transcript.py",
-    "tests/test_reconnect.py",
+    "tests/transcripts/test_reconnect.py",
     "tests/gateway/test_frame_fuzz.py",
     "tests/test_type_checking_outside.py",
     "tests/agents/test_agentchat.py",
@@ -77,7 +77,7 @@ SLOW_FILES = (
     "tests/console/test_cli.py",
     "tests/test_docs_site.py",
     "tests/test_docs_human.py",
-    "tests/cli/test_reused_archive.py",
+    "tests/commands/test_reused_archive.py",
 )
 #: Health checks about the machine's speed, not the code's: on a loaded machine (a suite spread over
 #: its cores, other work beside it) hypothesis draws its inputs slowly. Tests that set their own

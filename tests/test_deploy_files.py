@@ -17,8 +17,8 @@ import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from aun_runtime._probes import Readiness, add_probe_routes
 from aun_runtime.cli import main
+from aun_runtime.operating._probes import Readiness, add_probe_routes
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REST_RESIDUE = re.compile(
     r"(?m)^\s*\.\. [a-z][\w-]*::|\.\. code-block|:(?:py:)?(?:class|meth|func|mod|data|attr|exc|obj|const):`|``"
 )
-#: A dotted name of ours with a private part (`aun_runtime._send`, `agents._context`).
+#: A dotted name of ours with a private part (`aun_runtime.delivery._send`, `agents._context`).
 PRIVATE_MODULE = re.compile(r"\b(?:aun_runtime|agents|protocols)(?:\.\w+)*\._[a-z]\w*")
 TIMEOUT_MS = 15_000
 

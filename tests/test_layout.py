@@ -7,7 +7,7 @@
   defined in that same module;
 * the layers point one way: ``protocols`` imports nothing of the project's, and the library
   (``aun_runtime``) never imports the application package (``agents``);
-* each rule has one home: group copies are given out only by the fan-out (``aun_runtime._fan_out``),
+* each rule has one home: group copies are given out only by the fan-out (``aun_runtime.delivery._fan_out``),
   where an AID lives is asked only of the placement (the facade and its parts, the send path and the fan-out
   never look at a directory or a route themselves), who applies mailboxes only of the mailbox rule,
   model calls are metered only by ``aun_runtime.models._metered``, the queue routings are spelled
@@ -178,25 +178,25 @@ def _users(name: str, package: str = "aun_runtime") -> set[str]:
 
 def test_each_rule_has_one_home() -> None:
     # Group copies: the fan-out hands them to the route, and is the only one that knows recipients.
-    assert _users("send_copy_out") == {"aun_runtime._route", "aun_runtime._fan_out"}
-    assert _users("copy_recipients") == {"aun_runtime._fan_out"}
-    assert _users("GroupFanOut") == {"aun_runtime._fan_out", "aun_runtime._send"}
+    assert _users("send_copy_out") == {"aun_runtime.delivery._route", "aun_runtime.delivery._fan_out"}
+    assert _users("copy_recipients") == {"aun_runtime.delivery._fan_out"}
+    assert _users("GroupFanOut") == {"aun_runtime.delivery._fan_out", "aun_runtime.delivery._send"}
     # Group topics are not published on: only the host still lets the name through.
-    assert _users("GROUP_PREFIX") == {"aun_runtime._topics", "aun_runtime.distributed._host_stream_rules"}
+    assert _users("GROUP_PREFIX") == {"aun_runtime.base._topics", "aun_runtime.distributed._host_stream_rules"}
     # Where an AID lives is the placement's answer: nothing above it asks a directory or a route.
-    facade = ("aun_runtime._runtime", "aun_runtime._agent_table", "aun_runtime._runtime_lifecycle")
-    for module in (*facade, "aun_runtime._send", "aun_runtime._fan_out"):
+    facade = ("aun_runtime.api._runtime", "aun_runtime.api._agent_table", "aun_runtime.api._runtime_lifecycle")
+    for module in (*facade, "aun_runtime.delivery._send", "aun_runtime.delivery._fan_out"):
         asked = _names_used(MODULES[module]) & {"aid_status", "AIDStatus", "Directory", "keeps_undeliverable", "outbound"}
         assert asked == set(), module
     # Who applies mailboxes is decided once, by the mailbox rule.
     assert _users("drains_mailboxes") <= {
-        "aun_runtime._core_protocol", "aun_runtime._mailbox_rule", "aun_runtime._runtime",
-        "aun_runtime._actor_runtime", "aun_runtime._single_threaded", "aun_runtime.distributed._worker",
+        "aun_runtime.delivery._core_protocol", "aun_runtime.delivery._mailbox_rule", "aun_runtime.api._runtime",
+        "aun_runtime.core._actor_runtime", "aun_runtime.core._single_threaded", "aun_runtime.distributed._worker",
     }
     assert _users("core_drains_mailboxes") == set()
     # Model calls are metered in one wrapper that every caller uses.
     for spend in ("model_call_refusal", "begin_model_call", "end_model_call"):
-        assert _users(spend, "") - {"aun_runtime._budgets"} == {"aun_runtime.models._metered"}, spend
+        assert _users(spend, "") - {"aun_runtime.base._budgets"} == {"aun_runtime.models._metered"}, spend
     # The queue routings (a service AID's policies too) are spelled once, in protocols.aun.
     spelled = {module for module, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.Constant) and node.value in ("round_robin", "sender_affinity")}

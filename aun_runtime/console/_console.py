@@ -10,12 +10,12 @@ from types import TracebackType
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from .._archive import Archive
-from .._bad_requests import BadRequestLog
-from .._metrics import ModelMetrics, RuntimeMetrics
-from .._probes import BusyReport, Readiness, add_probe_routes, no_agents
-from .._runtime import AUNRuntime
+from ..api._runtime import AUNRuntime
+from ..operating._bad_requests import BadRequestLog
+from ..operating._metrics import ModelMetrics, RuntimeMetrics
+from ..operating._probes import BusyReport, Readiness, add_probe_routes, no_agents
 from ..storage import as_location, shown_location
+from ..storage._archive import Archive
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
 from ._routes import ConsoleState, build_app
 

@@ -15,7 +15,7 @@ The archive is opened lazily: a console pointed at a file that no runtime has cr
 it, and says so, instead of failing; pointed at a PostgreSQL archive (the database the workers of
 several machines share, every worker's messages in one place), it waits the same way for a server
 that is not up yet, and when its database goes away (a restart, a crash) it opens it again with
-backoff, saying so once each way (`aun_runtime._reconnect`); each page goes on from its own cursor.
+backoff, saying so once each way (`aun_runtime.transcripts._reconnect`); each page goes on from its own cursor.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
 
-from .._archive import AgentEntry, Archive, ArchiveRow
-from .._errors import StorageUnavailableError
-from .._reconnect import Reconnection, is_connection_lost
-from .._waiting import wait_set
-from ..agentmd import AgentMDError, parse_agent_md
+from ..base._agent_md import AgentMDError, parse_agent_md
+from ..base._errors import StorageUnavailableError
+from ..base._waiting import wait_set
 from ..storage import dialect_for, is_missing_table
+from ..storage._archive import AgentEntry, Archive, ArchiveRow
+from ..transcripts._reconnect import Reconnection, is_connection_lost
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "PAGE_SIZE", "ArchiveFeed", "encode_record"]
 

@@ -28,9 +28,9 @@ from aiohttp import web
 
 from protocols.errors import AUNError
 
-from .._runtime import AUNRuntime
+from ..api._runtime import AUNRuntime
 from ._feed import PAGE_SIZE, ArchiveFeed, encode_records
-from ._send import SendRequestError, http_status, parse_send_request, send_as_agent
+from ._send_form import SendRequestError, http_status, parse_send_request, send_as_agent
 
 __all__ = ["ConsoleState", "build_app"]
 

@@ -53,9 +53,9 @@ from typing import Any
 from autogen_core import InterventionHandler
 from opentelemetry.trace import TracerProvider
 
-from .._core_protocol import AUNCore
-from .._errors import OutboxFullError
-from .._runtime import AUNRuntime
+from ..api._runtime import AUNRuntime
+from ..base._errors import OutboxFullError
+from ..delivery._core_protocol import AUNCore
 from ._errors import HostStateError, HostUnavailableError, WorkerIdentityError
 from ._host import DEFAULT_HOST_ADDRESS, AUNHost
 from ._servicer import HostStats

@@ -21,8 +21,8 @@ from typing import Any
 
 from protocols.aun import DispatchMode
 
-from .._directory import AIDStatus, GroupInfo
-from .._errors import AgentRegistrationError, UnknownGroupError
+from ..base._errors import AgentRegistrationError, UnknownGroupError
+from ..delivery._directory import AIDStatus, GroupInfo
 from ._errors import HostUnavailableError
 
 __all__ = ["DirectoryView"]

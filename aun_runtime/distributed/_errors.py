@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocols.errors import AUNError
 
-from .._errors import ConfigurationError
+from ..base._errors import ConfigurationError
 
 __all__ = ["HostStateError", "HostUnavailableError", "WorkerIdentityError"]
 

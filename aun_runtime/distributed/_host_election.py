@@ -24,10 +24,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .._archive import create_tables
-from .._errors import DatabaseUnreachableError, StorageSessionLostError
-from .._storage_wait import RETRY_INTERVAL
+from ..base._errors import DatabaseUnreachableError, StorageSessionLostError
 from ..storage import Storage, open_storage
+from ..storage._archive import create_tables
+from ..storage._storage_wait import RETRY_INTERVAL
 from ._errors import HostStateError
 from ._host_state import STATE_FORMAT, Snapshot, empty_state
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._metrics import CountersCollector
+from ..operating._metrics import CountersCollector
 from ._host import AUNHost
 from ._worker import WorkerRuntime
 

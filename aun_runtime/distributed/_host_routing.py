@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from autogen_core import AgentId, TopicId
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
-from .._errors import RPCForbiddenError
-from .._topics import INBOX_PREFIX
+from ..base._errors import RPCForbiddenError
+from ..base._topics import INBOX_PREFIX
 from ._host_records import HostStats, StreamClient
 from ._host_streams import Sends
 from ._service_routing import ServiceRoute

@@ -18,7 +18,7 @@ import grpc
 from autogen_core import Subscription, TypeSubscription
 from autogen_ext.runtimes.grpc.protos import cloudevent_pb2
 
-from .._topics import GROUP_PREFIX, INBOX_PREFIX
+from ..base._topics import GROUP_PREFIX, INBOX_PREFIX
 from ._frames import FrameError, unpack
 from ._heartbeat import HEARTBEAT_TYPE
 from ._host_records import HostStats, Refusal, StreamClient

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import grpc
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 
-from .._autogen_internals import CallbackChannelConnection
+from ..base._autogen_internals import CallbackChannelConnection
 from ._host_records import Refusal, StreamClient, call_metadata
 from ._identity import Identities, IdentityRefused
 from ._wire import DIRECTORY_TYPE, SECRET_METADATA, WORKER_METADATA, control_event

@@ -15,7 +15,7 @@ import grpc
 from autogen_core import Subscription, TypePrefixSubscription, TypeSubscription
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 
-from .._autogen_internals import subscription_from_proto, subscription_to_proto
+from ..base._autogen_internals import subscription_from_proto, subscription_to_proto
 from ._host_directory import HostDirectory
 from ._host_records import Refusal, StreamClient
 from ._host_stream_rules import StreamRules

@@ -57,9 +57,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._archive import Archive, MessageRow, PendingRecord, create_tables
-from .._errors import AgentRegistrationError, FencedError
+from ..base._errors import AgentRegistrationError, FencedError
 from ..storage import Storage, dialect_for
+from ..storage._archive import Archive, MessageRow, PendingRecord, create_tables
 from ._checkpoint import SAFETY_PAGES, Checkpointer
 
 __all__ = [

@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, agent_worker_pb2_grpc
 
-from .._waiting import wait_set
+from ..base._waiting import wait_set
 from ._errors import HostUnavailableError
 from ._frames import BATCH_TYPE, drain, pack, unpack
 from ._heartbeat import beat

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
-from .._directory import AIDStatus
+from ..delivery._directory import AIDStatus
 from ._journal import JournalArchive
 from ._wire import BASE_ATTR, SEQ_ATTR
 

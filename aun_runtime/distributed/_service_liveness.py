@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
-from .._errors import AgentRegistrationError
+from ..base._errors import AgentRegistrationError
 from ..storage import Storage, open_storage
 from ._journal import LEASE, LIVE_LOCK_CLASS, JournalArchive
 

@@ -54,8 +54,8 @@ from pathlib import Path
 
 from protocols.aun import QUEUE_ROUTINGS
 
-from .._archive import create_tables
 from ..storage import Storage, dialect_for, open_storage
+from ..storage._archive import create_tables
 from ._identity import worker_secret
 from ._journal import JournalArchive
 from ._service_liveness import FileLiveness, Liveness, SessionLiveness

@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from .._errors import ConfigurationError
+from ..base._errors import ConfigurationError
 
 __all__ = ["HostTLS", "TLSConfig"]
 

@@ -56,17 +56,21 @@ from autogen_core import (
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 from opentelemetry.trace import TracerProvider
 
-from .._actor_tracing import RuntimeTracer
-from .._core_protocol import MailboxProvider, MailboxReleasedHook, PublishesCopiesOneByOne, UndeliverableHook
-from .._errors import AgentRegistrationError, StorageSessionLostError
-from .._intervention import PublishInterventions
-from .._mailbox import MailboxOptions
-from .._no_rpc import RefusesRPC
+from ..base._errors import AgentRegistrationError, StorageSessionLostError
+from ..core._actor_tracing import RuntimeTracer
+from ..core._intervention import PublishInterventions
+from ..core._no_rpc import RefusesRPC
+from ..delivery._core_protocol import (
+    MailboxProvider,
+    MailboxReleasedHook,
+    PublishesCopiesOneByOne,
+    UndeliverableHook,
+)
+from ..delivery._mailbox import MailboxOptions
 from ._acks import Acknowledger
-from ._delivery import DeliveryPath
+from ._cloud_events import EventBuilder
 from ._directory_view import DirectoryView
 from ._errors import HostUnavailableError, WorkerIdentityError
-from ._events import EventBuilder
 from ._identity import MAX_WORKER_NAME_LENGTH, valid_worker_name, worker_secret
 from ._inbound import Inbound
 from ._journal import DEFAULT_COMMIT_INTERVAL, LEASE_RENEWAL, JournalArchive
@@ -74,6 +78,7 @@ from ._link import HostLink
 from ._outbox import DEFAULT_OUTBOX_CAPACITY, DEFAULT_WINDOW, Outbox
 from ._returning import ReturningPublishes
 from ._tls import TLSConfig
+from ._worker_delivery import DeliveryPath
 from ._worker_link_events import LinkEvents
 from ._worker_receiving import HostMessages
 from ._worker_registration import WorkerRegistration

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import grpc
 
-from .._errors import AgentRegistrationError
+from ..base._errors import AgentRegistrationError
 from ._acks import Acknowledger
 from ._directory_view import DirectoryView
 from ._errors import WorkerIdentityError

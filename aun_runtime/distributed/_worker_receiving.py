@@ -15,16 +15,16 @@ from typing import Any
 
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 
-from .._errors import RPCForbiddenError
-from .._topics import INBOX_PREFIX
+from ..base._errors import RPCForbiddenError
+from ..base._topics import INBOX_PREFIX
 from ._acks import Acknowledger
-from ._delivery import DeliveryPath
 from ._directory_view import DirectoryView
 from ._inbound import Inbound
 from ._journal import Commit, Delivery
 from ._outbox import Outbox
 from ._returning import ReturningPublishes
 from ._wire import ACK_PREFIX, BASE_ATTR, DIRECTORY_TYPE, ORIGIN_ATTR, SEQ_ATTR, event_json
+from ._worker_delivery import DeliveryPath
 from ._worker_services import ServiceInstances
 
 __all__ = ["HostMessages"]

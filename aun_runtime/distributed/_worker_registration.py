@@ -14,7 +14,7 @@ import grpc
 from autogen_core import Subscription, TypeSubscription
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 
-from .._errors import AgentRegistrationError
+from ..base._errors import AgentRegistrationError
 from ._directory_view import DirectoryView
 from ._link import HostLink
 from ._wire import ACK_PREFIX, WORKER_AGENT_PREFIX
@@ -117,7 +117,7 @@ class WorkerRegistration:
                 await asyncio.sleep(0.05)  # the host is still letting go of a closing connection
 
     async def _subscribe(self, subscription: Subscription) -> None:
-        from .._autogen_internals import subscription_to_proto
+        from ..base._autogen_internals import subscription_to_proto
 
         await self._link.stub.AddSubscription(
             agent_worker_pb2.AddSubscriptionRequest(subscription=subscription_to_proto(subscription)),

@@ -18,13 +18,13 @@ from autogen_ext.runtimes.grpc.protos import agent_worker_pb2
 
 from protocols.aun import AUNMessage
 
-from .._actor_tracing import RuntimeTracer
-from .._archive import RecordKind
-from .._core_protocol import UndeliverableHook
-from .._errors import MessageDroppedError, OutboxFullError
-from .._intervention import PublishInterventions, begin_publish, detached
-from .._topics import INBOX_PREFIX
-from ._events import EventBuilder
+from ..base._errors import MessageDroppedError, OutboxFullError
+from ..base._topics import INBOX_PREFIX
+from ..core._actor_tracing import RuntimeTracer
+from ..core._intervention import PublishInterventions, begin_publish, detached
+from ..delivery._core_protocol import UndeliverableHook
+from ..storage._archive import RecordKind
+from ._cloud_events import EventBuilder
 from ._journal import DELIVERY, JournalArchive
 from ._outbox import Outbox
 from ._returning import ReturningPublishes

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ._delivery import DeliveryPath
 from ._inbound import Inbound
 from ._link import HostLink
 from ._outbox import Outbox
+from ._worker_delivery import DeliveryPath
 from ._worker_services import ServiceInstances
 
 __all__ = ["WorkerStats", "count_worker", "format_stats"]

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from email.utils import formatdate
 
-from ..agentmd import (
+from ..base._agent_md import (
     BEHAVIOR_MODE_FIELD,
     MAX_AGENT_MD_BYTES,
     SIGNATURE_MARKER,

@@ -14,7 +14,7 @@ from typing import Any
 
 from protocols.errors import AUNError
 
-from .._errors import ConfigurationError
+from ..base._errors import ConfigurationError
 
 __all__ = ["ErrorCode", "GatewayError", "GatewayStartError", "RPCError"]
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._strict_json import MAX_SAFE_INTEGER
+from ..base._strict_json import MAX_SAFE_INTEGER
 from ._errors import ErrorCode, RPCError
 
 __all__ = ["Params", "Request", "dumps", "error_frame", "notification_frame", "parse_frame", "result_frame"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._strict_json import find_unsafe
+from ..base._strict_json import find_unsafe
 from ._agent_cards import CardStore
 from ._database import Database
 from ._errors import ErrorCode, GatewayStartError, RPCError

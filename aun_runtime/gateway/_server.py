@@ -40,7 +40,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from .._bad_requests import BadRequestLog
+from ..operating._bad_requests import BadRequestLog
 from ._agent_md_http import add_agent_md_routes
 from ._auth_methods import AUTH_METHODS
 from ._errors import ErrorCode, GatewayStartError, RPCError

@@ -12,7 +12,7 @@ import warnings
 
 from autogen_core.models import ChatCompletionClient, RequestUsage
 
-from .._histogram import MODEL_CALL_BUCKETS, DurationHistogram
+from ..base._histogram import MODEL_CALL_BUCKETS, DurationHistogram
 
 __all__ = ["MODEL_CALLS", "OUTCOMES", "ModelCallStats", "model_name"]
 

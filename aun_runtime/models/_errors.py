@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocols.errors import AUNError
 
-from .._errors import TransientError
+from ..base._errors import TransientError
 
 __all__ = [
     "CassetteFileError",

@@ -33,7 +33,7 @@ from autogen_core.models import (
 )
 from autogen_core.tools import Tool, ToolSchema
 
-from .._acting import ACTING, INBOUND
+from ..delivery._acting import ACTING, INBOUND
 from ._errors import ModelAnswerError, ModelUnavailableError
 from ._limiter import EndpointLimiter, limiter_for, retry_after_of
 from ._request import JsonOutput, ToolChoice

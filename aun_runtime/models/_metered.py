@@ -31,9 +31,9 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from opentelemetry.trace import Span
 
-from .._acting import ACTING, INBOUND, Actor
-from .._budgets import ModelCall
-from .._errors import ModelBudgetExceeded
+from ..base._budgets import ModelCall
+from ..base._errors import ModelBudgetExceeded
+from ..delivery._acting import ACTING, INBOUND, Actor
 from ._call_stats import MODEL_CALLS, model_name
 from ._model_spans import end_model_span, start_model_span
 from ._request import JsonOutput, ToolChoice

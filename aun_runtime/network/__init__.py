@@ -24,7 +24,7 @@ Example:
     ```
 """
 
-from .._errors import OutboxFullError
+from ..base._errors import OutboxFullError
 from ._config import GatewayAgentConfig
 from ._errors import (
     GatewayAgentError,

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from ..agentmd import (
+from ..base._agent_md import (
     BEHAVIOR_MODE_FIELD,
     MAX_DESCRIPTION_CHARS,
     SIGNATURE_MARKER,

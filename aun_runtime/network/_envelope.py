@@ -63,7 +63,7 @@ def send_call(
         recipient: the direct recipient, or the member a local group's copy is for; None for a
             message to a network group.
         encrypt: end-to-end encrypt the message, direct or group (the client's default).
-        traceparent: the W3C trace context it was sent in (`aun_runtime._trace_context`), if any.
+        traceparent: the W3C trace context it was sent in (`aun_runtime.base._trace_context`), if any.
     """
     payload = payload_to_wire(message)
     added: list[str] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from protocols.errors import AUNError
 
-from .._errors import UndeliverableError
+from ..base._errors import UndeliverableError
 
 __all__ = [
     "GatewayAgentError",

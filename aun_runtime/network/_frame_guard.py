@@ -1,6 +1,6 @@
 """Frames the AUN client would refuse whole: the messages in them arrive as unreadable instead.
 
-The client (fastaun 0.5.25) parses each frame strictly (see `aun_runtime._strict_json`) and, on
+The client (fastaun 0.5.25) parses each frame strictly (see `aun_runtime.base._strict_json`) and, on
 the first value outside its rules, drops the connection. Its reconnection pulls the same message, and
 drops again: one such message from any sender, relayed by a gateway that does not refuse it, stops
 everything that follows it. This module puts one guard in front of that parser for a gateway
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from .._strict_json import MAX_SAFE_INTEGER, find_unsafe
+from ..base._strict_json import MAX_SAFE_INTEGER, find_unsafe
 from ._client_internals import frame_decoder, replace_frame_decoder, transport_of
 
 __all__ = ["UNREADABLE_TYPE", "guard_client", "quick_read", "salvage_frame", "unreadable_reason"]

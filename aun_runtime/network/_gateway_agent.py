@@ -33,7 +33,7 @@ from protocols.aun import (
     validate_aid,
 )
 
-from .._trace_context import current_traceparent
+from ..base._trace_context import current_traceparent
 from ._card import card_text
 from ._config import GatewayAgentConfig
 from ._errors import GatewayAgentError, NotExposedError

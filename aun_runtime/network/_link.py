@@ -34,16 +34,16 @@ from typing import Any
 from protocols.aun import AUNMessage
 from protocols.errors import InvalidMessageError
 
-from .._trace_context import continued, traceparent_of
-from .._waiting import wait_set
+from ..base._trace_context import continued, traceparent_of
+from ..base._waiting import wait_set
 from ._card import publish_card
 from ._client_io import ON_WIRE, flush_cursors, trim_stores
 from ._config import GatewayAgentConfig
 from ._envelope import message_from_event, send_call
 from ._errors import IdentityError, NetworkRefusedError
-from ._host_answers import share_host_answers
 from ._identity import open_client
 from ._invitations import Invitations
+from ._name_answers import share_host_answers
 from ._outbox import Outbox, OutboxItem
 from ._push_pages import PushPages
 from ._verdict import Verdict, describe, judge

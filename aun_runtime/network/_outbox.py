@@ -25,7 +25,7 @@ from pathlib import Path
 
 from protocols.aun import AUNMessage
 
-from .._errors import OutboxFullError
+from ..base._errors import OutboxFullError
 from ._outbox_store import OutboxRow, OutboxStore, OutboxWriteError, SQLiteOutboxStore
 
 __all__ = ["DEFAULT_OUTBOX_CAPACITY", "Outbox", "OutboxItem", "OutboxWriteError"]

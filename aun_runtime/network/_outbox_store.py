@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from .._errors import UndeliverableError
+from ..base._errors import UndeliverableError
 from ..storage import SQLiteStorage
 
 __all__ = ["OutboxRow", "OutboxStore", "OutboxWriteError", "SQLiteOutboxStore", "StoredOutboxRow"]

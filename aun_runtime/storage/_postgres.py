@@ -42,8 +42,8 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from .._errors import StorageSessionLostError, StorageUnavailableError
-from .._postgres_refusal import refusal
+from ..base._errors import StorageSessionLostError, StorageUnavailableError
+from ._postgres_refusal import refusal
 from ._protocol import Dialect, LockKey, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
@@ -111,7 +111,7 @@ def redacted_url(url: str) -> str:
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
-# -- the archive's tables and batch insert, as PostgreSQL spells them (see aun_runtime._archive_sql) -
+# -- the archive's tables and batch insert, as PostgreSQL spells them (see aun_runtime.storage._archive_sql) -
 
 # The same tables as in SQLite, shared by the workers of several machines. Message rows are numbered
 # by the archives themselves, as in SQLite, from blocks of `MESSAGE_ROW_BLOCK` numbers each archive
@@ -239,8 +239,8 @@ class PostgresDialect:
 
     def create_tables(self, storage: Storage, schema: str) -> None:
         # Any store's tables, one creator at a time; a database whose tables are not the runtime's
-        # is refused, untouched (the mark: aun_runtime._schema_marker).
-        from .._schema_marker import claim_schema
+        # is refused, untouched (the mark: aun_runtime.storage._schema_marker).
+        from ._schema_marker import claim_schema
 
         with storage.transaction():
             storage.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
@@ -249,7 +249,7 @@ class PostgresDialect:
 
     def check_tables(self, storage: Storage, schema: str) -> None:
         # No mark and no tables: nothing is written yet, which a reader waits for.
-        from .._schema_marker import is_marked
+        from ._schema_marker import is_marked
 
         is_marked(storage, schema)
 

@@ -65,7 +65,7 @@ class SessionLocks(Protocol):
 
 
 class ArchiveSQL(Protocol):
-    """What the archive (`aun_runtime._archive_sql`) asks of a database: its tables, its batch insert
+    """What the archive (`aun_runtime.storage._archive_sql`) asks of a database: its tables, its batch insert
     in one statement, and how its message rows are numbered."""
 
     #: Message row numbers an archive takes at a time from `archive_message_rows`, where several

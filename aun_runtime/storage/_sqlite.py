@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from .._errors import StorageUnavailableError
+from ..base._errors import StorageUnavailableError
 from ._protocol import Dialect, LockKey, Row, Storage, StorageKind
 from ._scoped_sql import ScopedSQL
 
@@ -57,7 +57,7 @@ def open_wal(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={chosen.upper()}")
 
-# -- the archive's tables and batch insert, as SQLite spells them (see aun_runtime._archive_sql) -----
+# -- the archive's tables and batch insert, as SQLite spells them (see aun_runtime.storage._archive_sql) -----
 
 _ARCHIVE_TABLES = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -371,7 +371,7 @@ class SQLiteStorage:
 def check_sqlite_tables(db: sqlite3.Connection | Storage, schema: str, location: str) -> None:
     """Before the statements of `schema` create anything in an SQLite file (or a reader reads it):
     refuse a file whose tables by those names lack the columns `schema` gives them. An SQLite file
-    carries no mark of its own (many were made before PostgreSQL's, `aun_runtime._schema_marker`):
+    carries no mark of its own (many were made before PostgreSQL's, `aun_runtime.storage._schema_marker`):
     the columns are what tell the runtime's tables from another application's.
 
     Raises:

@@ -31,7 +31,7 @@ from autogen_core.models import UserMessage
 
 from protocols.aun import AUNMessage
 
-from .._agent import AUNAgent, event
+from ..api._agent import AUNAgent, event
 from ..models import ScriptedChatCompletionClient, metered
 
 __all__ = [

@@ -40,7 +40,7 @@ from aun_runtime import (
     ToolCallPayload,
     ToolResultPayload,
 )
-from aun_runtime._topics import inbox_topic
+from aun_runtime.base._topics import inbox_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient, model_client_from_env
 from tests.models.openai_stand_in import OpenAIStandIn, ToolCalls, openai_stand_in
 

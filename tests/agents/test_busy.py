@@ -16,10 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agents.autonomous import AutonomousAgent
 from aun_runtime import AgentBusy, AUNRuntime
-from aun_runtime._metrics import RuntimeMetrics
-from aun_runtime._probes import ProbeServer, Readiness
 from aun_runtime.console import Console
 from aun_runtime.models import ModelConfig
+from aun_runtime.operating._metrics import RuntimeMetrics
+from aun_runtime.operating._probes import ProbeServer, Readiness
 from tests.models.openai_stand_in import OpenAIStandIn, Reply, ToolCalls, openai_stand_in
 
 INFO = {"vision": False, "function_calling": True, "json_output": True, "family": "unknown",

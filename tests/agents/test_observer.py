@@ -9,7 +9,7 @@ import pytest
 from agents.observer import ObserverAgent
 from agents.stand_ins.observer import DEMO_OBSERVERS, ObserverStandIn
 from aun_runtime import AUNMessage, AUNRuntime, Budgets, RecordKind, TextPayload
-from aun_runtime._topics import inbox_topic
+from aun_runtime.base._topics import inbox_topic
 from aun_runtime.models import ModelRequest, ScriptedChatCompletionClient
 
 

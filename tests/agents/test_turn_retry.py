@@ -155,7 +155,7 @@ def test_agents_answering_one_message_derive_ids_of_their_own() -> None:
     # share an id, or every receiver's dedup would keep only the first answer (notebook 08's lounge
     # shows it end to end). The same sender, message and place give the same id on every try.
     from aun_runtime import AUNMessage
-    from aun_runtime._turn_retry import derived_message_id
+    from aun_runtime.delivery._turn_retry import derived_message_id
 
     post = AUNMessage(from_aid="alice.local", group_id="lounge", payload={"type": "text", "text": "lunch?"})
     assert derived_message_id("ana.local", post, 0) != derived_message_id("ben.local", post, 0)

@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 
 from aun_runtime import AUNRuntime, Budgets, ModelBudgetExceeded
-from aun_runtime._archive import AgentEntry
 from aun_runtime.console import Console
 from aun_runtime.console._feed import encode_agents
+from aun_runtime.storage._archive import AgentEntry
 from aun_runtime.testing import Bouncer, Recorder, Replier, Stuck
 
 from .conftest import TIMEOUT, next_event

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aun_runtime._core_protocol import AUNCore
+from aun_runtime.delivery._core_protocol import AUNCore
 from aun_runtime.distributed import WorkerRuntime
 
 

@@ -166,7 +166,7 @@ async def test_a_file_that_is_not_a_host_state_file_is_refused_with_what_it_is(t
     state = tmp_path / "host.state"
     state.write_text(text)
     host = Process(["host", "--address", "127.0.0.1:0", "--state", str(state)])
-    assert host.finish() == 2  # a configuration error (see aun_runtime._stopping)
+    assert host.finish() == 2  # a configuration error (see aun_runtime.operating._stopping)
     assert f"error: --state: {state} {said}" in host.output and "Traceback" not in host.output
     assert state.read_text() == text  # left as it was
     for _ in range(2):  # the second time too: a refused file's lock is let go of, not held

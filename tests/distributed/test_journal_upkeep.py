@@ -10,7 +10,7 @@ from pathlib import Path
 from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
 
 from aun_runtime import RecordKind
-from aun_runtime._directory import AIDStatus
+from aun_runtime.delivery._directory import AIDStatus
 from aun_runtime.distributed._checkpoint import CHECKPOINT_EVERY, SAFETY_PAGES
 from aun_runtime.distributed._journal import JournalArchive
 from aun_runtime.distributed._outbox import Outbox

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import ClientConnection, connect
 
-from aun_runtime._strict_json import find_unsafe
+from aun_runtime.base._strict_json import find_unsafe
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.gateway._errors import ErrorCode
 from aun_runtime.gateway._frames import Request, dumps, parse_frame

@@ -14,7 +14,7 @@ from aiohttp import web
 from aun_core.errors import ConnectionError as ClientConnectionError
 from aun_core.net import DnsResilientNet
 
-from aun_runtime.network._host_answers import HostAnswers, share_host_answers
+from aun_runtime.network._name_answers import HostAnswers, share_host_answers
 
 # RFC 6761: names under .invalid never resolve, on any machine.
 NOWHERE = "pki.aun-runtime-test.invalid"

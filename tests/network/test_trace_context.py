@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from aun_runtime import AUNActorRuntime, AUNAgent, AUNMessage, AUNRuntime, MessageContext, event
-from aun_runtime._trace_context import traceparent_of
+from aun_runtime.base._trace_context import traceparent_of
 from aun_runtime.gateway import GatewayServer
 from aun_runtime.network import GatewayAgent
 from aun_runtime.network._outbox import Outbox
