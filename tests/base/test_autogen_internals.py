@@ -42,7 +42,7 @@ def test_every_private_name_is_where_the_fence_imports_it_from() -> None:
 
 
 def test_the_fence_gives_out_exactly_the_names_of_its_table() -> None:
-    from aun_runtime import _autogen_internals as fence
+    from aun_runtime.base import _autogen_internals as fence
 
     table = _table("PRIVATE_IMPORTS")
     assert isinstance(table, tuple)

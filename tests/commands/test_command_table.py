@@ -21,7 +21,7 @@ from aun_runtime.operating._command_errors import CommandParser
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "aun_runtime"
 #: The one module that adds parsers for commands (`add_parser`, `add_subparsers`).
-BUILDER = LIBRARY / "_commands.py"
+BUILDER = LIBRARY / "commands" / "_table.py"
 
 
 def _calls(path: Path, names: set[str]) -> list[int]:

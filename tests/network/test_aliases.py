@@ -8,7 +8,7 @@ import pytest
 
 import aun_runtime.gateway as gateway
 import aun_runtime.network as network
-from aun_runtime import _errors
+from aun_runtime.base import _errors
 
 #: What aun_runtime.gateway exported for the gateway agent: all of aun_runtime.network's names but
 #: the one added with the package.

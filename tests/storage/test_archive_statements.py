@@ -63,7 +63,7 @@ def test_a_failed_write_is_written_again_with_its_message_rows(tmp_path: Path) -
 def test_batches_too_long_for_one_statement_go_in_one_transaction_of_several(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aun_runtime import _archive_sql
+    from aun_runtime.storage import _archive_sql
 
     monkeypatch.setattr(_archive_sql, "MAX_STATEMENT_CHARS", 2000)  # a few messages per statement
     archive = Archive(tmp_path / "a.sqlite", batch_size=2)
