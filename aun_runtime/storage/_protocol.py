@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ._scoped_sql import ScopedSQL
 
@@ -24,7 +24,9 @@ __all__ = [
     "ArchiveSQL", "Dialect", "JournalSQL", "LockKey", "Row", "ServiceLedgerSQL", "SessionLocks", "Storage", "StorageKind",
 ]
 
-StorageKind = Literal["sqlite", "postgresql"]
+#: A database's name (`"sqlite"`, `"postgresql"`), for messages and metrics: a plain string, so that a
+#: new database adds no member here, and never a reason to branch.
+StorageKind = str
 Row = tuple[Any, ...]
 
 

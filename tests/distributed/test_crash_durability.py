@@ -124,15 +124,20 @@ def test_what_a_sqlite_worker_acknowledged_or_answered_is_in_its_file_after_a_si
     env = {"SOURCE_COUNT": "2000", "SOURCE_BURST": "20", "SOURCE_PAUSE": "0.01"}
     procs.append(start_worker(host, f"{APPS}:source", source_db, env=env))
 
-    wait_until(lambda: len(received_texts(source_db)) >= 300, what="the stream under way")
+    def acknowledged_by_sink() -> int:
+        unacknowledged = query(source_db, "SELECT MIN(seq) FROM aun_outbox WHERE aid = 'sink.local'")[0][0]
+        sent = query(source_db, "SELECT last_seq FROM aun_out_streams WHERE aid = 'sink.local'")
+        return (unacknowledged if unacknowledged is not None else (sent[0][0] if sent else 0) + 1) - 1
+
+    # The source commits the answers it receives and the acknowledgements it is given separately:
+    # under load one can lag the other, so the stream is under way when both are.
+    wait_until(lambda: len(received_texts(source_db)) >= 300 and acknowledged_by_sink() >= 300, what="the stream under way")
     sink.proc.kill()  # no flush, no goodbye
     sink.proc.wait()
     # What the source holds now was acknowledged or answered before the kill: it is what the sink
     # had told others it had committed.
     answered = {text.removeprefix("done ") for text in received_texts(source_db)}
-    unacknowledged = query(source_db, "SELECT MIN(seq) FROM aun_outbox WHERE aid = 'sink.local'")[0][0]
-    sent = query(source_db, "SELECT last_seq FROM aun_out_streams WHERE aid = 'sink.local'")[0][0]
-    acknowledged = (unacknowledged if unacknowledged is not None else sent + 1) - 1
+    acknowledged = acknowledged_by_sink()
     kept = Counter(
         str(text)
         for (text,) in query(
