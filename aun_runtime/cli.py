@@ -113,7 +113,8 @@ async def serve_app(
         if not done or runtime is None:
             return stop.exit_code(failed=False)
         if probes is not None:
-            probes.add(RuntimeMetrics(runtime))
+            metrics = RuntimeMetrics(runtime)
+            probes.add(metrics, busy=metrics.busy_report)
         return await _served(stop, app, runtime, archive, readiness, seconds=seconds, until_idle=until_idle)
 
 

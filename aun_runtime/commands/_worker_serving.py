@@ -106,10 +106,11 @@ async def _serve_once(
         raise ConfigurationError(str(exc)) from exc
     # Anything else that stops it here is reported by the command line's one reporter: a database or
     # state it cannot use (exit 2), or a host that does not answer in time (exit 1).
-    collectors = [RuntimeMetrics(runtime), worker_metrics(core)] if probes is not None else []
+    metrics = RuntimeMetrics(runtime)
+    collectors = [metrics, worker_metrics(core)] if probes is not None else []
     for collector in collectors:
         assert probes is not None
-        probes.add(collector)
+        probes.add(collector, busy=metrics.busy_report if collector is metrics else None)
     run = AppRun(app, runtime)
     registered = False
     lost = core.session_lost

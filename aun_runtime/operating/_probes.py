@@ -150,13 +150,12 @@ class ProbeServer:
         for collector in collectors:
             self.add(collector)
 
-    def add(self, collector: Collector) -> None:
-        """Serve `collector`'s metrics too; one that reports busy agents (`busy_report()`, as a
-        runtime's metrics do) is what `/busy` serves from now on."""
+    def add(self, collector: Collector, *, busy: BusyReport | None = None) -> None:
+        """Serve `collector`'s metrics too; `busy` (a runtime's metrics' `busy_report`), when given, is
+        what `/busy` serves from now on."""
         self.registry.register(collector)
-        report = getattr(collector, "busy_report", None)
-        if report is not None:
-            self.busy = report
+        if busy is not None:
+            self.busy = busy
 
     def remove(self, collector: Collector) -> None:
         """Stop serving `collector`'s metrics (a worker that rejoins serves its new run's)."""

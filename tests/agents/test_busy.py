@@ -114,7 +114,8 @@ async def test_the_probes_show_the_busy_agents_in_metrics_and_at_busy() -> None:
         async with aiohttp.ClientSession() as http:
             async with http.get(f"{url}/busy") as response:
                 assert response.status == 404  # no runtime yet: as a command before it opened one
-            probes.add(RuntimeMetrics(runtime))
+            metrics = RuntimeMetrics(runtime)
+            probes.add(metrics, busy=metrics.busy_report)
             for n in range(2):
                 await human.send("bot.local", f"question {n}")
             await until(lambda: b if (b := of(runtime, "bot.local")) and b.waiting_for == "model"
