@@ -14,8 +14,8 @@ from ..api._runtime import AUNRuntime
 from ..operating._bad_requests import BadRequestLog
 from ..operating._metrics import ModelMetrics, RuntimeMetrics
 from ..operating._probes import BusyReport, Readiness, add_probe_routes, no_agents
-from ..storage import as_location, shown_location
 from ..storage._archive import Archive
+from ..storage._open import as_location, shown_location
 from ._feed import DEFAULT_POLL_INTERVAL, ArchiveFeed
 from ._routes import ConsoleState, build_app
 

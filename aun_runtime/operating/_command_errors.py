@@ -26,7 +26,7 @@ from typing import NoReturn
 from protocols.errors import AUNError
 
 from ..base._errors import ConfigurationError
-from ..storage import redacted_url
+from ..storage._postgres import redacted_url
 from ._env_options import EnvironmentParser
 from ._stopping import ExitCode, json_line, saying_json
 

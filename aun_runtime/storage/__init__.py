@@ -13,78 +13,35 @@ own way, so that the stores never ask which database they talk to. Two implement
 anything else an SQLite file. What a new database touches is listed in docs/where-things-live.md.
 """
 
-from ._open import (
-    DIALECTS,
-    POSTGRES_SCHEMES,
-    as_location,
-    dialect_for,
-    is_missing_table,
-    is_postgres_url,
-    open_storage,
-    shown_location,
-)
-from ._postgres import (
-    CONNECT_TIMEOUT,
-    POSTGRESQL,
-    SESSION_TIMEOUT,
-    STATEMENT_WAIT,
-    PostgresDialect,
-    PostgresStorage,
-    redacted_url,
-)
+from ._open import DIALECTS, dialect_for, is_missing_table, open_storage
+from ._postgres import POSTGRESQL, PostgresStorage
 from ._protocol import (
     ArchiveSQL,
     Dialect,
     JournalSQL,
-    LockKey,
     Row,
     ServiceLedgerSQL,
     SessionLocks,
     Storage,
     StorageKind,
 )
-from ._scoped_sql import ScopedSQL
-from ._sqlite import (
-    SQLITE,
-    SQLITE_BUSY_TIMEOUT,
-    SQLITE_SYNCHRONOUS_VARIABLE,
-    SQLiteDialect,
-    SQLiteStorage,
-    check_sqlite_tables,
-    open_wal,
-)
+from ._sqlite import SQLITE, SQLiteStorage
 
 __all__ = [
-    "CONNECT_TIMEOUT",
     "DIALECTS",
     "POSTGRESQL",
-    "POSTGRES_SCHEMES",
-    "SESSION_TIMEOUT",
     "SQLITE",
-    "SQLITE_BUSY_TIMEOUT",
-    "SQLITE_SYNCHRONOUS_VARIABLE",
-    "STATEMENT_WAIT",
     "ArchiveSQL",
     "Dialect",
     "JournalSQL",
-    "LockKey",
-    "PostgresDialect",
     "PostgresStorage",
     "Row",
-    "SQLiteDialect",
     "SQLiteStorage",
-    "ScopedSQL",
     "ServiceLedgerSQL",
     "SessionLocks",
     "Storage",
     "StorageKind",
-    "as_location",
-    "check_sqlite_tables",
     "dialect_for",
     "is_missing_table",
-    "is_postgres_url",
     "open_storage",
-    "open_wal",
-    "redacted_url",
-    "shown_location",
 ]

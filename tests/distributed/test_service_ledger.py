@@ -12,7 +12,7 @@ from aun_runtime import AgentRegistrationError, FencedError, StorageSessionLostE
 from aun_runtime.distributed import _journal, _service_liveness, _service_store
 from aun_runtime.distributed._journal import DELIVERY, Delivery, JournalArchive
 from aun_runtime.distributed._service_store import Claim, ServiceLedger, open_ledger
-from aun_runtime.storage import ScopedSQL
+from aun_runtime.storage._scoped_sql import ScopedSQL
 from aun_runtime.testing.infrastructure import ExternalPostgres, PostgresServer
 
 AID = "svc.local"

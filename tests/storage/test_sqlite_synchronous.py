@@ -14,7 +14,8 @@ from aun_runtime import SQLiteStateStore, StorageUnavailableError
 from aun_runtime.distributed._journal import JournalArchive
 from aun_runtime.gateway._database import Database
 from aun_runtime.network._outbox import Outbox
-from aun_runtime.storage import SQLITE_SYNCHRONOUS_VARIABLE, SQLiteStorage
+from aun_runtime.storage import SQLiteStorage
+from aun_runtime.storage._sqlite import SQLITE_SYNCHRONOUS_VARIABLE
 
 #: PRAGMA synchronous answers with a number.
 NUMBERS = {"normal": 1, "full": 2}
