@@ -8,7 +8,8 @@ This module holds only what a user's tests need and can use anywhere: nothing he
 server or touches the machine's network. The infrastructure a test of a distributed app needs and
 no test should fake (a throwaway PostgreSQL server, network namespaces) is apart, in
 [`aun_runtime.testing.infrastructure`][aun_runtime.testing.infrastructure], with its pytest
-fixtures in `aun_runtime.testing.pytest_plugin`.
+fixtures in `aun_runtime.testing.pytest_plugin`. (Its names, once exported here, are still found here
+with a `DeprecationWarning` that names their new home.)
 
 Example:
     ```python
@@ -256,3 +257,26 @@ class Pondering(AUNAgent):
         for _ in range(2):
             result = await self.model.create([UserMessage(content=message.text or "", source="user")])
         await self.reply(str(result.content))
+
+
+#: Names this module exported before the infrastructure had a module of its own: still found here, with
+#: a `DeprecationWarning` that names their home, so that a user's tests keep running while they move.
+_MOVED_TO_INFRASTRUCTURE = frozenset(
+    {"ExternalPostgres", "Namespace", "PostgresServer", "PostgresUnavailableError", "PrivateNetwork",
+     "namespaces_unavailable", "postgres_bin_dir"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _MOVED_TO_INFRASTRUCTURE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    from . import infrastructure
+
+    warnings.warn(
+        f"aun_runtime.testing.{name} moved to aun_runtime.testing.infrastructure.{name}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(infrastructure, name)
