@@ -21,6 +21,8 @@ import logging
 import time
 from typing import Any, cast
 
+from prometheus_client.registry import Collector
+
 from ..base._errors import ConfigurationError, StorageSessionLostError
 from ..core._actor_tracing import tracing_provider
 from ..distributed._host_metrics import worker_metrics
@@ -106,11 +108,12 @@ async def _serve_once(
         raise ConfigurationError(str(exc)) from exc
     # Anything else that stops it here is reported by the command line's one reporter: a database or
     # state it cannot use (exit 2), or a host that does not answer in time (exit 1).
-    metrics = RuntimeMetrics(runtime)
-    collectors = [metrics, worker_metrics(core)] if probes is not None else []
-    for collector in collectors:
-        assert probes is not None
-        probes.add(collector, busy=metrics.busy_report if collector is metrics else None)
+    collectors: list[Collector] = []
+    if probes is not None:  # the collectors are made only for a run that serves its probes
+        metrics, worker = RuntimeMetrics(runtime), worker_metrics(core)
+        collectors = [metrics, worker]
+        probes.add(metrics, busy=metrics.busy_report)
+        probes.add(worker)
     run = AppRun(app, runtime)
     registered = False
     lost = core.session_lost
